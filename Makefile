@@ -1,0 +1,44 @@
+# dedupeworker — build, run and test targets. `make test` is what CI runs (.ci/run).
+GO        ?= go
+BIN       := bin/dedupeworker
+PKGS      := ./...
+FUZZTIME  ?= 5s
+
+.PHONY: all build run test test-unit test-race fuzz-short fuzz bench lint chaos soak clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/dedupeworker
+
+## run: the worker with an embedded JetStream server (no NATS needed); set DEDUPE_NATS_URL to use your own.
+run:
+	$(GO) run ./cmd/dedupeworker run
+
+## test: everything CI runs — vet, unit and integration tests, the race detector on the concurrent packages,
+## and a few seconds of each fuzz target so that a parser regression fails the build.
+test: test-unit test-race fuzz-short
+
+test-unit:
+	$(GO) vet $(PKGS)
+	$(GO) test -count=1 -timeout 8m $(PKGS)
+
+test-race:
+	$(GO) test -race -count=1 -timeout 6m ./pipeline/ ./kvwindow/...
+
+fuzz-short:
+	@./scripts/fuzz.sh $(FUZZTIME)
+
+## fuzz: each fuzz target for FUZZTIME (default here 2m).
+fuzz:
+	@./scripts/fuzz.sh $(if $(filter 5s,$(FUZZTIME)),2m,$(FUZZTIME))
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./hashing/ ./keys/ ./pipeline/
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
+	$(GO) vet $(PKGS)
+
+clean:
+	rm -rf bin data

@@ -1,0 +1,119 @@
+// Package embedded runs an in-process NATS server with JetStream, so that dedupeworker works on a fresh machine
+// with no NATS of its own. It is a convenience for laptops and demos: production runs against an external,
+// replicated NATS cluster.
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Config says where the embedded server listens and keeps its JetStream store.
+type Config struct {
+	// Listen is host:port for client connections ("127.0.0.1:4222"); port 0 picks a free port.
+	Listen string
+	// StoreDir is the JetStream store directory; it is created when missing.
+	StoreDir string
+	// ReadyTimeout bounds how long Start waits for the server to accept connections.
+	ReadyTimeout time.Duration
+	// Logger receives the server's own log lines; nil discards them.
+	Logger *slog.Logger
+}
+
+// Server is a running embedded NATS server.
+type Server struct {
+	ns *server.Server
+}
+
+// Start validates cfg, starts the server and waits until it accepts connections.
+func Start(cfg Config) (*Server, error) {
+	if cfg.ReadyTimeout == 0 {
+		cfg.ReadyTimeout = 10 * time.Second
+	}
+	host, portStr, err := net.SplitHostPort(cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: listen address %q: %w", cfg.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil || port < 0 || port > 65535 {
+		return nil, fmt.Errorf("embedded: listen address %q: invalid port", cfg.Listen)
+	}
+	if cfg.StoreDir == "" {
+		return nil, errors.New("embedded: store directory: must not be empty")
+	}
+	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
+		return nil, fmt.Errorf("embedded: store directory: %w", err)
+	}
+	if port != 0 {
+		// The server only logs a busy port and then never becomes ready; probing first turns that into an error
+		// a person can act on.
+		ln, err := net.Listen("tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("embedded: cannot listen on %s (is another NATS server running? set DEDUPE_NATS_URL to use it, or DEDUPE_EMBEDDED_LISTEN to pick another address): %w", cfg.Listen, err)
+		}
+		_ = ln.Close()
+	}
+	opts := &server.Options{
+		ServerName: "dedupeworker-embedded",
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   cfg.StoreDir,
+		NoSigs:     true,
+		// A port of 0 asks the OS for one; the server reports it through ClientURL.
+	}
+	if port == 0 {
+		opts.Port = server.RANDOM_PORT
+	}
+	ns, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	if cfg.Logger != nil {
+		ns.SetLoggerV2(slogAdapter{cfg.Logger.With("component", "nats-server")}, false, false, false)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
+		ns.Shutdown()
+		return nil, fmt.Errorf("embedded: server on %s not ready after %s", cfg.Listen, cfg.ReadyTimeout)
+	}
+	return &Server{ns: ns}, nil
+}
+
+// ClientURL is the URL clients connect to.
+func (s *Server) ClientURL() string { return s.ns.ClientURL() }
+
+// Shutdown stops the server and waits for it to finish, or for ctx to end. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.ns.Shutdown()
+		s.ns.WaitForShutdown()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("embedded: shutdown: %w", ctx.Err())
+	}
+}
+
+// slogAdapter routes nats-server's log lines into slog. The server's notices are chatty at startup, so they go
+// to debug; warnings and errors keep their level.
+type slogAdapter struct{ l *slog.Logger }
+
+func (a slogAdapter) Noticef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Tracef(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }

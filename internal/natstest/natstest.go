@@ -1,0 +1,245 @@
+// Package natstest starts real NATS servers with JetStream for tests: a single server (memory or file backed,
+// restartable on the same port and store) and a three-node cluster on loopback. Nothing here mocks JetStream.
+package natstest
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Server is one running nats-server.
+type Server struct {
+	*server.Server
+	Opts *server.Options
+	tb   testing.TB
+}
+
+// URL is the client URL of the server (stable across Restart).
+func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.Opts.Port) }
+
+// Option adjusts the server options before start.
+type Option func(*server.Options)
+
+// WithStoreDir keeps the JetStream store in dir (default: a fresh t.TempDir()).
+func WithStoreDir(dir string) Option { return func(o *server.Options) { o.StoreDir = dir } }
+
+// WithOptions lets a test set anything else (TLS, users, nkeys, limits).
+func WithOptions(f func(*server.Options)) Option { return Option(f) }
+
+// Run starts a JetStream server on a free loopback port and stops it when the test ends.
+func Run(tb testing.TB, opts ...Option) *Server {
+	tb.Helper()
+	o := &server.Options{
+		ServerName: "test",
+		Host:       "127.0.0.1",
+		Port:       FreePort(tb),
+		JetStream:  true,
+		StoreDir:   tb.TempDir(),
+		NoLog:      true,
+		NoSigs:     true,
+	}
+	for _, f := range opts {
+		f(o)
+	}
+	s := &Server{Opts: o, tb: tb}
+	s.start()
+	tb.Cleanup(s.Shutdown)
+	return s
+}
+
+func (s *Server) start() {
+	s.tb.Helper()
+	ns, err := server.NewServer(s.Opts.Clone())
+	if err != nil {
+		s.tb.Fatalf("natstest: %v", err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		ns.Shutdown()
+		s.tb.Fatalf("natstest: server %s not ready", s.Opts.ServerName)
+	}
+	s.Server = ns
+}
+
+// Shutdown stops the server and waits until it is down. Safe to call twice.
+func (s *Server) Shutdown() {
+	if s.Server == nil {
+		return
+	}
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+}
+
+// Restart stops the server and starts it again with the same port and store.
+func (s *Server) Restart() {
+	s.tb.Helper()
+	s.Shutdown()
+	s.start()
+}
+
+// Connect opens a client connection that is closed when the test ends.
+func Connect(tb testing.TB, url string, opts ...nats.Option) *nats.Conn {
+	tb.Helper()
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("natstest: connect %s: %v", url, err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
+}
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatalf("natstest: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+// Cluster is a JetStream cluster of nodes on loopback, each with the full route list.
+type Cluster struct {
+	Servers []*Server
+	tb      testing.TB
+}
+
+// RunCluster starts an n-node JetStream cluster and waits for a meta leader with every peer known.
+func RunCluster(tb testing.TB, n int) *Cluster {
+	tb.Helper()
+	clientPorts := make([]int, n)
+	routePorts := make([]int, n)
+	var routes []string
+	for i := range n {
+		clientPorts[i] = FreePort(tb)
+		routePorts[i] = FreePort(tb)
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", routePorts[i]))
+	}
+	base := tb.TempDir()
+	c := &Cluster{tb: tb}
+	for i := range n {
+		o := &server.Options{
+			ServerName: fmt.Sprintf("n%d", i+1),
+			Host:       "127.0.0.1",
+			Port:       clientPorts[i],
+			JetStream:  true,
+			StoreDir:   filepath.Join(base, fmt.Sprintf("n%d", i+1)),
+			NoLog:      true,
+			NoSigs:     true,
+			Cluster: server.ClusterOpts{
+				Name: "dedupe-test",
+				Host: "127.0.0.1",
+				Port: routePorts[i],
+			},
+			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
+		}
+		s := &Server{Opts: o, tb: tb}
+		c.Servers = append(c.Servers, s)
+	}
+	// Start all nodes before waiting on any: a node is only "ready" for JetStream once it sees its peers.
+	for _, s := range c.Servers {
+		ns, err := server.NewServer(s.Opts.Clone())
+		if err != nil {
+			tb.Fatalf("natstest: %v", err)
+		}
+		s.Server = ns
+		go ns.Start()
+	}
+	for _, s := range c.Servers {
+		if !s.ReadyForConnections(10 * time.Second) {
+			tb.Fatalf("natstest: node %s not ready", s.Opts.ServerName)
+		}
+	}
+	tb.Cleanup(func() {
+		for _, s := range c.Servers {
+			s.Shutdown()
+		}
+	})
+	c.WaitMetaLeader(30 * time.Second)
+	return c
+}
+
+// URLs is a comma-separated list of every node's client URL.
+func (c *Cluster) URLs() string {
+	var u []string
+	for _, s := range c.Servers {
+		u = append(u, s.URL())
+	}
+	return strings.Join(u, ",")
+}
+
+// WaitMetaLeader waits until a running node is the JetStream meta leader and it knows every peer.
+func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
+	c.tb.Helper()
+	var leader *Server
+	Eventually(c.tb, timeout, func() error {
+		for _, s := range c.Servers {
+			if s.Server == nil || !s.Running() {
+				continue
+			}
+			if s.JetStreamIsLeader() {
+				if got := len(s.JetStreamClusterPeers()); got < c.running() {
+					return fmt.Errorf("meta leader %s knows %d peers", s.Opts.ServerName, got)
+				}
+				leader = s
+				return nil
+			}
+		}
+		return fmt.Errorf("no meta leader")
+	})
+	return leader
+}
+
+func (c *Cluster) running() int {
+	n := 0
+	for _, s := range c.Servers {
+		if s.Server != nil && s.Running() {
+			n++
+		}
+	}
+	return n
+}
+
+// StreamLeader waits for and returns the node that leads stream in the global account.
+func (c *Cluster) StreamLeader(stream string, timeout time.Duration) *Server {
+	c.tb.Helper()
+	var leader *Server
+	Eventually(c.tb, timeout, func() error {
+		for _, s := range c.Servers {
+			if s.Server != nil && s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+				leader = s
+				return nil
+			}
+		}
+		return fmt.Errorf("no leader for stream %s", stream)
+	})
+	return leader
+}
+
+// Eventually polls cond until it returns nil or the deadline passes, then fails the test with the last error.
+func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	wait := 5 * time.Millisecond
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("natstest: condition not met after %s: %v", timeout, err)
+		}
+		time.Sleep(wait) // polling interval, not a wait for a condition
+		if wait < 100*time.Millisecond {
+			wait *= 2
+		}
+	}
+}
