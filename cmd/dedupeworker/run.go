@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+)
+
+// Exit statuses: 0 success, 1 a failure while working (invalid input data, NATS unreachable), 2 a usage or
+// configuration error (bad flags, bad dedupe spec, bad path, bad setting).
+const (
+	exitFailure = 1
+	exitUsage   = 2
+)
+
+// exitError carries an exit status; its message is printed as one line on standard error.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+func usageErr(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
+}
+
+func failErr(err error) error { return &exitError{code: exitFailure, err: err} }
+
+// errHelpShown ends a command that printed its help on request: exit status 0.
+var errHelpShown = errors.New("help shown")
+
+// exitCode prints err (one line) and maps it to a process exit status.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil || errors.Is(err, errHelpShown) {
+		return 0
+	}
+	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
+	fmt.Fprintln(stderr, msg)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return exitFailure
+}
+
+// run is the whole program; main only wires the process to it, and tests call it directly.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cmd := ""
+	if len(args) > 0 {
+		cmd = args[0]
+		args = args[1:]
+	}
+	switch cmd {
+	case "", "run":
+		return runWorker(ctx, args, stdout, stderr)
+	case "key":
+		return runKey(args, stdin, stdout, stderr)
+	case "hash":
+		return runHash(args, stdin, stdout, stderr)
+	case "window":
+		return runWindow(ctx, args, stdout, stderr)
+	case "sources":
+		return runSources(args, stdout, stderr)
+	case "help", "-h", "-help", "--help":
+		if len(args) > 0 {
+			return run(ctx, []string{args[0], "-h"}, stdin, stdout, stderr)
+		}
+		printHelp(stdout)
+		return nil
+	case "version", "--version":
+		fmt.Fprintln(stdout, "dedupeworker", version())
+		return nil
+	default:
+		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
+	}
+}
+
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, `dedupeworker turns a JetStream stream of raw webhook deliveries into a stream of unique events.
+
+Usage:
+  dedupeworker [run]                       run the worker (settings from DEDUPE_* variables, below)
+  dedupeworker key --dedupe SPEC [flags]   print the event key a delivery would get
+  dedupeworker hash [flags] [FILE]         print the canonical payload digest of a JSON document
+  dedupeworker window get|forget [flags]   inspect or remove claims in the dedupe window
+  dedupeworker sources check [FILE]        validate a sources file
+  dedupeworker help [COMMAND]              describe a command
+  dedupeworker version                     print the version
+
+Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.
+
+Worker settings (environment):
+`)
+	_ = config.Usage(w)
+}

@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/internal/embedded"
+	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+const runUsage = `Usage: dedupeworker [run]
+
+Runs the worker: consumes raw envelopes from JetStream, claims each event's key in the dedupe window and
+republishes the first copy of every event. With no DEDUPE_NATS_URL it starts an embedded JetStream server.
+Every setting is an environment variable:
+
+`
+
+// loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES. With neither, or a
+// document that declares no source at all, every preset becomes a source named after it.
+func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err error) {
+	var doc []byte
+	switch {
+	case cfg.SourcesFile != "":
+		doc, err = os.ReadFile(cfg.SourcesFile)
+		if err != nil {
+			return keys.Sources{}, false, fmt.Errorf("DEDUPE_SOURCES_FILE: %w", err)
+		}
+	case cfg.Sources != "":
+		doc = []byte(cfg.Sources)
+	}
+	if len(doc) > 0 {
+		src, err = keys.LoadSources(doc)
+		if err != nil {
+			return keys.Sources{}, false, err
+		}
+		if len(src.Specs) > 0 {
+			return src, false, nil
+		}
+	}
+	return keys.PresetSources(), true, nil
+}
+
+func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("run", runUsage, stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, runUsage)
+		_ = config.Usage(stderr)
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("run: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	sources, fromPresets, err := loadSources(cfg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	w := &worker{cfg: cfg, log: log, sources: sources}
+	return w.run(ctx, fromPresets)
+}
+
+// worker owns every long-lived part of a running worker and shuts them down in the reverse order of start.
+type worker struct {
+	cfg     config.Config
+	log     *slog.Logger
+	sources keys.Sources
+
+	srv      *embedded.Server
+	nc       *nats.Conn
+	pipe     *pipeline.Pipeline
+	httpSrv  *http.Server
+	httpDone chan error
+}
+
+func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
+	cfg, log := w.cfg, w.log
+	log.Info("starting dedupeworker", "version", version(), "config", cfg.Redacted())
+	if fromPresets {
+		log.Info("no sources configured: declaring one source per preset", "sources", w.sources.IDs())
+	}
+	for _, id := range w.sources.WithoutDedupe {
+		log.Warn("source declares no dedupe: every provider retry becomes a new event", "source", id)
+	}
+	defer func() {
+		if serr := w.shutdown(); serr != nil {
+			err = errors.Join(err, serr)
+		}
+	}()
+
+	url := cfg.NatsURL
+	if url == "" {
+		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log})
+		if err != nil {
+			return failErr(err)
+		}
+		url = w.srv.ClientURL()
+		log.Info("embedded NATS server with JetStream started", "url", url, "store", cfg.EmbeddedStoreDir)
+	}
+	w.nc, err = natsconn.Connect(natsconn.Config{
+		URL: url, Creds: cfg.NatsCreds, NkeySeedFile: cfg.NatsNkeySeedFile,
+		TLSCA: cfg.NatsTLSCa, TLSCert: cfg.NatsTLSCert, TLSKey: cfg.NatsTLSKey,
+		Name: "dedupeworker", Logger: log,
+	})
+	if err != nil {
+		return failErr(err)
+	}
+	js, err := jetstream.New(w.nc)
+	if err != nil {
+		return failErr(fmt.Errorf("jetstream: %w", err))
+	}
+
+	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	window, err := kvwindow.New(startCtx, js, kvwindow.Config{Bucket: cfg.Bucket, Replicas: cfg.Replicas, Provision: cfg.Provision})
+	if err != nil {
+		return failErr(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.pipe, err = pipeline.New(pipeline.Config{
+		JetStream:             js,
+		Window:                window,
+		Sources:               w.sources,
+		Extractor:             keys.Extractor{MaxJSONBytes: cfg.MaxJSONBytes},
+		DefaultTTL:            cfg.DefaultTTL,
+		InputStream:           cfg.InputStream,
+		InputPrefix:           cfg.InputPrefix,
+		OutputStream:          cfg.OutputStream,
+		OutputPrefix:          cfg.OutputPrefix,
+		DLQStream:             cfg.DLQStream,
+		DLQPrefix:             cfg.DLQPrefix,
+		DuplicatesPrefix:      cfg.DuplicatesPrefix,
+		Consumer:              cfg.Consumer,
+		Provision:             cfg.Provision,
+		Replicas:              cfg.Replicas,
+		MaxInFlight:           cfg.MaxInFlight,
+		AckWait:               cfg.AckWait,
+		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
+		ShutdownTimeout:       cfg.ShutdownTimeout,
+		Logger:                log,
+		Metrics:               pipeline.NewMetrics(reg),
+	})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if err := w.serveHTTP(reg); err != nil {
+		return failErr(err)
+	}
+	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return failErr(err)
+	}
+	log.Info("stopping: input consumption ended")
+	return nil
+}
+
+// serveHTTP starts /metrics, /healthz and /readyz. Listening happens here, so a busy port fails the start.
+func (w *worker) serveHTTP(reg *prometheus.Registry) error {
+	if w.cfg.HTTPAddr == "" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", w.cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("http: DEDUPE_HTTP_ADDR %s: %w", w.cfg.HTTPAddr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(rw, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
+		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := w.pipe.Ready(ctx); err != nil {
+			rw.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(rw, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(rw, "ready\n")
+	})
+	w.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	w.httpDone = make(chan error, 1)
+	go func() { w.httpDone <- w.httpSrv.Serve(ln) }()
+	w.log.Info("serving metrics and health", "addr", ln.Addr().String())
+	return nil
+}
+
+// shutdown stops, in order: the HTTP server, the NATS connection (draining pending publishes and acks), the
+// embedded server. The pipeline has already returned. Every step is bounded by DEDUPE_SHUTDOWN_TIMEOUT.
+func (w *worker) shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if w.httpSrv != nil {
+		if err := w.httpSrv.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+		w.httpSrv = nil
+	}
+	if w.nc != nil {
+		closed := make(chan struct{})
+		w.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+		if err := w.nc.Drain(); err != nil {
+			w.nc.Close()
+		} else {
+			select {
+			case <-closed:
+			case <-ctx.Done():
+				w.nc.Close()
+				errs = append(errs, errors.New("nats drain: timed out"))
+			}
+		}
+		w.nc = nil
+	}
+	if w.srv != nil {
+		if err := w.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, err)
+		}
+		w.srv = nil
+	}
+	if len(errs) == 0 {
+		w.log.Info("stopped")
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,227 @@
+package hashing
+
+import (
+	"bytes"
+	"io"
+	"slices"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
+)
+
+// emit writes the canonical stream of the loaded payload to w through st.out, a small buffer, and returns the first
+// write error. Recursion is one level per container, bounded by MaxDepth (validated by the scanner).
+func (st *state) emit(w io.Writer) error {
+	st.w = w
+	st.werr = nil
+	st.out = st.out[:0]
+	st.members = st.members[:0]
+	switch {
+	case st.mode == modeOnly && st.marks[0] == markNone:
+		st.writeString("{}") // nothing selected
+	case st.mode == modeExcept && st.rootNull:
+		st.writeString("null")
+	default:
+		st.value(0, st.mode)
+	}
+	st.flush()
+	return st.werr
+}
+
+func (st *state) flush() {
+	if len(st.out) > 0 && st.werr == nil {
+		_, st.werr = st.w.Write(st.out)
+	}
+	st.out = st.out[:0]
+}
+
+func (st *state) writeByte(c byte) {
+	if len(st.out) == cap(st.out) {
+		st.flush()
+	}
+	st.out = append(st.out, c)
+}
+
+func (st *state) write(b []byte) {
+	if len(st.out)+len(b) > cap(st.out) {
+		st.flush()
+		if len(b) > cap(st.out) {
+			if st.werr == nil {
+				_, st.werr = st.w.Write(b)
+			}
+			return
+		}
+	}
+	st.out = append(st.out, b...)
+}
+
+func (st *state) writeString(s string) {
+	if len(st.out)+len(s) > cap(st.out) {
+		st.flush()
+	}
+	st.out = append(st.out, s...)
+}
+
+// value writes the value at i. mode is modeAll below a whole selection, modeOnly inside a partial selection (the
+// node at i is marked), modeExcept when removed nodes must be skipped.
+func (st *state) value(i int32, mode uint8) {
+	if mode == modeOnly && st.marks[i] == markWhole {
+		mode = modeAll
+	}
+	n := &st.nodes[i]
+	switch n.kind {
+	case kObject:
+		st.object(i, mode)
+	case kArray:
+		st.array(i, mode)
+	case kString:
+		if n.esc {
+			st.str = jsonscan.AppendUnescaped(st.str[:0], st.src[n.a:n.b])
+			st.escaped(st.str)
+		} else {
+			// Without escapes a valid string token has no control characters, '"' or '\', so it is canonical.
+			st.write(st.src[n.a:n.b])
+		}
+	case kInt:
+		if n.b-n.a == 2 && st.src[n.a] == '-' && st.src[n.a+1] == '0' {
+			st.writeByte('0')
+		} else {
+			st.write(st.src[n.a:n.b])
+		}
+	case kFloat:
+		st.write(st.aux[n.a:n.b])
+	case kTrue:
+		st.writeString("true")
+	case kFalse:
+		st.writeString("false")
+	case kNull:
+		st.writeString("null")
+	}
+}
+
+func (st *state) object(i int32, mode uint8) {
+	end := st.nodes[i].a
+	base := len(st.members)
+	for j := i + 1; j < end; j = st.next(j + 1) {
+		switch mode {
+		case modeOnly:
+			if st.marks[j+1] == markNone {
+				continue
+			}
+		case modeExcept:
+			if st.marks[j+1] == markDeleted {
+				continue
+			}
+		}
+		st.members = append(st.members, j)
+	}
+	seg := st.members[base:]
+	if !sortedNames(st, seg) {
+		slices.SortFunc(seg, st.compareMembers)
+	}
+	st.writeByte('{')
+	for k := base; k < len(st.members); k++ {
+		j := st.members[k]
+		// Of members with the same name, the last one wins; they are adjacent, in document order.
+		if k+1 < len(st.members) && bytes.Equal(st.name(j), st.name(st.members[k+1])) {
+			continue
+		}
+		n := &st.nodes[j]
+		if n.esc {
+			st.escaped(st.name(j))
+		} else {
+			st.write(st.src[n.a:n.b])
+		}
+		st.writeByte(':')
+		st.value(j+1, mode)
+		st.writeByte(',')
+	}
+	st.writeByte('}')
+	st.members = st.members[:base]
+}
+
+// sortedNames reports whether the members are already in strictly increasing name order.
+func sortedNames(st *state, seg []int32) bool {
+	for k := 1; k < len(seg); k++ {
+		if bytes.Compare(st.name(seg[k-1]), st.name(seg[k])) >= 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// compareMembers orders member names by their bytes, then by position.
+func (st *state) compareMembers(x, y int32) int {
+	if c := bytes.Compare(st.name(x), st.name(y)); c != 0 {
+		return c
+	}
+	return int(x - y)
+}
+
+func (st *state) array(i int32, mode uint8) {
+	end := st.nodes[i].a
+	st.writeByte('[')
+	switch mode {
+	case modeOnly:
+		// Keep positions: unselected elements before the last selected one become null.
+		last := int32(-1)
+		for j := i + 1; j < end; j = st.next(j) {
+			if st.marks[j] != markNone {
+				last = j
+			}
+		}
+		for j := i + 1; j <= last; j = st.next(j) {
+			if st.marks[j] == markNone {
+				st.writeString("null")
+			} else {
+				st.value(j, mode)
+			}
+			st.writeByte(',')
+		}
+	default:
+		for j := i + 1; j < end; j = st.next(j) {
+			if mode == modeExcept && st.marks[j] == markDeleted {
+				continue
+			}
+			st.value(j, mode)
+			st.writeByte(',')
+		}
+	}
+	st.writeByte(']')
+}
+
+// escaped writes decoded string bytes as a canonical JSON string: '"' and '\' escaped, \b \t \n \f \r for those
+// control characters, \u00XX (uppercase hex) for the other bytes below 0x20, everything else raw.
+func (st *state) escaped(s []byte) {
+	const hexDigits = "0123456789ABCDEF"
+	st.writeByte('"')
+	start := 0
+	for k, c := range s {
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		st.write(s[start:k])
+		switch c {
+		case '"':
+			st.writeString(`\"`)
+		case '\\':
+			st.writeString(`\\`)
+		case '\b':
+			st.writeString(`\b`)
+		case '\t':
+			st.writeString(`\t`)
+		case '\n':
+			st.writeString(`\n`)
+		case '\f':
+			st.writeString(`\f`)
+		case '\r':
+			st.writeString(`\r`)
+		default:
+			st.writeString(`\u00`)
+			st.writeByte(hexDigits[c>>4])
+			st.writeByte(hexDigits[c&0xF])
+		}
+		start = k + 1
+	}
+	st.write(s[start:])
+	st.writeByte('"')
+}

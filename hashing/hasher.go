@@ -1,0 +1,429 @@
+package hashing
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"math"
+	"strconv"
+	"sync"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
+)
+
+// MaxDepth is the deepest nesting of objects and arrays a payload may have (jsonscan.DefaultMaxDepth, 1000); a
+// deeper payload is an error.
+const MaxDepth = jsonscan.DefaultMaxDepth
+
+// Options selects what part of a payload decides its digest, and the form of keys.
+type Options struct {
+	// Only, when non-nil, keeps just the parts of the payload at these paths (rebuilt with their nesting); paths
+	// that match nothing are skipped. A non-nil empty Only keeps nothing, so every payload hashes as {}.
+	Only []string
+	// Except, when non-nil, removes the parts at these paths, applied in order. It cannot be combined with Only.
+	Except []string
+	// Prefix puts the type and a ':' in front of the digest in Key. nil means true.
+	Prefix *bool
+}
+
+// Hasher computes canonical payload digests. It is immutable once built and safe for concurrent use.
+type Hasher struct {
+	only   []Path
+	except []Path
+	mode   uint8
+	prefix bool
+}
+
+const (
+	modeAll uint8 = iota
+	modeOnly
+	modeExcept
+)
+
+// New builds a Hasher, parsing its paths once.
+func New(opts Options) (*Hasher, error) {
+	if opts.Only != nil && opts.Except != nil {
+		return nil, errors.New("hashing: only and except cannot be combined")
+	}
+	h := &Hasher{prefix: opts.Prefix == nil || *opts.Prefix}
+	parse := func(list []string) ([]Path, error) {
+		paths := make([]Path, 0, len(list))
+		for _, s := range list {
+			p, err := ParsePath(s)
+			if err != nil {
+				return nil, err
+			}
+			paths = append(paths, p)
+		}
+		return paths, nil
+	}
+	var err error
+	switch {
+	case opts.Only != nil:
+		h.mode = modeOnly
+		h.only, err = parse(opts.Only)
+	case opts.Except != nil:
+		h.mode = modeExcept
+		h.except, err = parse(opts.Except)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// Digest returns the lowercase hex SHA-256 (64 characters) of raw's canonical form, after applying the hasher's
+// only/except selection. raw must be exactly one valid JSON document (see the package documentation).
+func (h *Hasher) Digest(raw []byte) (string, error) {
+	st := getState()
+	defer putState(st)
+	if err := st.load(h, raw); err != nil {
+		return "", err
+	}
+	st.sha.Reset()
+	st.emit(st.sha)
+	var sum [sha256.Size]byte
+	var hexSum [2 * sha256.Size]byte
+	hex.Encode(hexSum[:], st.sha.Sum(sum[:0]))
+	return string(hexSum[:]), nil
+}
+
+// Key returns typ + ":" + Digest(raw), or just the digest when the hasher's Prefix is off.
+func (h *Hasher) Key(typ string, raw []byte) (string, error) {
+	d, err := h.Digest(raw)
+	if err != nil {
+		return "", err
+	}
+	if !h.prefix {
+		return d, nil
+	}
+	return typ + ":" + d, nil
+}
+
+// DigestValue encodes v with encoding/json and digests the result. encoding/json decides how v looks as JSON: in
+// particular a Go float64 with an integral value (1.0) encodes as an integer (1) and so hashes differently from the
+// JSON float 1.0, and invalid UTF-8 in Go strings becomes U+FFFD. Use Digest on the raw bytes to avoid both.
+func (h *Hasher) DigestValue(v any) (string, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("hashing: encoding value: %w", err)
+	}
+	return h.Digest(raw)
+}
+
+// Canonical writes the canonical stream that Digest would hash for raw to w. Nothing is written when raw is
+// invalid.
+func (h *Hasher) Canonical(w io.Writer, raw []byte) error {
+	st := getState()
+	defer putState(st)
+	if err := st.load(h, raw); err != nil {
+		return err
+	}
+	if err := st.emit(w); err != nil {
+		return fmt.Errorf("hashing: writing canonical form: %w", err)
+	}
+	return nil
+}
+
+// node kinds
+const (
+	kObject uint8 = iota
+	kArray
+	kName
+	kString
+	kInt
+	kFloat
+	kTrue
+	kFalse
+	kNull
+)
+
+// A node is one token of the payload in document order (a flat pre-order tree). For containers a is the index just
+// past the subtree; for names, strings and integers [a,b) is the raw token in the input (quotes included), unless
+// aux is set, in which case [a,b) is in state.aux: the decoded name (for names) or the canonical float text.
+type node struct {
+	kind uint8
+	esc  bool // string or name token contains escapes
+	aux  bool // [a,b) indexes state.aux
+	a, b int32
+}
+
+// marks
+const (
+	markNone    uint8 = iota
+	markWhole         // only: keep the whole value
+	markPartial       // only: keep the selected parts of this container
+	markDeleted       // except: removed
+)
+
+// state is the per-call working memory, reused through a sync.Pool.
+type state struct {
+	sc       jsonscan.Scanner
+	src      []byte
+	nodes    []node
+	aux      []byte
+	open     []int32
+	marks    []uint8
+	members  []int32
+	chain    []int32
+	str      []byte
+	rootNull bool
+	mode     uint8
+	sha      hash.Hash
+	w        io.Writer
+	werr     error
+	out      []byte
+}
+
+const outSize = 4096
+
+var statePool = sync.Pool{New: func() any {
+	return &state{sha: sha256.New(), out: make([]byte, 0, outSize)}
+}}
+
+func getState() *state { return statePool.Get().(*state) }
+
+// Buffers larger than this are dropped rather than kept in the pool after a call.
+const maxPooledNodes = 1 << 18
+
+func putState(st *state) {
+	st.src = nil
+	st.w = nil
+	st.werr = nil
+	if cap(st.nodes) > maxPooledNodes {
+		st.nodes, st.marks, st.members = nil, nil, nil
+	}
+	if cap(st.aux) > 1<<20 {
+		st.aux = nil
+	}
+	if cap(st.str) > 1<<20 {
+		st.str = nil
+	}
+	statePool.Put(st)
+}
+
+// load validates raw, builds its node array and applies the hasher's selection. Every error about the input is
+// reported here, before anything is written.
+func (st *state) load(h *Hasher, raw []byte) error {
+	if len(raw) >= math.MaxInt32 {
+		return errors.New("hashing: payload larger than 2 GiB")
+	}
+	if err := st.build(raw); err != nil {
+		return err
+	}
+	st.mode = h.mode
+	st.rootNull = false
+	switch h.mode {
+	case modeOnly:
+		st.resetMarks()
+		for _, p := range h.only {
+			st.selectOnly(p.steps)
+		}
+	case modeExcept:
+		st.resetMarks()
+		for _, p := range h.except {
+			st.remove(p.steps)
+		}
+	}
+	return nil
+}
+
+func (st *state) resetMarks() {
+	n := len(st.nodes)
+	if cap(st.marks) < n {
+		st.marks = make([]uint8, n)
+	} else {
+		st.marks = st.marks[:n]
+		clear(st.marks)
+	}
+}
+
+// build scans raw into st.nodes.
+func (st *state) build(raw []byte) error {
+	st.src = raw
+	st.nodes = st.nodes[:0]
+	st.aux = st.aux[:0]
+	st.open = st.open[:0]
+	st.sc.Reset(raw)
+	for {
+		tk, err := st.sc.Next()
+		if err != nil {
+			return fmt.Errorf("hashing: invalid JSON: %w", err)
+		}
+		// Token.Raw is always a two-index slice of raw, so its capacity locates it.
+		start := int32(cap(raw) - cap(tk.Raw))
+		end := start + int32(len(tk.Raw))
+		switch tk.Kind {
+		case jsonscan.EOF:
+			return nil
+		case jsonscan.ObjectStart, jsonscan.ArrayStart:
+			k := kObject
+			if tk.Kind == jsonscan.ArrayStart {
+				k = kArray
+			}
+			st.open = append(st.open, int32(len(st.nodes)))
+			st.nodes = append(st.nodes, node{kind: k})
+		case jsonscan.ObjectEnd, jsonscan.ArrayEnd:
+			i := st.open[len(st.open)-1]
+			st.open = st.open[:len(st.open)-1]
+			st.nodes[i].a = int32(len(st.nodes))
+		case jsonscan.Name:
+			if hasBackslash(tk.Raw) {
+				a := int32(len(st.aux))
+				st.aux = jsonscan.AppendUnescaped(st.aux, tk.Raw)
+				st.nodes = append(st.nodes, node{kind: kName, esc: true, aux: true, a: a, b: int32(len(st.aux))})
+			} else {
+				st.nodes = append(st.nodes, node{kind: kName, a: start, b: end})
+			}
+		case jsonscan.String:
+			st.nodes = append(st.nodes, node{kind: kString, esc: hasBackslash(tk.Raw), a: start, b: end})
+		case jsonscan.Number:
+			if jsonscan.IsInteger(tk.Raw) {
+				st.nodes = append(st.nodes, node{kind: kInt, a: start, b: end})
+				break
+			}
+			f, err := strconv.ParseFloat(string(tk.Raw), 64)
+			if err != nil {
+				lit := tk.Raw
+				if len(lit) > 40 {
+					lit = append(lit[:37:37], "..."...)
+				}
+				return fmt.Errorf("hashing: invalid JSON: number %s at offset %d overflows float64", lit, start)
+			}
+			a := int32(len(st.aux))
+			st.aux = appendErlangFloat(st.aux, f)
+			st.nodes = append(st.nodes, node{kind: kFloat, aux: true, a: a, b: int32(len(st.aux))})
+		case jsonscan.True:
+			st.nodes = append(st.nodes, node{kind: kTrue})
+		case jsonscan.False:
+			st.nodes = append(st.nodes, node{kind: kFalse})
+		case jsonscan.Null:
+			st.nodes = append(st.nodes, node{kind: kNull})
+		}
+	}
+}
+
+func hasBackslash(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' {
+			return true
+		}
+	}
+	return false
+}
+
+// next returns the index just past the value at i.
+func (st *state) next(i int32) int32 {
+	if k := st.nodes[i].kind; k == kObject || k == kArray {
+		return st.nodes[i].a
+	}
+	return i + 1
+}
+
+// name returns the decoded bytes of the name node at i.
+func (st *state) name(i int32) []byte {
+	n := &st.nodes[i]
+	if n.aux {
+		return st.aux[n.a:n.b]
+	}
+	return st.src[n.a+1 : n.b-1]
+}
+
+// child walks one step from the value at cur: the value of the last (live) member with the step's name, or the
+// step's index among the (live) elements. ok is false when there is no such value.
+func (st *state) child(cur int32, step Step) (v int32, ok bool) {
+	n := st.nodes[cur]
+	except := st.mode == modeExcept
+	if step.IsIndex {
+		if n.kind != kArray {
+			return 0, false
+		}
+		k := 0
+		for j := cur + 1; j < n.a; j = st.next(j) {
+			if except && st.marks[j] == markDeleted {
+				continue
+			}
+			if k == step.Index {
+				return j, true
+			}
+			k++
+		}
+		return 0, false
+	}
+	if n.kind != kObject {
+		return 0, false
+	}
+	found := int32(-1)
+	for j := cur + 1; j < n.a; j = st.next(j + 1) {
+		if except && st.marks[j+1] == markDeleted {
+			continue
+		}
+		if string(st.name(j)) == step.Name {
+			found = j + 1
+		}
+	}
+	return found, found >= 0
+}
+
+// selectOnly marks what an only-path keeps: the matched value whole, its ancestors partially.
+func (st *state) selectOnly(steps []Step) {
+	st.chain = st.chain[:0]
+	cur := int32(0)
+	for _, step := range steps {
+		if st.marks[cur] == markWhole {
+			return // already kept whole by another path
+		}
+		v, ok := st.child(cur, step)
+		if !ok {
+			return // matches nothing: skipped
+		}
+		st.chain = append(st.chain, cur)
+		cur = v
+	}
+	for _, c := range st.chain {
+		if st.marks[c] == markNone {
+			st.marks[c] = markPartial
+		}
+	}
+	st.marks[cur] = markWhole
+}
+
+// remove applies one except-path to the (progressively modified) payload.
+func (st *state) remove(steps []Step) {
+	if st.rootNull {
+		return // the payload is already null: no path leads anywhere
+	}
+	if len(steps) == 0 {
+		st.rootNull = true
+		return
+	}
+	cur := int32(0)
+	for _, step := range steps[:len(steps)-1] {
+		v, ok := st.child(cur, step)
+		if !ok {
+			return
+		}
+		cur = v
+	}
+	last := steps[len(steps)-1]
+	if last.IsIndex {
+		if v, ok := st.child(cur, last); ok {
+			st.marks[v] = markDeleted
+		}
+		return
+	}
+	// Removing a member removes every occurrence of its name (the earlier ones are shadowed anyway).
+	n := st.nodes[cur]
+	if n.kind != kObject {
+		return
+	}
+	for j := cur + 1; j < n.a; j = st.next(j + 1) {
+		if string(st.name(j)) == last.Name {
+			st.marks[j+1] = markDeleted
+		}
+	}
+}

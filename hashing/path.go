@@ -1,0 +1,189 @@
+package hashing
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Step is one step of a Path: an object member name, or (IsIndex) an array index.
+type Step struct {
+	Name    string
+	Index   int
+	IsIndex bool
+}
+
+// Path is a parsed jq-flavoured path. The zero value is "." (the whole payload).
+type Path struct {
+	steps []Step
+}
+
+// maxIndex bounds array indexes in paths; no payload this package accepts has an array that long.
+const maxIndex = 1<<31 - 1
+
+// ParsePath parses a jq-flavoured path:
+//
+//	.                 the whole payload
+//	.user_id          a member (a bare name is [A-Za-z_][A-Za-z0-9_]*)
+//	.user.id          a nested member
+//	.items[0]         an array element (an index is one or more ASCII digits)
+//	.[0]              an element of a root array
+//	.["dotted.key"]   a quoted member name: a backslash makes the next character literal, and the name ends at
+//	                  the first `"]`
+//
+// A path starts with '.'; a '.' between steps is a separator and repeated dots are harmless (".a..b" is ".a.b").
+// As in zizq-elixir, a step may follow a ']' without a dot (".a[0]b" is ".a[0].b").
+func ParsePath(s string) (Path, error) {
+	if !strings.HasPrefix(s, ".") {
+		return Path{}, pathError(s, "must start with '.'")
+	}
+	var steps []Step
+	i := 1
+	for i < len(s) {
+		c := s[i]
+		switch {
+		case c == '.':
+			i++
+		case strings.HasPrefix(s[i:], `["`):
+			name, n, err := quotedKey(s, i+2)
+			if err != nil {
+				return Path{}, err
+			}
+			steps = append(steps, Step{Name: name})
+			i = n
+		case c == '[':
+			j := i + 1
+			for j < len(s) && s[j] >= '0' && s[j] <= '9' {
+				j++
+			}
+			if j == i+1 || j >= len(s) || s[j] != ']' {
+				end := strings.IndexByte(s[i:], ']')
+				if end < 0 {
+					end = len(s)
+				} else {
+					end += i + 1
+				}
+				return Path{}, pathError(s, fmt.Sprintf("invalid array index %q (want one or more digits 0-9 in [])", s[i:end]))
+			}
+			n, err := strconv.Atoi(s[i+1 : j])
+			if err != nil || n > maxIndex {
+				return Path{}, pathError(s, fmt.Sprintf("invalid array index %q (too large)", s[i:j+1]))
+			}
+			steps = append(steps, Step{Index: n, IsIndex: true})
+			i = j + 1
+		case nameStart(c):
+			j := i + 1
+			for j < len(s) && nameChar(s[j]) {
+				j++
+			}
+			steps = append(steps, Step{Name: s[i:j]})
+			i = j
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size <= 1 {
+				return Path{}, pathError(s, fmt.Sprintf("invalid UTF-8 at offset %d", i))
+			}
+			return Path{}, pathError(s, fmt.Sprintf("unexpected character %s at offset %d", quoteRune(r), i))
+		}
+	}
+	return Path{steps: steps}, nil
+}
+
+// quotedKey reads a quoted key whose text starts at i (just after `["`), returning the key and the offset just
+// past the closing `"]`.
+func quotedKey(s string, i int) (string, int, error) {
+	var b strings.Builder
+	for i < len(s) {
+		if strings.HasPrefix(s[i:], `"]`) {
+			return b.String(), i + 2, nil
+		}
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return "", 0, pathError(s, fmt.Sprintf("invalid UTF-8 at offset %d", i))
+		}
+		b.WriteString(s[i : i+size])
+		i += size
+	}
+	return "", 0, pathError(s, "unterminated quoted key (want `\"]`)")
+}
+
+func pathError(path, problem string) error {
+	return fmt.Errorf("hashing: path %q: %s", path, problem)
+}
+
+func nameStart(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_'
+}
+
+func nameChar(c byte) bool { return nameStart(c) || c >= '0' && c <= '9' }
+
+func bareName(s string) bool {
+	if s == "" || !nameStart(s[0]) {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if !nameChar(s[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func quoteRune(r rune) string {
+	if r == '\'' {
+		return `'\''`
+	}
+	q := strconv.QuoteRune(r)
+	if r == '"' {
+		return `'"'`
+	}
+	return "'" + q[1:len(q)-1] + "'"
+}
+
+// Steps returns the path's steps, outermost first; "." has none. The slice is a copy.
+func (p Path) Steps() []Step {
+	if len(p.steps) == 0 {
+		return nil
+	}
+	return append([]Step(nil), p.steps...)
+}
+
+// String returns the path in a normal form that ParsePath parses back to the same steps: bare names where the
+// grammar allows, otherwise quoted keys with '"' and '\' escaped.
+func (p Path) String() string {
+	if len(p.steps) == 0 {
+		return "."
+	}
+	var b strings.Builder
+	for i, st := range p.steps {
+		switch {
+		case st.IsIndex:
+			if i == 0 {
+				b.WriteByte('.')
+			}
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(st.Index))
+			b.WriteByte(']')
+		case bareName(st.Name):
+			b.WriteByte('.')
+			b.WriteString(st.Name)
+		default:
+			if i == 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(`["`)
+			for j := 0; j < len(st.Name); j++ {
+				if c := st.Name[j]; c == '"' || c == '\\' {
+					b.WriteByte('\\')
+				}
+				b.WriteByte(st.Name[j])
+			}
+			b.WriteString(`"]`)
+		}
+	}
+	return b.String()
+}

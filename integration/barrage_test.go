@@ -1,0 +1,219 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+)
+
+var (
+	validTenants = []string{"acme", "-", "_", "-_-", "a-b_c", "0", strings.Repeat("T", 64), "Z_9-z"}
+	validSources = []string{"gh", "orders", "forms", "stripe", "legacy", "misc", "-", strings.Repeat("s", 64)}
+	// Tokens that are legal in a NATS subject but not as tenant or source ids.
+	badIDs = []string{strings.Repeat("x", 65), "a:b", "é", "a+b", "a=b", "ü", "日本", "a|b", "a#b", "a%20b", "a@b", "a,b", "a\"b", "\x7f", "a\u00a0b"}
+	// Subjects of the wrong shape (a dot in a tenant makes one of these).
+	badShapes = []string{"ingest.a", "ingest.a.b.c", "ingest.acme.gh.x.y", "ingest.ac.me.gh", "ingest.a.b.c.d.e.f"}
+)
+
+// hostileBody returns a body and a description.
+func hostileBody(rng *rand.Rand) ([]byte, string) {
+	switch rng.IntN(22) {
+	case 0:
+		return nil, "empty"
+	case 1:
+		b := make([]byte, 64+rng.IntN(4096))
+		for i := range b {
+			b[i] = byte(rng.UintN(256))
+		}
+		return b, "binary"
+	case 2:
+		return []byte("{\"id\":\"evt_\xff\xfe\",\"data\":{\"order\":{\"id\":\"o\xc3\"}}}"), "invalid UTF-8"
+	case 3:
+		return []byte(`{"id":"evt_1","data":{"order":{"id":"o-1"`), "truncated JSON"
+	case 4:
+		return []byte(`{"id":"evt_\ud800","data":{"order":{"id":"\udc00x"}}}`), "lone surrogates"
+	case 5:
+		return []byte(`{"id":"evt_1"} {"id":"evt_2"}`), "trailing data"
+	case 6:
+		return []byte(`{"id":"a","id":"b","data":{"order":{"id":1},"order":{"id":"last"}}}`), "repeated names"
+	case 7:
+		return []byte(`{"id":-0,"data":{"order":{"id":-0}}}`), "minus zero"
+	case 8:
+		return []byte(`{"id":1e3,"data":{"order":{"id":12.0}}}`), "non-integer numbers"
+	case 9:
+		return []byte(`{"id":123456789012345678901234567890,"data":{"order":{"id":-98765432109876543210}}}`), "huge integers"
+	case 10:
+		return []byte(`{"id":"\u00e9v\"t\\n","data":{"order":{"id":"\u65e5\u672c"}}}`), "escaped strings"
+	case 11:
+		long := strings.Repeat("k", 150+rng.IntN(300))
+		return []byte(`{"id":"` + long + `","data":{"order":{"id":"` + long + `"}}}`), "long keys"
+	case 12:
+		return []byte(`{"id":"","data":{"order":{"id":null}}}`), "empty and null keys"
+	case 13:
+		return []byte(`{"id":{"nested":1},"data":{"order":[{"id":"x"}]}}`), "keys of the wrong type"
+	case 14:
+		d := 900 + rng.IntN(200) // around the 1000-level limit, both sides
+		return []byte(`{"id":"deep","x":` + strings.Repeat("[", d-1) + strings.Repeat("]", d-1) + "}"), fmt.Sprintf("nesting %d", d)
+	case 15:
+		return []byte("  \t\n{\"id\":\"ws\"}\r\n "), "surrounding whitespace"
+	case 16:
+		return []byte(`[1,2,3]`), "array document"
+	case 17:
+		return []byte(`"just a string"`), "scalar document"
+	case 18:
+		return []byte("{\"id\":\"nul\x00\"}"), "control character in a string"
+	case 19:
+		return []byte(`{"id":"evt_` + fmt.Sprint(rng.IntN(40)) + `","data":{"order":{"id":` + fmt.Sprint(rng.IntN(40)) + `}}}`), "small key pool"
+	case 20:
+		return []byte(`{"id":"evt_1",}`), "trailing comma"
+	default:
+		return []byte(`{"form":"f","n":` + fmt.Sprint(rng.IntN(30)) + `}`), "payload pool"
+	}
+}
+
+// hostileHeaders returns headers and a description.
+func hostileHeaders(rng *rand.Rand) (nats.Header, string) {
+	h := nats.Header{}
+	switch rng.IntN(9) {
+	case 0:
+		return h, "none"
+	case 1:
+		h.Add("X-GitHub-Delivery", fmt.Sprint("d-", rng.IntN(50)))
+		h.Add("X-GitHub-Delivery", fmt.Sprint("other-", rng.IntN(1000)))
+		return h, "repeated"
+	case 2:
+		h["x-github-delivery"] = []string{fmt.Sprint("lower-", rng.IntN(50))}
+		h["X-GITHUB-DELIVERY"] = []string{fmt.Sprint("upper-", rng.IntN(50))}
+		return h, "two spellings"
+	case 3:
+		h.Set("X-GitHub-Delivery", "")
+		return h, "empty value"
+	case 4:
+		h.Set("X-GitHub-Delivery", strings.Repeat(string(rune('a'+rng.IntN(3))), 64<<10))
+		return h, "64 KiB value"
+	case 5:
+		for i := range 200 {
+			h.Set(fmt.Sprintf("X-Filler-%d", i), strings.Repeat("v", 100))
+		}
+		h.Set("X-GitHub-Delivery", fmt.Sprint("d-", rng.IntN(50)))
+		return h, "200 headers"
+	case 6:
+		h.Set("X-GitHub-Delivery", fmt.Sprint("d-", rng.IntN(50)))
+		h.Set("Ingest-Verified", "false")
+		return h, "unverified"
+	case 7:
+		h.Set("X-GitHub-Delivery", "ü:é *>.. "+fmt.Sprint(rng.IntN(10)))
+		return h, "odd characters"
+	default:
+		h.Set("X-GitHub-Delivery", fmt.Sprint("d-", rng.IntN(50)))
+		return h, "plain"
+	}
+}
+
+// Hostile generates n envelopes of every kind of bad input, plus the huge ones.
+func Hostile(rng *rand.Rand, n int) []*Envelope {
+	var envs []*Envelope
+	for range n {
+		var subject string
+		switch r := rng.IntN(10); {
+		case r < 6:
+			subject = InputPrefix + "." + validTenants[rng.IntN(len(validTenants))] + "." + validSources[rng.IntN(len(validSources))]
+		case r < 7:
+			subject = InputPrefix + "." + badIDs[rng.IntN(len(badIDs))] + "." + validSources[rng.IntN(len(validSources))]
+		case r < 9:
+			subject = InputPrefix + "." + validTenants[rng.IntN(len(validTenants))] + "." + badIDs[rng.IntN(len(badIDs))]
+		default:
+			subject = badShapes[rng.IntN(len(badShapes))]
+		}
+		h, _ := hostileHeaders(rng)
+		body, _ := hostileBody(rng)
+		envs = append(envs, newEnvelope(subject, h, body))
+	}
+	// The huge ones, on every kind of source.
+	deep := []byte(strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000))
+	deepObj := []byte(strings.Repeat(`{"a":`, 100_000) + "1" + strings.Repeat("}", 100_000))
+	big := func(size int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"id":"big","data":{"order":{"id":"big-order"}},"pad":"`)
+		for b.Len() < size-2 {
+			b.WriteString("0123456789abcdef")
+		}
+		b.WriteString(`"}`)
+		return b.Bytes()
+	}
+	mb2, mb8 := big(2<<20), big(8<<20)
+	for _, src := range []string{"gh", "orders", "forms", "stripe", "misc"} {
+		h := nats.Header{}
+		h.Set("X-GitHub-Delivery", "huge-"+src)
+		subject := InputPrefix + ".acme." + src
+		envs = append(envs, newEnvelope(subject, h, deep), newEnvelope(subject, h, deepObj), newEnvelope(subject, h, mb2))
+		if src != "stripe" && src != "forms" {
+			envs = append(envs, newEnvelope(subject, h, mb8))
+		}
+	}
+	rng.Shuffle(len(envs), func(i, j int) { envs[i], envs[j] = envs[j], envs[i] })
+	return envs
+}
+
+// Scenario 4: thousands of hostile envelopes. The worker must neither crash nor stall, and every envelope must
+// end as predicted.
+func TestBadInputBarrage(t *testing.T) {
+	needWorker(t)
+	n := scale(4_000, 40_000)
+	start := time.Now()
+	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
+		o.MaxPayload = 16 << 20
+		o.MaxPending = 256 << 20
+	}))
+	c := NewClient(t, srv.URL())
+	ws := StartWorkers(t, 1, baseEnv(srv.URL()))
+
+	envs := Hostile(rand.New(rand.NewPCG(uint64(seed), 4)), n)
+	keyed, distinct, unkeyed, dead := Count(envs)
+	t.Logf("workload: %d hostile envelopes: %d keyed (%d distinct), %d unkeyed, %d dead letters", len(envs), keyed, distinct, unkeyed, dead)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pub, err := c.Publish(ctx, envs, 256, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("published %s", pub)
+	q := c.WaitQuiet(t, uint64(len(envs)), 2*time.Minute)
+	t.Logf("quiet: %s", q)
+	r := c.Ledger(t, envs, nil)
+
+	w := ws[0]
+	if !w.Running() {
+		t.Fatalf("worker exited")
+	}
+	if code, _, err := w.get("/healthz"); err != nil || code != http.StatusOK {
+		t.Errorf("/healthz after the barrage: %d %v", code, err)
+	}
+	// One worker, no fault: its counters must tell the same story as the ledger.
+	got := ws.Outcomes(t)
+	want := map[string]float64{"unique": float64(r.Unique), "duplicate": float64(r.Duplicate), "unkeyed": float64(r.Unkeyed), "dead_letter": float64(r.DeadLettered)}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("dedupeworker_envelopes_total{outcome=%q} = %v, ledger says %v", k, got[k], v)
+		}
+	}
+	if m, err := w.Metrics(); err == nil {
+		reasons := SumMetric(m, "dedupeworker_unkeyed_total", "reason")
+		for k, v := range r.UnkeyedReasons {
+			if reasons[k] != float64(v) {
+				t.Errorf("dedupeworker_unkeyed_total{reason=%q} = %v, ledger says %d", k, reasons[k], v)
+			}
+		}
+	}
+	t.Logf("FIGURES scenario=barrage envelopes=%d elapsed=%s ledger=%q", len(envs), time.Since(start).Round(time.Second), r.Summary())
+}

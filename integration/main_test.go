@@ -1,0 +1,81 @@
+package integration
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// workerBin is the dedupeworker binary built once for this test binary (empty under -short).
+var workerBin string
+
+// Knobs (environment):
+//
+//	DEDUPE_CHAOS=1       longer variants of scenarios 1–5 (make chaos)
+//	DEDUPE_SOAK=1        the soak (make soak); DEDUPE_SOAK_N envelopes (default 1,000,000)
+//	DEDUPE_WORKER_RACE=1 build the worker with -race
+//	DEDUPE_SEED=n        seed of the generators (default: time-based, logged)
+var (
+	chaos = os.Getenv("DEDUPE_CHAOS") == "1"
+	soak  = os.Getenv("DEDUPE_SOAK") == "1"
+	seed  = func() int64 {
+		if s, err := strconv.ParseInt(os.Getenv("DEDUPE_SEED"), 10, 64); err == nil {
+			return s
+		}
+		return time.Now().UnixNano() % 1_000_000
+	}()
+)
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("integration: fault suite skipped under -short (it starts real nats-servers and worker processes)")
+		os.Exit(m.Run())
+	}
+	dir, err := os.MkdirTemp("", "dedupeworker-integration-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "integration:", err)
+		os.Exit(1)
+	}
+	code := func() int {
+		defer os.RemoveAll(dir)
+		workerBin = filepath.Join(dir, "dedupeworker")
+		args := []string{"build", "-o", workerBin}
+		if os.Getenv("DEDUPE_WORKER_RACE") == "1" {
+			args = append(args, "-race")
+		}
+		args = append(args, "github.com/dedupeworker/dedupeworker/cmd/dedupeworker")
+		start := time.Now()
+		cmd := exec.Command("go", args...)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: go %v: %v\n", args, err)
+			return 1
+		}
+		fmt.Printf("integration: built worker in %s (seed %d; DEDUPE_SEED=%d reproduces the inputs)\n",
+			time.Since(start).Round(time.Millisecond), seed, seed)
+		return m.Run()
+	}()
+	os.Exit(code)
+}
+
+// needWorker skips a scenario under -short.
+func needWorker(t *testing.T) {
+	t.Helper()
+	if testing.Short() || workerBin == "" {
+		t.Skip("integration: skipped under -short (real nats-servers and worker processes)")
+	}
+}
+
+// scale picks the figure of the normal run or of DEDUPE_CHAOS=1.
+func scale[T any](normal, chaotic T) T {
+	if chaos {
+		return chaotic
+	}
+	return normal
+}

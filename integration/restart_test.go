@@ -1,0 +1,97 @@
+package integration
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+)
+
+// within polls cond every 100ms for at most timeout and reports whether it became true.
+func within(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(100 * time.Millisecond) // polling interval
+	}
+	return true
+}
+
+// Scenario 2: the one file-backed server goes down mid-stream and comes back on the same port and store; the
+// workers (and the harness) reconnect by themselves.
+func TestNATSRestart(t *testing.T) {
+	needWorker(t)
+	n := scale(6_000, 60_000)
+	restarts := scale(2, 6)
+	publishFor := scale(8*time.Second, 60*time.Second)
+	start := time.Now()
+
+	srv := natstest.Run(t) // file storage in a temp dir, kept across Restart
+	c := NewClient(t, srv.URL())
+	vars := baseEnv(srv.URL())
+	vars["DEDUPE_ACK_WAIT"] = "2s"
+	ws := StartWorkers(t, 2, vars)
+
+	envs := Mixed(MixOptions{N: n, Tenants: []string{"acme", "globex"}, DupFrac: 0.3, FarFrac: 0.2, BadFrac: 0.005, Seed: uint64(seed) + 2})
+	marks := make([]chan struct{}, restarts)
+	for i := range marks {
+		marks[i] = make(chan struct{})
+	}
+	at := func(k int) int { return n * (k + 1) / (restarts + 1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pubDone := make(chan PublishStats, 1)
+	go func() {
+		next := 0
+		st, err := c.Publish(ctx, envs, 512, float64(n)/publishFor.Seconds(), func(i int) {
+			if next < restarts && i == at(next) {
+				close(marks[next])
+				next++
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		pubDone <- st
+	}()
+	var outages []time.Duration
+	for k := range restarts {
+		<-marks[k]
+		down := time.Now()
+		srv.Shutdown()
+		// The outage lasts until every worker reports not ready (or 5s): their in-flight claims and publishes
+		// fail meanwhile, and the harness's publishes pile up for retry.
+		noticed := within(5*time.Second, func() bool {
+			for _, w := range ws {
+				if w.Ready() {
+					return false
+				}
+			}
+			return true
+		})
+		if !noticed {
+			t.Logf("restart %d: a worker still answered /readyz 200 5s into the outage", k+1)
+		}
+		srv.Restart()
+		outages = append(outages, time.Since(down).Round(time.Millisecond))
+		for _, w := range ws {
+			w.WaitReady(60 * time.Second)
+		}
+		t.Logf("restart %d at envelope %d: server down %s; workers ready again after %s", k+1, at(k), outages[k], time.Since(down).Round(time.Millisecond))
+	}
+	pub := <-pubDone
+	t.Logf("published %s", pub)
+	q := c.WaitQuiet(t, uint64(n), 2*time.Minute)
+	t.Logf("quiet: %s", q)
+	r := c.Ledger(t, envs, nil)
+	for _, w := range ws {
+		if !w.Running() {
+			t.Errorf("worker %s is not running after the restarts", w.Name)
+		}
+	}
+	t.Logf("FIGURES scenario=nats-restart envelopes=%d restarts=%d outages=%v elapsed=%s ledger=%q",
+		n, restarts, outages, time.Since(start).Round(time.Second), r.Summary())
+}

@@ -1,0 +1,246 @@
+// Package config reads the worker's settings from DEDUPE_* environment variables (envconfig) and validates them.
+// Every error names the variable it is about, so that a bad setting stops the worker at start with a message a
+// person can act on.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"reflect"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kelseyhightower/envconfig"
+
+	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+)
+
+// Prefix is the environment prefix of every setting.
+const Prefix = "DEDUPE"
+
+// Config is every setting of the worker. Field names map to variables through envconfig's split_words
+// (NatsURL → DEDUPE_NATS_URL); no setting falls back to an unprefixed variable.
+type Config struct {
+	NatsURL          string `split_words:"true" desc:"NATS server URL(s), comma separated; empty starts an embedded JetStream server"`
+	NatsCreds        string `split_words:"true" desc:"path to a NATS credentials (.creds) file"`
+	NatsNkeySeedFile string `split_words:"true" desc:"path to an nkey seed file"`
+	NatsTLSCa        string `split_words:"true" desc:"path to a PEM CA bundle to verify the server"`
+	NatsTLSCert      string `split_words:"true" desc:"path to a PEM client certificate (with DEDUPE_NATS_TLS_KEY)"`
+	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate"`
+
+	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (only without DEDUPE_NATS_URL)"`
+	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server"`
+
+	SourcesFile string `split_words:"true" desc:"path to the sources file (YAML or JSON)"`
+	Sources     string `desc:"the sources document inline (YAML or JSON); exclusive with DEDUPE_SOURCES_FILE"`
+
+	InputStream      string `split_words:"true" default:"INGEST" desc:"stream that captures raw envelopes"`
+	InputPrefix      string `split_words:"true" default:"ingest" desc:"subject prefix of raw envelopes: <prefix>.<tenant>.<source>"`
+	OutputStream     string `split_words:"true" default:"DEDUPED" desc:"stream that captures unique events"`
+	OutputPrefix     string `split_words:"true" default:"deduped" desc:"subject prefix of unique events"`
+	DLQStream        string `split_words:"true" default:"DEDUPE_DLQ" desc:"stream that captures dead letters"`
+	DLQPrefix        string `split_words:"true" default:"dedupe.dlq" desc:"subject prefix of dead letters: <prefix>.<reason>"`
+	DuplicatesPrefix string `split_words:"true" desc:"when set, duplicates are copied to <prefix>.<tenant>.<source> for audit"`
+	Bucket           string `default:"dedupe-window" desc:"KV bucket that holds the claim window"`
+	Consumer         string `default:"dedupeworker" desc:"durable consumer name shared by all replicas"`
+
+	Provision             bool          `default:"true" desc:"create missing streams, bucket and consumer (never changes existing ones)"`
+	Replicas              int           `default:"1" desc:"replicas of what the worker provisions (1, 3 or 5)"`
+	DefaultTTL            time.Duration `split_words:"true" default:"72h" desc:"claim TTL of sources that set none"`
+	MaxJSONBytes          int           `split_words:"true" default:"1048576" desc:"largest body read for json and payload keys"`
+	MaxInFlight           int           `split_words:"true" default:"1024" desc:"envelopes processed at once per replica"`
+	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait"`
+	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable"`
+	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables"`
+	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error"`
+	LogFormat             string        `split_words:"true" default:"auto" desc:"auto (tint on a terminal, JSON otherwise), text or json"`
+	ShutdownTimeout       time.Duration `split_words:"true" default:"30s" desc:"how long shutdown may take"`
+}
+
+// Load reads the environment and validates the result.
+func Load() (Config, error) {
+	var c Config
+	if err := envconfig.Process(Prefix, &c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", rewordParseError(err))
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// rewordParseError turns envconfig's field-oriented message into one that names the variable.
+func rewordParseError(err error) error {
+	var pe *envconfig.ParseError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("%s: cannot parse %q as %s", pe.KeyName, pe.Value, pe.TypeName)
+	}
+	return err
+}
+
+var (
+	streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+	bucketName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,240}$`)
+	// A prefix is one or more subject tokens without wildcards.
+	subjectPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+)
+
+// Validate checks every setting and joins all problems, each naming its variable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("config: %s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
+	}
+	if c.NatsTLSCert != "" && c.NatsTLSKey == "" || c.NatsTLSCert == "" && c.NatsTLSKey != "" {
+		bad("NATS_TLS_CERT", "must be set together with DEDUPE_NATS_TLS_KEY")
+	}
+	if c.NatsCreds != "" && c.NatsNkeySeedFile != "" {
+		bad("NATS_CREDS", "set either DEDUPE_NATS_CREDS or DEDUPE_NATS_NKEY_SEED_FILE, not both")
+	}
+	for name, path := range map[string]string{"NATS_CREDS": c.NatsCreds, "NATS_NKEY_SEED_FILE": c.NatsNkeySeedFile,
+		"NATS_TLS_CA": c.NatsTLSCa, "NATS_TLS_CERT": c.NatsTLSCert, "NATS_TLS_KEY": c.NatsTLSKey, "SOURCES_FILE": c.SourcesFile} {
+		if path == "" {
+			continue
+		}
+		if _, err := os.Stat(path); err != nil {
+			bad(name, "cannot read %q: %v", path, errors.Unwrap(err))
+		}
+	}
+	if c.NatsURL == "" {
+		if _, _, err := net.SplitHostPort(c.EmbeddedListen); err != nil {
+			bad("EMBEDDED_LISTEN", "must be host:port, got %q", c.EmbeddedListen)
+		}
+		if c.EmbeddedStoreDir == "" {
+			bad("EMBEDDED_STORE_DIR", "must not be empty")
+		}
+	}
+	if c.SourcesFile != "" && c.Sources != "" {
+		bad("SOURCES", "set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
+	}
+	streams := map[string]string{"INPUT_STREAM": c.InputStream, "OUTPUT_STREAM": c.OutputStream, "DLQ_STREAM": c.DLQStream, "CONSUMER": c.Consumer}
+	for _, name := range []string{"INPUT_STREAM", "OUTPUT_STREAM", "DLQ_STREAM", "CONSUMER"} {
+		if !streamName.MatchString(streams[name]) {
+			bad(name, "must be 1-255 characters of [A-Za-z0-9_-], got %q", streams[name])
+		}
+	}
+	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || (c.OutputStream == c.DLQStream && c.OutputStream != "") {
+		bad("OUTPUT_STREAM", "input, output and dead-letter streams must differ (got %q, %q, %q)", c.InputStream, c.OutputStream, c.DLQStream)
+	}
+	if !bucketName.MatchString(c.Bucket) {
+		bad("BUCKET", "must be 1-240 characters of [A-Za-z0-9_-], got %q", c.Bucket)
+	}
+	prefixes := map[string]string{"INPUT_PREFIX": c.InputPrefix, "OUTPUT_PREFIX": c.OutputPrefix, "DLQ_PREFIX": c.DLQPrefix, "DUPLICATES_PREFIX": c.DuplicatesPrefix}
+	for _, name := range []string{"INPUT_PREFIX", "OUTPUT_PREFIX", "DLQ_PREFIX", "DUPLICATES_PREFIX"} {
+		p := prefixes[name]
+		if p == "" && name == "DUPLICATES_PREFIX" {
+			continue
+		}
+		if !subjectPrefix.MatchString(p) {
+			bad(name, "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", p)
+		}
+	}
+	for _, name := range []string{"OUTPUT_PREFIX", "DLQ_PREFIX", "DUPLICATES_PREFIX"} {
+		if p := prefixes[name]; p != "" && overlaps(p, c.InputPrefix) {
+			bad(name, "%q overlaps DEDUPE_INPUT_PREFIX %q: the worker would consume its own output", p, c.InputPrefix)
+		}
+	}
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		bad("REPLICAS", "must be 1, 3 or 5, got %d", c.Replicas)
+	}
+	if c.DefaultTTL < time.Second || c.DefaultTTL%time.Second != 0 {
+		bad("DEFAULT_TTL", "must be whole seconds and at least 1s, got %s", c.DefaultTTL)
+	}
+	if c.MaxJSONBytes < 1 {
+		bad("MAX_JSON_BYTES", "must be positive, got %d", c.MaxJSONBytes)
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
+		bad("MAX_IN_FLIGHT", "must be between 1 and 65536, got %d", c.MaxInFlight)
+	}
+	if c.AckWait < time.Second {
+		bad("ACK_WAIT", "must be at least 1s, got %s", c.AckWait)
+	}
+	if c.HTTPAddr != "" {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			bad("HTTP_ADDR", "must be host:port or :port, got %q", c.HTTPAddr)
+		}
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "warning", "error":
+	default:
+		bad("LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "auto", "text", "json":
+	default:
+		bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
+	}
+	if c.ShutdownTimeout < time.Second {
+		bad("SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// overlaps reports whether one prefix's subjects can fall under the other's.
+func overlaps(a, b string) bool {
+	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
+}
+
+// Redacted is the configuration as it may be logged: no secret, and URLs stripped of user information.
+func (c Config) Redacted() Config {
+	r := c
+	r.NatsURL = natsconn.Redact(c.NatsURL)
+	return r
+}
+
+// LogValue logs the settings by variable name, leaving out empty ones and redacting secrets.
+func (c Config) LogValue() slog.Value {
+	r := c.Redacted()
+	v := reflect.ValueOf(r)
+	names := Variables()
+	attrs := make([]slog.Attr, 0, len(names))
+	for i := 0; i < v.NumField() && i < len(names); i++ {
+		f := v.Field(i)
+		if f.IsZero() && f.Kind() == reflect.String {
+			continue
+		}
+		val := f.Interface()
+		if d, ok := val.(time.Duration); ok {
+			val = d.String()
+		}
+		attrs = append(attrs, slog.Any(names[i], val))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+// Usage writes every variable with its type, default and description.
+func Usage(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	const format = `{{range .}}  {{usage_key .}}	{{usage_default .}}	{{usage_description .}}
+{{end}}`
+	if _, err := fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION"); err != nil {
+		return err
+	}
+	if err := envconfig.Usagef(Prefix, &Config{}, tw, format); err != nil {
+		return err
+	}
+	return tw.Flush()
+}
+
+// Variables lists every variable name the worker reads.
+func Variables() []string {
+	var out []string
+	var sb strings.Builder
+	_ = envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\n{{end}}")
+	for _, l := range strings.Split(strings.TrimSpace(sb.String()), "\n") {
+		if l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}

@@ -1,0 +1,76 @@
+package config_test
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+)
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InputStream != "INGEST" || c.Bucket != "dedupe-window" || c.DefaultTTL.String() != "72h0m0s" || !c.Provision || c.MaxJSONBytes != 1<<20 {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestVariablesNames(t *testing.T) {
+	vars := config.Variables()
+	for _, want := range []string{"DEDUPE_NATS_URL", "DEDUPE_NATS_CREDS", "DEDUPE_NATS_NKEY_SEED_FILE", "DEDUPE_NATS_TLS_CA",
+		"DEDUPE_NATS_TLS_CERT", "DEDUPE_NATS_TLS_KEY", "DEDUPE_EMBEDDED_LISTEN", "DEDUPE_EMBEDDED_STORE_DIR",
+		"DEDUPE_SOURCES_FILE", "DEDUPE_SOURCES", "DEDUPE_INPUT_STREAM", "DEDUPE_INPUT_PREFIX", "DEDUPE_OUTPUT_STREAM",
+		"DEDUPE_OUTPUT_PREFIX", "DEDUPE_DLQ_STREAM", "DEDUPE_DLQ_PREFIX", "DEDUPE_DUPLICATES_PREFIX", "DEDUPE_BUCKET",
+		"DEDUPE_CONSUMER", "DEDUPE_PROVISION", "DEDUPE_REPLICAS", "DEDUPE_DEFAULT_TTL", "DEDUPE_MAX_JSON_BYTES",
+		"DEDUPE_MAX_IN_FLIGHT", "DEDUPE_ACK_WAIT", "DEDUPE_HTTP_ADDR", "DEDUPE_LOG_LEVEL", "DEDUPE_LOG_FORMAT",
+		"DEDUPE_SHUTDOWN_TIMEOUT", "DEDUPE_FORWARD_WHEN_WINDOW_DOWN"} {
+		if !slices.Contains(vars, want) {
+			t.Errorf("missing %s in %v", want, vars)
+		}
+	}
+	var b bytes.Buffer
+	if err := config.Usage(&b); err != nil || !strings.Contains(b.String(), "DEDUPE_DEFAULT_TTL") || !strings.Contains(b.String(), "72h") {
+		t.Fatalf("usage: %v\n%s", err, b.String())
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"DEDUPE_DEFAULT_TTL": "500ms"}, "DEDUPE_DEFAULT_TTL: must be whole seconds and at least 1s, got 500ms"},
+		{map[string]string{"DEDUPE_DEFAULT_TTL": "soon"}, `DEDUPE_DEFAULT_TTL: cannot parse "soon"`},
+		{map[string]string{"DEDUPE_REPLICAS": "2"}, "DEDUPE_REPLICAS: must be 1, 3 or 5, got 2"},
+		{map[string]string{"DEDUPE_SOURCES": "x", "DEDUPE_SOURCES_FILE": "/etc/hostname"}, "DEDUPE_SOURCES: set either"},
+		{map[string]string{"DEDUPE_LOG_FORMAT": "xml"}, "DEDUPE_LOG_FORMAT"},
+		{map[string]string{"DEDUPE_OUTPUT_PREFIX": "ingest.out"}, "overlaps DEDUPE_INPUT_PREFIX"},
+		{map[string]string{"DEDUPE_INPUT_PREFIX": "in.*"}, "DEDUPE_INPUT_PREFIX: must be dot-separated"},
+		{map[string]string{"DEDUPE_NATS_CREDS": "/nonexistent/x.creds"}, "DEDUPE_NATS_CREDS: cannot read"},
+		{map[string]string{"DEDUPE_NATS_TLS_CERT": "/etc/hostname"}, "must be set together with DEDUPE_NATS_TLS_KEY"},
+		{map[string]string{"DEDUPE_MAX_IN_FLIGHT": "0"}, "DEDUPE_MAX_IN_FLIGHT"},
+		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "4222"}, "DEDUPE_EMBEDDED_LISTEN: must be host:port"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.want, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := config.Load()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestRedactURLs(t *testing.T) {
+	got := config.Config{NatsURL: "nats://u:secret@h1:4222, tls://tok@h2:4222,nats://h3"}.Redacted().NatsURL
+	if strings.Contains(got, "secret") || strings.Contains(got, "tok@") || !strings.Contains(got, "h3") {
+		t.Fatal(got)
+	}
+}

@@ -1,0 +1,46 @@
+// Package keys finds the event key of a webhook delivery, following each source's dedupe spec (the Ankusa dedupe
+// rules), and parses the sources file that declares those specs.
+//
+// A source (a webhook integration such as stripe, named by its subject token) declares how its deliveries are
+// deduplicated, as a preset name or an object with exactly one of preset, header, json or payload, plus an optional
+// ttl (a Go duration of whole seconds, at least 1s) or ttl_seconds:
+//
+//	github       -> header X-GitHub-Delivery
+//	standard_webhooks -> header webhook-id
+//	svix         -> header svix-id
+//	shopify      -> header X-Shopify-Webhook-Id
+//	stripe       -> JSON member id
+//	salesforce   -> JSON member id (a convention, see below)
+//	{header: X-Event-Id, ttl_seconds: 86400}
+//	{json: data.order.id}                       (or .["dotted.key"] in the hashing path grammar)
+//	{payload: {except: [.submitted_at]}}        (a digest of the body, as in package hashing, without prefix)
+//
+// Salesforce convention: Salesforce outbound calls stamp no delivery id, so the salesforce preset relies on the
+// callout (Flow, Apex) setting a top-level "id" that is the same on every retry of one event, e.g. the record id
+// and its SystemModstamp. A body without a top-level string or integer "id" has no key and is never deduplicated.
+//
+// # Guarantees
+//
+// Extraction (Extractor.Extract) is deterministic and safe for concurrent use, and says why there is no key
+// (ReasonNoDedupe, ReasonMissing, ReasonTooLarge, ReasonNotJSON):
+//
+//   - header: the value of the first header whose name matches ignoring ASCII case, untrimmed, never joined with
+//     later values; an empty value is no key. No allocation.
+//   - json: the body must be one valid JSON document by the rules of internal/jsonscan (the same as hashing: RFC
+//     8259, valid UTF-8, no lone surrogates, no trailing data, bounded nesting), else ReasonNotJSON. The path is
+//     followed through objects only; a non-empty string (unescaped) or an integer (its exact literal; -0 is "0")
+//     is the key; anything else is no key. When a name repeats, the last occurrence wins. The body is walked
+//     token by token, never decoded into a tree: the allocations do not grow with the body.
+//   - payload: the hashing digest of the body (64 hex characters).
+//   - json and payload sources do not read a body over Extractor.MaxJSONBytes (1 MiB by default): ReasonTooLarge.
+//     Header sources ignore the limit.
+//   - A key longer than MaxKeyBytes (200) bytes becomes "sha256:" + the lowercase hex SHA-256 of the key.
+//
+// Spec parsing (ParseSpec, LoadSources) is strict: unknown fields, unknown presets, several key sources, empty
+// header names or path segments, index steps in json paths, conflicting only/except, and ttl values that are not
+// whole seconds of at least 1s are errors. ParseSpec errors start with "dedupe: "; LoadSources errors name the
+// place, e.g. `sources.orders.dedupe.json: segment 2 is empty in "data..id"`.
+//
+// A window entry is keyed by IdempotencyKey(tenant, source, key) and lives for Spec.TTL(def): the spec's own TTL or
+// the worker's default (DefaultTTL, 72h, covers Stripe's 3-day and Shopify's 48-hour retries).
+package keys

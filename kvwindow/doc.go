@@ -1,0 +1,31 @@
+// Package kvwindow is dedupeworker's claim window: a JetStream KV bucket in which workers claim event keys, scoped
+// to tenant and source, for a per-key TTL. The first copy of an event wins the claim and is republished; later
+// copies inside the TTL are duplicates.
+//
+// Guarantees:
+//
+//   - Atomic claim. A claim is one create of the key's subject with "expected last subject sequence 0" (or the
+//     revision of the expiry marker it replaces): the server admits exactly one writer per key, however many
+//     workers and goroutines race, on single-node and replicated buckets alike. Won is reported only when this
+//     call's create was stored; Owned and Duplicate are decided from the stored claim, read from the stream
+//     leader (never a possibly stale replica).
+//   - Crash recovery via the claimant. The claim records its claimant, the envelope's sequence in the input
+//     stream. A redelivered envelope (the worker crashed or timed out after claiming, before acknowledging)
+//     finds its own claim and gets Owned, so it is published again instead of being dropped as a duplicate. A
+//     claim whose reply was lost (timeout, reconnect) may still land later; the retry then sees Owned.
+//   - Never "not a duplicate" when unsure. Any failure to decide (timeout, no responders, connection closed, bucket
+//     full, leader election) is an error wrapping ErrUnavailable; callers retry later. Bad arguments wrap
+//     ErrInvalid.
+//   - TTL on the server. Each claim carries its own TTL (the Nats-TTL header, whole seconds, rounded up) in a
+//     bucket with history 1 and a limit marker TTL; the server removes the claim when it lapses and leaves a
+//     "MaxAge" marker for the marker TTL, over which the next claim writes. The worker keeps no per-key state:
+//     memory per key is server-side (one small message).
+//
+// Key layout: "<tenant>.<source>.<enc>" in the bucket (subject "$KV.<bucket>.<tenant>.<source>.<enc>"), where enc
+// is the unpadded base64url of the event key when it is at most 48 bytes and otherwise "=" followed by the unpadded
+// base64url of its SHA-256. Any key bytes are valid; tenant and source are 1–64 of [A-Za-z0-9_-] (checked in every
+// method), so no key can reach into another scope and a tenant or source is one subject-filtered purge away.
+// The value is a small JSON record: {"seq":claimant,"at":unix_ms,"ttl":seconds,"key":"<event key>"}.
+//
+// The package windowtest holds an in-memory window with the same semantics and the conformance suite both pass.
+package kvwindow

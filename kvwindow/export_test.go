@@ -1,0 +1,9 @@
+package kvwindow
+
+// SetAsyncPublish switches claim creates between js.PublishMsg (false) and js.PublishMsgAsync (true).
+func SetAsyncPublish(w *Window, on bool) { w.async = on }
+
+// Stats reports what claims ran into: 10071 and 10164 answers, markers written over, and reads that found nothing.
+func Stats(w *Window) (w10071, w10164, markers, empty uint64) {
+	return w.stats.wrongSeq10071.Load(), w.stats.wrongSeq10164.Load(), w.stats.markers.Load(), w.stats.empty.Load()
+}

@@ -1,0 +1,45 @@
+package kvwindow_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func ctxT(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func jsFor(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(natstest.Connect(t, url, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return js
+}
+
+func newWindow(t testing.TB, js jetstream.JetStream, cfg kvwindow.Config) *kvwindow.Window {
+	t.Helper()
+	w, err := kvwindow.New(ctxT(t, 30*time.Second), js, cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return w
+}
+
+func claim(t testing.TB, w *kvwindow.Window, c kvwindow.Claim) kvwindow.Outcome {
+	t.Helper()
+	out, err := w.Claim(ctxT(t, 10*time.Second), c)
+	if err != nil {
+		t.Fatalf("claim %+v: %v", c, err)
+	}
+	return out
+}

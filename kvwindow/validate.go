@@ -1,0 +1,92 @@
+package kvwindow
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrInvalid is wrapped by every error about a caller's argument (a bad tenant, source, key or TTL). Such a claim
+// can never succeed; it is not a window failure and retrying it does not help.
+var ErrInvalid = errors.New("kvwindow: invalid argument")
+
+// MaxRawKey is the longest event key stored verbatim (base64url-encoded) in the KV key; longer keys are stored as
+// "=" + base64url(SHA-256(key)).
+const MaxRawKey = 48
+
+// ValidID reports whether s is a valid tenant or source id: 1–64 characters of [A-Za-z0-9_-].
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validateScope checks a tenant and a source id (source may be empty only when allowEmptySource).
+func validateScope(tenant, source string, allowEmptySource bool) error {
+	if !ValidID(tenant) {
+		return fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", ErrInvalid, tenant)
+	}
+	if source == "" && allowEmptySource {
+		return nil
+	}
+	if !ValidID(source) {
+		return fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", ErrInvalid, source)
+	}
+	return nil
+}
+
+// Validate checks a claim: valid tenant and source ids, a non-empty key and a TTL of at least one second.
+// Errors wrap ErrInvalid.
+func (c Claim) Validate() error {
+	if err := validateScope(c.Tenant, c.Source, false); err != nil {
+		return err
+	}
+	if c.Key == "" {
+		return fmt.Errorf("%w: key: must not be empty", ErrInvalid)
+	}
+	if c.TTL < time.Second {
+		return fmt.Errorf("%w: ttl: must be at least 1s, got %s", ErrInvalid, c.TTL)
+	}
+	return nil
+}
+
+// TTLSeconds is the claim's TTL in whole seconds, rounded up (the server keeps per-message TTLs in seconds).
+func (c Claim) TTLSeconds() int64 {
+	return int64((c.TTL + time.Second - 1) / time.Second)
+}
+
+// KVKey is the key under which the window stores a claim: "<tenant>.<source>.<enc>", where enc is the unpadded
+// base64url of key when it is at most MaxRawKey bytes, otherwise "=" + the unpadded base64url of its SHA-256
+// ("=" never occurs in unpadded base64url, so the two forms cannot collide).
+func KVKey(tenant, source, key string) (string, error) {
+	if err := validateScope(tenant, source, false); err != nil {
+		return "", err
+	}
+	if key == "" {
+		return "", fmt.Errorf("%w: key: must not be empty", ErrInvalid)
+	}
+	return string(appendKVKey(nil, tenant, source, key)), nil
+}
+
+func appendKVKey(dst []byte, tenant, source, key string) []byte {
+	dst = append(dst, tenant...)
+	dst = append(dst, '.')
+	dst = append(dst, source...)
+	dst = append(dst, '.')
+	enc := base64.RawURLEncoding
+	if len(key) <= MaxRawKey {
+		return enc.AppendEncode(dst, []byte(key))
+	}
+	sum := sha256.Sum256([]byte(key))
+	dst = append(dst, '=')
+	return enc.AppendEncode(dst, sum[:])
+}

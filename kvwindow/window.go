@@ -1,0 +1,432 @@
+package kvwindow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Window is the claim window over one JetStream KV bucket. It is safe for concurrent use and keeps no per-key
+// state: every claim lives in the bucket.
+type Window struct {
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	cfg     Config
+	stream  string // KV_<bucket>
+	prefix  string // "$KV.<bucket>."
+	api     string // JetStream API prefix, e.g. "$JS.API."
+	leader  jetstream.Stream
+	async   bool // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
+	markTTL time.Duration
+	stats   stats
+}
+
+// stats count what claims ran into; tests read them to learn the server's behaviour.
+type stats struct {
+	wrongSeq10071, wrongSeq10164, markers, empty atomic.Uint64
+}
+
+// maxClaimAttempts bounds how often one Claim writes: a create can lose to a claim that expires or is forgotten
+// before we read it, and a 10164 answer asks for one more try.
+const maxClaimAttempts = 5
+
+// New binds to the window's bucket, creating it when it is missing and cfg.Provision is set. It fails when the
+// bucket is missing and provisioning is off, or when the existing bucket cannot carry per-key TTLs (the error
+// says how to fix it). An existing bucket is never modified.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if js == nil {
+		return nil, errors.New("kvwindow: jetstream: must not be nil")
+	}
+	w := &Window{
+		js:     js,
+		nc:     js.Conn(),
+		cfg:    cfg,
+		stream: "KV_" + cfg.Bucket,
+		prefix: "$KV." + cfg.Bucket + ".",
+		api:    apiPrefix(js.Options()),
+	}
+	st, err := w.bind(ctx)
+	if err != nil {
+		return nil, err
+	}
+	info := st.CachedInfo()
+	if err := w.compatible(info); err != nil {
+		return nil, err
+	}
+	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
+	// that has not applied the latest write yet. The client chooses direct gets from the cached stream info,
+	// so this handle's copy says "no direct get"; it is never refreshed (Ping uses its own request).
+	info.Config.AllowDirect = false
+	w.leader = st
+	return w, nil
+}
+
+func apiPrefix(o jetstream.JetStreamOptions) string {
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		if strings.HasSuffix(o.APIPrefix, ".") {
+			return o.APIPrefix
+		}
+		return o.APIPrefix + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
+func (w *Window) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.cfg.Timeout)
+}
+
+func (w *Window) bind(ctx context.Context) (jetstream.Stream, error) {
+	for attempt := 0; ; attempt++ {
+		octx, cancel := w.opCtx(ctx)
+		st, err := w.js.Stream(octx, w.stream)
+		cancel()
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
+		}
+		if !w.cfg.Provision {
+			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it "+
+				"(nats kv add %s --history=1 --marker-ttl=%s) or enable Provision", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("%w: bucket %q: created but not found", ErrUnavailable, w.cfg.Bucket)
+		}
+		octx, cancel = w.opCtx(ctx)
+		_, err = w.js.CreateKeyValue(octx, jetstream.KeyValueConfig{
+			Bucket:         w.cfg.Bucket,
+			Description:    "dedupeworker claim window",
+			History:        1,
+			Replicas:       w.cfg.Replicas,
+			Storage:        w.cfg.Storage,
+			MaxBytes:       w.cfg.MaxBytes,
+			LimitMarkerTTL: w.cfg.MarkerTTL,
+		})
+		cancel()
+		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, fmt.Errorf("kvwindow: bucket %q: create: %w", w.cfg.Bucket, err)
+		}
+	}
+}
+
+// compatible checks that an existing bucket can hold the window. It never changes the bucket.
+func (w *Window) compatible(info *jetstream.StreamInfo) error {
+	c := info.Config
+	fix := fmt.Sprintf("delete and recreate it with per-key TTLs (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
+		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+	var problems []string
+	if !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0 {
+		problems = append(problems, "it does not support per-key TTLs (allow_msg_ttl and a limit marker TTL are required)")
+	}
+	if c.MaxMsgsPerSubject != 1 {
+		// With history > 1 the server raises every message TTL to at least the marker TTL.
+		problems = append(problems, fmt.Sprintf("it keeps history %d (must be 1)", c.MaxMsgsPerSubject))
+	}
+	if c.Discard != jetstream.DiscardNew {
+		problems = append(problems, "its discard policy is old (a full bucket would evict live claims)")
+	}
+	if c.Mirror != nil || c.Sealed {
+		problems = append(problems, "it is a mirror or sealed (not writable)")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+	}
+	return nil
+}
+
+// Bucket is the KV bucket name.
+func (w *Window) Bucket() string { return w.cfg.Bucket }
+
+// MarkerTTL is the bucket's limit marker TTL as found at New.
+func (w *Window) MarkerTTL() time.Duration { return w.markTTL }
+
+// claimValue is the stored value of a claim.
+type claimValue struct {
+	Seq uint64 `json:"seq"` // claimant
+	At  int64  `json:"at"`  // claim time, unix milliseconds (worker clock)
+	TTL int64  `json:"ttl"` // seconds
+	Key string `json:"key"` // the event key, for operators
+}
+
+func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, c.Claimant, 10)
+	dst = append(dst, `,"at":`...)
+	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
+	dst = append(dst, `,"ttl":`...)
+	dst = strconv.AppendInt(dst, c.TTLSeconds(), 10)
+	dst = append(dst, `,"key":`...)
+	k, _ := json.Marshal(c.Key) // a string always marshals; invalid UTF-8 becomes U+FFFD
+	dst = append(dst, k...)
+	return append(dst, '}')
+}
+
+// Claim records that c's event was seen, with one atomic create of the key's subject ("expected last subject
+// sequence 0", TTL c.TTL). It returns Won when this call created the claim, Owned when the key is already claimed
+// by c.Claimant (a redelivery), and Duplicate when another claimant holds it. Any error means the window could
+// not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a duplicate".
+func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
+	val := appendClaimValue(make([]byte, 0, 64+len(c.Key)), c, time.Now())
+	ttl := strconv.FormatInt(c.TTLSeconds(), 10)
+
+	var expected uint64 // last subject sequence the create expects: 0, or the revision of a marker
+	retried := false
+	var lastErr error
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		rev, err := w.create(ctx, subj, val, ttl, expected)
+		if err == nil {
+			return Outcome{Status: Won, Revision: rev}, nil
+		}
+		code, conflict := wrongLastSeq(err)
+		if !conflict {
+			return Outcome{}, w.unavailable("claim", subj, err)
+		}
+		lastErr = err
+		if code == jetstream.JSErrCodeStreamWrongLastSequence {
+			w.stats.wrongSeq10071.Add(1)
+		} else {
+			w.stats.wrongSeq10164.Add(1)
+		}
+		if code == jetstream.JSErrCodeStreamWrongLastSequenceConstant && !retried {
+			// 10164 (replicated buckets): another write on this subject was in flight. Try once more with the
+			// same expectation before reading.
+			retried = true
+			if err := pause(ctx, time.Millisecond); err != nil {
+				return Outcome{}, w.unavailable("claim", subj, err)
+			}
+			continue
+		}
+		// The key is taken, or holds a marker. Decide on what the stream leader holds (a direct get could be
+		// answered by a replica that has not applied the winning write yet).
+		m, err := w.latest(ctx, subj)
+		if err != nil {
+			return Outcome{}, w.unavailable("claim: read", subj, err)
+		}
+		if m == nil {
+			// Expired or forgotten since, or (replicated buckets) the write that beat us is not applied on the
+			// leader yet: back off briefly and try again.
+			w.stats.empty.Add(1)
+			expected = 0
+			if err := pause(ctx, time.Duration(attempt+1)*time.Millisecond); err != nil {
+				return Outcome{}, w.unavailable("claim", subj, err)
+			}
+			continue
+		}
+		if isTombstone(m) {
+			w.stats.markers.Add(1)
+			expected = m.Sequence // an expiry marker or purge: create over it
+			continue
+		}
+		var v claimValue
+		if json.Unmarshal(m.Data, &v) == nil && v.Seq == c.Claimant {
+			return Outcome{Status: Owned, Revision: m.Sequence}, nil
+		}
+		return Outcome{Status: Duplicate, Revision: m.Sequence}, nil
+	}
+	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
+}
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (w *Window) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64) (uint64, error) {
+	m := &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expected, 10)},
+		jetstream.MsgTTLHeader:              []string{ttl},
+	}}
+	if !w.async {
+		pa, err := w.js.PublishMsg(ctx, m)
+		if err != nil {
+			return 0, err
+		}
+		return pa.Sequence, nil
+	}
+	f, err := w.js.PublishMsgAsync(m)
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case pa := <-f.Ok():
+		return pa.Sequence, nil
+	case err := <-f.Err():
+		return 0, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// wrongLastSeq reports whether err is the server's "wrong last sequence" answer (10071, or 10164 on replicated
+// streams), with its code.
+func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return 0, false
+	}
+	switch api.ErrorCode {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return api.ErrorCode, true
+	}
+	return 0, false
+}
+
+// isTombstone reports whether a stored message is a KV delete/purge or a server marker rather than a claim.
+func isTombstone(m *jetstream.RawStreamMsg) bool {
+	return m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
+}
+
+// latest reads the last message on subj from the stream leader; nil when there is none.
+func (w *Window) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := w.leader.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+func (w *Window) unavailable(op, subj string, err error) error {
+	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
+}
+
+// Get returns the live claim on (tenant, source, key), read from the stream leader.
+func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
+	k, err := KVKey(tenant, source, key)
+	if err != nil {
+		return Entry{}, false, err
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	m, err := w.latest(ctx, w.prefix+k)
+	if err != nil {
+		return Entry{}, false, w.unavailable("get", k, err)
+	}
+	if m == nil || isTombstone(m) {
+		return Entry{}, false, nil
+	}
+	e := Entry{Tenant: tenant, Source: source, Key: key, Revision: m.Sequence, ClaimedAt: m.Time}
+	var v claimValue
+	if json.Unmarshal(m.Data, &v) == nil {
+		e.Claimant = v.Seq
+		e.TTL = time.Duration(v.TTL) * time.Second
+	}
+	if ttl, err := strconv.ParseInt(m.Header.Get(jetstream.MsgTTLHeader), 10, 64); err == nil && ttl > 0 {
+		e.TTL = time.Duration(ttl) * time.Second
+	}
+	return e, true, nil
+}
+
+// Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
+// event is admitted. It returns 1 if there was a live claim, else 0.
+func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+	k, err := KVKey(tenant, source, key)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	m, err := w.latest(ctx, w.prefix+k)
+	if err != nil {
+		return 0, w.unavailable("forget: read", k, err)
+	}
+	n, err := w.purge(ctx, w.prefix+k)
+	if err != nil {
+		return 0, w.unavailable("forget", k, err)
+	}
+	if n > 0 && m != nil && !isTombstone(m) {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
+// purge; it never lists the bucket. It returns the number of keys purged: live claims, plus keys whose claim
+// expired less than the marker TTL ago (their marker is purged too).
+func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+	if err := validateScope(tenant, source, true); err != nil {
+		return 0, err
+	}
+	filter := w.prefix + tenant + ".>"
+	if source != "" {
+		filter = w.prefix + tenant + "." + source + ".>"
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	n, err := w.purge(ctx, filter)
+	if err != nil {
+		return 0, w.unavailable("forget all", strings.TrimSuffix(filter, ".>"), err)
+	}
+	return int(n), nil
+}
+
+// purge is a subject-filtered stream purge; the client's Stream.Purge does not return the count, so this sends
+// the API request itself.
+func (w *Window) purge(ctx context.Context, filter string) (uint64, error) {
+	// A request made while disconnected sits in the client's reconnect buffer and would be sent after the
+	// caller was told it failed; a purge must not run behind the caller's back.
+	if !w.nc.IsConnected() {
+		return 0, fmt.Errorf("purge %s: %w", filter, nats.ErrDisconnected)
+	}
+	req, _ := json.Marshal(struct {
+		Filter string `json:"filter"`
+	}{filter})
+	msg, err := w.nc.RequestWithContext(ctx, w.api+"STREAM.PURGE."+w.stream, req)
+	if err != nil {
+		return 0, err
+	}
+	var resp struct {
+		Success bool                `json:"success"`
+		Purged  uint64              `json:"purged"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return 0, fmt.Errorf("purge response: %w", err)
+	}
+	if resp.Error != nil {
+		return 0, resp.Error
+	}
+	if !resp.Success {
+		return 0, errors.New("purge not successful")
+	}
+	return resp.Purged, nil
+}
+
+// Ping checks that the bucket answers (one stream info request); errors wrap ErrUnavailable.
+func (w *Window) Ping(ctx context.Context) error {
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	if _, err := w.js.Stream(ctx, w.stream); err != nil {
+		return fmt.Errorf("%w: ping bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
+	}
+	return nil
+}

@@ -1,0 +1,441 @@
+package kvwindow_test
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/kvwindow/windowtest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+func TestConformance(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return w })
+}
+
+func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	var n atomic.Int64
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer {
+		cfg := kvwindow.DefaultConfig()
+		cfg.Bucket = fmt.Sprintf("w%d", n.Add(1))
+		cfg.Storage = jetstream.MemoryStorage
+		return newWindow(t, js, cfg)
+	})
+}
+
+func TestProvisionCreatesBucket(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 20*time.Second)
+	cfg := kvwindow.DefaultConfig()
+	cfg.MaxBytes = 1 << 20
+	cfg.MarkerTTL = 30 * time.Second
+	w := newWindow(t, js, cfg)
+	if w.Bucket() != "dedupe-window" || w.MarkerTTL() != 30*time.Second {
+		t.Fatalf("bucket %q marker %s", w.Bucket(), w.MarkerTTL())
+	}
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := st.CachedInfo().Config
+	if c.MaxMsgsPerSubject != 1 || !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL != 30*time.Second ||
+		c.Storage != jetstream.FileStorage || c.Replicas != 1 || c.MaxBytes != 1<<20 || c.Discard != jetstream.DiscardNew {
+		t.Fatalf("bucket config: %+v", c)
+	}
+	// Binding again (another worker) with different creation settings leaves the bucket alone.
+	cfg2 := cfg
+	cfg2.MaxBytes, cfg2.MarkerTTL, cfg2.Provision = 0, time.Hour, false
+	newWindow(t, js, cfg2)
+	st, _ = js.Stream(ctx, "KV_dedupe-window")
+	if got := st.CachedInfo().Config; got.MaxBytes != 1<<20 || got.SubjectDeleteMarkerTTL != 30*time.Second {
+		t.Fatalf("existing bucket was changed: %+v", got)
+	}
+}
+
+func TestProvisionOffWithoutBucket(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	cfg := kvwindow.DefaultConfig()
+	cfg.Provision = false
+	_, err := kvwindow.New(ctxT(t, 10*time.Second), js, cfg)
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "nats kv add dedupe-window") {
+		t.Fatalf("want a clear missing-bucket error, got %v", err)
+	}
+	if errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("a missing bucket is a configuration error, not unavailability: %v", err)
+	}
+	if _, err := js.KeyValue(ctxT(t, 5*time.Second), "dedupe-window"); !errors.Is(err, jetstream.ErrBucketNotFound) {
+		t.Fatalf("bucket was created: %v", err)
+	}
+}
+
+func TestExistingIncompatibleBucket(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 20*time.Second)
+	for _, tc := range []struct {
+		name string
+		kv   jetstream.KeyValueConfig
+		want string
+	}{
+		{"no-ttl", jetstream.KeyValueConfig{Bucket: "no-ttl"}, "does not support per-key TTLs"},
+		{"history", jetstream.KeyValueConfig{Bucket: "history", History: 5, LimitMarkerTTL: time.Minute}, "history 5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := js.CreateKeyValue(ctx, tc.kv); err != nil {
+				t.Fatal(err)
+			}
+			cfg := kvwindow.DefaultConfig()
+			cfg.Bucket = tc.kv.Bucket
+			_, err := kvwindow.New(ctx, js, cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.want) ||
+				!strings.Contains(err.Error(), "nats kv add "+tc.kv.Bucket+" --history=1 --marker-ttl=1m0s") {
+				t.Fatalf("want an error naming the problem and the fix, got %v", err)
+			}
+			st, _ := js.Stream(ctx, "KV_"+tc.kv.Bucket)
+			if st.CachedInfo().Config.AllowMsgTTL != (tc.kv.LimitMarkerTTL > 0) {
+				t.Fatal("the existing bucket was modified")
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  kvwindow.Config
+		want string // "" = valid
+	}{
+		{"zero uses defaults", kvwindow.Config{}, ""},
+		{"defaults", kvwindow.DefaultConfig(), ""},
+		{"memory r3", kvwindow.Config{Bucket: "b_1-x", Replicas: 3, Storage: jetstream.MemoryStorage, MaxBytes: 1 << 30}, ""},
+		{"space in bucket", kvwindow.Config{Bucket: "a b"}, `kvwindow: bucket: must be a valid KV bucket name, got "a b"`},
+		{"dot in bucket", kvwindow.Config{Bucket: "a.b"}, `kvwindow: bucket: must be a valid KV bucket name, got "a.b"`},
+		{"wildcard bucket", kvwindow.Config{Bucket: "*"}, `kvwindow: bucket: `},
+		{"replicas 6", kvwindow.Config{Replicas: 6}, "kvwindow: replicas: must be between 1 and 5, got 6"},
+		{"replicas -1", kvwindow.Config{Replicas: -1}, "kvwindow: replicas: "},
+		{"storage", kvwindow.Config{Storage: 7}, "kvwindow: storage: must be file or memory, got 7"},
+		{"marker sub-second", kvwindow.Config{MarkerTTL: 500 * time.Millisecond}, "kvwindow: marker_ttl: must be whole seconds and at least 1s, got 500ms"},
+		{"marker fractional", kvwindow.Config{MarkerTTL: 1500 * time.Millisecond}, "kvwindow: marker_ttl: "},
+		{"marker negative", kvwindow.Config{MarkerTTL: -time.Second}, "kvwindow: marker_ttl: "},
+		{"max bytes", kvwindow.Config{MaxBytes: -1}, "kvwindow: max_bytes: must be 0 (unlimited) or positive, got -1"},
+		{"timeout", kvwindow.Config{Timeout: -time.Second}, "kvwindow: timeout: must be positive, got -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error %v", err)
+			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
+				t.Fatalf("error %v, want prefix %q", err, tc.want)
+			}
+		})
+	}
+	// New validates too, before touching the server.
+	if _, err := kvwindow.New(ctxT(t, time.Second), nil, kvwindow.Config{Bucket: "a b"}); err == nil || !strings.Contains(err.Error(), "bucket") {
+		t.Fatalf("New with a bad bucket: %v", err)
+	}
+	d := kvwindow.Config{}.WithDefaults()
+	if d.Bucket != "dedupe-window" || d.Replicas != 1 || d.MarkerTTL != time.Minute || d.Timeout != 5*time.Second || d.Storage != jetstream.FileStorage {
+		t.Fatalf("defaults: %+v", d)
+	}
+}
+
+func TestKVKeyLayout(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"a", "t.s.YQ"},
+		{"a.b c*>", "t.s.YS5iIGMqPg"},
+		{strings.Repeat("x", 48), "t.s." + strings.Repeat("eHh4", 16)},
+		{strings.Repeat("x", 49), "t.s.=VbuYI-aOBfccEFOVuHKDr8huVJ4fHKRZixzHpt0tOsg"},
+	} {
+		got, err := kvwindow.KVKey("t", "s", tc.key)
+		if err != nil || got != tc.want {
+			t.Errorf("KVKey(%q) = %q, %v; want %q", tc.key, got, err, tc.want)
+		}
+	}
+	for _, bad := range [][3]string{{"", "s", "k"}, {"t", "", "k"}, {"t.x", "s", "k"}, {"t", "s.>", "k"}, {"t", "s", ""}} {
+		if _, err := kvwindow.KVKey(bad[0], bad[1], bad[2]); !errors.Is(err, kvwindow.ErrInvalid) {
+			t.Errorf("KVKey%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+}
+
+// TestExpiryMarkerThenReclaim: when a claim's TTL lapses the server replaces it with a "MaxAge" marker that
+// lives for the bucket's marker TTL. A plain "expected last subject sequence 0" create fails on that marker; the
+// window writes over the marker instead.
+func TestExpiryMarkerThenReclaim(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 30*time.Second)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	c := kvwindow.Claim{Tenant: "acme", Source: "stripe", Key: "evt_1", TTL: time.Second, Claimant: 11}
+	first := claim(t, w, c)
+	if first.Status != kvwindow.Won {
+		t.Fatalf("first: %+v", first)
+	}
+	subj := "$KV.dedupe-window.acme.stripe.ZXZ0XzE"
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var marker *jetstream.RawStreamMsg
+	natstest.Eventually(t, 15*time.Second, func() error {
+		m, err := st.GetLastMsgForSubject(ctx, subj)
+		if err != nil {
+			return err
+		}
+		if m.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
+			return fmt.Errorf("no marker yet (seq %d, headers %v)", m.Sequence, m.Header)
+		}
+		marker = m
+		return nil
+	})
+	if marker.Sequence <= first.Revision || marker.Header.Get(jetstream.MsgTTLHeader) == "" {
+		t.Fatalf("marker: seq %d headers %v", marker.Sequence, marker.Header)
+	}
+	if _, ok, err := w.Get(ctx, "acme", "stripe", "evt_1"); ok || err != nil {
+		t.Fatalf("Get on a marker: %v %v", ok, err)
+	}
+	// The server refuses a plain create on a subject holding a marker.
+	m := nats.NewMsg(subj)
+	m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+	var apiErr *jetstream.APIError
+	if _, err := js.PublishMsg(ctx, m); !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		t.Fatalf("plain create over a marker: %v, want API error 10071", err)
+	}
+	c.Claimant, c.TTL = 12, time.Hour
+	again := claim(t, w, c)
+	if again.Status != kvwindow.Won || again.Revision <= marker.Sequence {
+		t.Fatalf("re-claim over the marker: %+v (marker seq %d)", again, marker.Sequence)
+	}
+	if _, _, markers, _ := kvwindow.Stats(w); markers == 0 {
+		t.Fatal("the re-claim did not go through the marker path")
+	}
+	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: again.Revision}) {
+		t.Fatalf("redelivery after re-claim: %+v", got)
+	}
+}
+
+func TestGet(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	ctx := ctxT(t, 10*time.Second)
+	key := "order.created:" + strings.Repeat("z", 100)
+	before := time.Now().Add(-time.Second)
+	out := claim(t, w, kvwindow.Claim{Tenant: "acme", Source: "shop", Key: key, TTL: 90*time.Second + time.Millisecond, Claimant: 4242})
+	e, ok, err := w.Get(ctx, "acme", "shop", key)
+	if err != nil || !ok {
+		t.Fatalf("Get: %v %v", ok, err)
+	}
+	if e.Tenant != "acme" || e.Source != "shop" || e.Key != key || e.Claimant != 4242 || e.Revision != out.Revision ||
+		e.TTL != 91*time.Second || e.ClaimedAt.Before(before) || e.ClaimedAt.After(time.Now().Add(time.Second)) {
+		t.Fatalf("entry %+v (revision %d)", e, out.Revision)
+	}
+	if e.ExpiresAt() != e.ClaimedAt.Add(91*time.Second) {
+		t.Fatal("ExpiresAt")
+	}
+	if _, ok, err := w.Get(ctx, "acme", "shop", "other"); ok || err != nil {
+		t.Fatalf("Get missing: %v %v", ok, err)
+	}
+	if _, ok, err := w.Get(ctx, "other", "shop", key); ok || err != nil {
+		t.Fatalf("Get other tenant: %v %v", ok, err)
+	}
+	if _, _, err := w.Get(ctx, "acme.*", "shop", key); !errors.Is(err, kvwindow.ErrInvalid) {
+		t.Fatalf("Get with a wildcard tenant: %v", err)
+	}
+}
+
+func TestForget(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	ctx := ctxT(t, 20*time.Second)
+	seed := func() {
+		t.Helper()
+		for _, tn := range []string{"a", "b", "ab"} {
+			for _, src := range []string{"s1", "s2"} {
+				for i := range 3 {
+					claim(t, w, kvwindow.Claim{Tenant: tn, Source: src, Key: "k" + strconv.Itoa(i), TTL: time.Hour, Claimant: 1})
+				}
+			}
+		}
+	}
+	held := func(tn, src, key string) bool {
+		t.Helper()
+		_, ok, err := w.Get(ctx, tn, src, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	seed()
+	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 1 || err != nil {
+		t.Fatalf("Forget: %d %v", n, err)
+	}
+	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 0 || err != nil {
+		t.Fatalf("Forget again: %d %v", n, err)
+	}
+	if held("a", "s1", "k0") || !held("a", "s1", "k1") || !held("b", "s1", "k0") {
+		t.Fatal("Forget removed the wrong claims")
+	}
+	if got := claim(t, w, kvwindow.Claim{Tenant: "a", Source: "s1", Key: "k0", TTL: time.Hour, Claimant: 2}); got.Status != kvwindow.Won {
+		t.Fatalf("claim after Forget: %+v", got)
+	}
+
+	// Source-scoped.
+	if n, err := w.ForgetAll(ctx, "a", "s2"); n != 3 || err != nil {
+		t.Fatalf("ForgetAll(a, s2): %d %v", n, err)
+	}
+	if held("a", "s2", "k1") || !held("a", "s1", "k1") || !held("b", "s2", "k1") || !held("ab", "s2", "k1") {
+		t.Fatal("ForgetAll(a, s2) removed the wrong claims")
+	}
+	// Tenant-wide: "a" must not touch "ab" (a prefix of its subject) or "b".
+	if n, err := w.ForgetAll(ctx, "a", ""); n != 3 || err != nil {
+		t.Fatalf("ForgetAll(a): %d %v", n, err)
+	}
+	for _, src := range []string{"s1", "s2"} {
+		for i := range 3 {
+			k := "k" + strconv.Itoa(i)
+			if held("a", src, k) || !held("b", src, k) || !held("ab", src, k) {
+				t.Fatalf("ForgetAll(a) and %s/%s: tenant isolation broken", src, k)
+			}
+		}
+	}
+	if n, err := w.ForgetAll(ctx, "a", ""); n != 0 || err != nil {
+		t.Fatalf("ForgetAll(a) again: %d %v", n, err)
+	}
+	for _, bad := range [][2]string{{"", ""}, {"a.>", ""}, {"*", ""}, {"a", "s.>"}, {"a", "*"}, {strings.Repeat("a", 65), ""}} {
+		if _, err := w.ForgetAll(ctx, bad[0], bad[1]); !errors.Is(err, kvwindow.ErrInvalid) {
+			t.Errorf("ForgetAll%q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	if _, err := w.Forget(ctx, "a", ">", "k"); !errors.Is(err, kvwindow.ErrInvalid) {
+		t.Errorf("Forget with a wildcard source: %v", err)
+	}
+	if n, err := w.ForgetAll(ctx, "b", ""); n != 6 || err != nil {
+		t.Fatalf("ForgetAll(b): %d %v", n, err)
+	}
+}
+
+// TestLosingClaimsReadFromLeader: deciding Owned/Duplicate never uses direct gets (served by any replica).
+func TestLosingClaimsReadFromLeader(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	spy := natstest.Connect(t, s.URL())
+	var direct, get atomic.Int64
+	if _, err := spy.Subscribe("$JS.API.DIRECT.GET.>", func(*nats.Msg) { direct.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spy.Subscribe("$JS.API.STREAM.MSG.GET.KV_dedupe-window", func(*nats.Msg) { get.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1}
+	claim(t, w, c)
+	claim(t, w, c)
+	c.Claimant = 2
+	claim(t, w, c)
+	natstest.Eventually(t, 5*time.Second, func() error {
+		if get.Load() < 2 {
+			return fmt.Errorf("%d leader gets", get.Load())
+		}
+		return nil
+	})
+	if direct.Load() != 0 {
+		t.Fatalf("%d direct gets", direct.Load())
+	}
+}
+
+func TestUnavailableThenRecovers(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	cfg := kvwindow.DefaultConfig()
+	cfg.Timeout = 500 * time.Millisecond
+	w := newWindow(t, js, cfg)
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: 1}
+	first := claim(t, w, c)
+
+	s.Shutdown()
+	ctx := ctxT(t, 30*time.Second)
+	c2 := c
+	c2.Key = "k2"
+	start := time.Now()
+	out, err := w.Claim(ctx, c2)
+	if !errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("claim with the server down: %+v %v", out, err)
+	}
+	if el := time.Since(start); el > 2*time.Second {
+		t.Fatalf("claim took %s with a 500ms timeout", el)
+	}
+	if err := w.Ping(ctx); !errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("ping with the server down: %v", err)
+	}
+	if _, _, err := w.Get(ctx, "t", "s", "k"); !errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("get with the server down: %v", err)
+	}
+	if _, err := w.ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("forget with the server down: %v", err)
+	}
+	t.Logf("claim while down: %v", err)
+
+	s.Restart()
+	natstest.Eventually(t, 20*time.Second, func() error { return w.Ping(ctx) })
+	var got kvwindow.Outcome
+	natstest.Eventually(t, 20*time.Second, func() error {
+		got, err = w.Claim(ctx, c2)
+		return err
+	})
+	// The claim that timed out sat in the client's reconnect buffer and may have landed after the restart: the
+	// same claimant then finds it Owned. Either way this claimant holds the key.
+	if got.Status != kvwindow.Won && got.Status != kvwindow.Owned {
+		t.Fatalf("claim after restart: %+v", got)
+	}
+	t.Logf("claim after restart: %v", got.Status)
+	// The file-backed bucket kept the claim made before the outage.
+	c.Claimant = 2
+	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
+		t.Fatalf("old claim after restart: %+v, want Duplicate rev %d", got, first.Revision)
+	}
+}
+
+func TestBucketFull(t *testing.T) {
+	s := natstest.Run(t)
+	cfg := kvwindow.DefaultConfig()
+	cfg.MaxBytes = 4096
+	w := newWindow(t, jsFor(t, s.URL()), cfg)
+	ctx := ctxT(t, 20*time.Second)
+	var fullErr error
+	won := 0
+	for i := 0; i < 1000 && fullErr == nil; i++ {
+		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: uint64(i + 1)})
+		if err != nil {
+			fullErr = err
+			break
+		}
+		if out.Status != kvwindow.Won {
+			t.Fatalf("claim %d: %+v", i, out)
+		}
+		won++
+	}
+	if won == 0 || !errors.Is(fullErr, kvwindow.ErrUnavailable) {
+		t.Fatalf("after %d claims: %v, want ErrUnavailable", won, fullErr)
+	}
+	t.Logf("bucket full after %d claims: %v", won, fullErr)
+	// Claims already held still decide.
+	if got := claim(t, w, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-0", TTL: time.Hour, Claimant: 99999}); got.Status != kvwindow.Duplicate {
+		t.Fatalf("held claim in a full bucket: %+v", got)
+	}
+}

@@ -1,0 +1,208 @@
+// Package windowtest helps test code that uses a claim window: Memory is an in-memory window with the same claim
+// semantics as kvwindow.Window, and Run is a conformance suite that any window implementation must pass.
+package windowtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// Claimer is what the conformance suite exercises.
+type Claimer interface {
+	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+}
+
+type scopeKey struct{ tenant, source, key string }
+
+type memEntry struct {
+	claimant uint64
+	revision uint64
+	at       time.Time
+	ttl      time.Duration
+}
+
+// Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
+// seconds, as the real window does) by the clock given to SetClock (time.Now by default). Revisions grow by one for
+// every claim made, like stream sequences.
+type Memory struct {
+	mu          sync.Mutex
+	now         func() time.Time
+	rev         uint64
+	entries     map[scopeKey]memEntry
+	unavailable bool
+	claims      int
+}
+
+// NewMemory returns an empty window using the real clock.
+func NewMemory() *Memory {
+	return &Memory{now: time.Now, entries: make(map[scopeKey]memEntry)}
+}
+
+// SetClock replaces the clock (nil restores time.Now). Use it to expire claims without waiting.
+func (m *Memory) SetClock(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now == nil {
+		now = time.Now
+	}
+	m.now = now
+}
+
+// SetUnavailable makes every later call fail (true) with an error wrapping kvwindow.ErrUnavailable, or work again
+// (false). Claims held are kept.
+func (m *Memory) SetUnavailable(down bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.unavailable = down
+}
+
+// Claims is the number of Claim calls that reached a decision (Won, Owned or Duplicate).
+func (m *Memory) Claims() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims
+}
+
+// Len is the number of live claims.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	n := 0
+	for _, e := range m.entries {
+		if now.Before(e.at.Add(e.ttl)) {
+			n++
+		}
+	}
+	return n
+}
+
+var errDown = fmt.Errorf("%w: windowtest: memory window set unavailable", kvwindow.ErrUnavailable)
+
+func (m *Memory) check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, err)
+	}
+	if m.unavailable {
+		return errDown
+	}
+	return nil
+}
+
+// live returns the live entry for k, dropping an expired one. Caller holds mu.
+func (m *Memory) live(k scopeKey) (memEntry, bool) {
+	e, ok := m.entries[k]
+	if !ok {
+		return e, false
+	}
+	if !m.now().Before(e.at.Add(e.ttl)) {
+		delete(m.entries, k)
+		return e, false
+	}
+	return e, true
+}
+
+// Claim records c as in kvwindow.Window.Claim.
+func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return kvwindow.Outcome{}, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return kvwindow.Outcome{}, err
+	}
+	m.claims++
+	k := scopeKey{c.Tenant, c.Source, c.Key}
+	if e, ok := m.live(k); ok {
+		if e.claimant == c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision}, nil
+		}
+		return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision}, nil
+	}
+	m.rev++
+	m.entries[k] = memEntry{
+		claimant: c.Claimant,
+		revision: m.rev,
+		at:       m.now(),
+		ttl:      time.Duration(c.TTLSeconds()) * time.Second,
+	}
+	return kvwindow.Outcome{Status: kvwindow.Won, Revision: m.rev}, nil
+}
+
+// Get returns the live claim on key, as kvwindow.Window.Get.
+func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.Entry, bool, error) {
+	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+		return kvwindow.Entry{}, false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return kvwindow.Entry{}, false, err
+	}
+	e, ok := m.live(scopeKey{tenant, source, key})
+	if !ok {
+		return kvwindow.Entry{}, false, nil
+	}
+	return kvwindow.Entry{
+		Tenant: tenant, Source: source, Key: key,
+		Claimant: e.claimant, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
+	}, true, nil
+}
+
+// Forget drops the claim on key; it returns 1 if there was a live claim, else 0.
+func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	k := scopeKey{tenant, source, key}
+	_, ok := m.live(k)
+	delete(m.entries, k)
+	if ok {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// ForgetAll drops every claim of tenant and source (source "" = the whole tenant) and returns how many live
+// claims it dropped.
+func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+	if !kvwindow.ValidID(tenant) {
+		return 0, fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, tenant)
+	}
+	if source != "" && !kvwindow.ValidID(source) {
+		return 0, fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, source)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	n := 0
+	for k := range m.entries {
+		if k.tenant != tenant || (source != "" && k.source != source) {
+			continue
+		}
+		if _, ok := m.live(k); ok {
+			n++
+		}
+		delete(m.entries, k)
+	}
+	return n, nil
+}
+
+// Ping fails with an error wrapping kvwindow.ErrUnavailable while the window is set unavailable.
+func (m *Memory) Ping(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.check(ctx)
+}

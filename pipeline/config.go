@@ -1,0 +1,244 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// Window is the claim window the pipeline needs; *kvwindow.Window implements it (and so does the in-memory
+// windowtest.Memory). Claim must bound its own duration (kvwindow.Config.Timeout) and report a window that cannot
+// decide with an error wrapping kvwindow.ErrUnavailable.
+type Window interface {
+	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	Ping(ctx context.Context) error
+}
+
+// Defaults applied by New (and WithDefaults) to zero-valued Config fields.
+const (
+	DefaultTTL             = 72 * time.Hour
+	DefaultInputStream     = "INGEST"
+	DefaultInputPrefix     = "ingest"
+	DefaultOutputStream    = "DEDUPED"
+	DefaultOutputPrefix    = "deduped"
+	DefaultDLQStream       = "DEDUPE_DLQ"
+	DefaultDLQPrefix       = "dedupe.dlq"
+	DefaultConsumer        = "dedupeworker"
+	DefaultReplicas        = 1
+	DefaultMaxInFlight     = 1024
+	DefaultAckWait         = 30 * time.Second
+	DefaultPublishTimeout  = 10 * time.Second
+	DefaultStatusInterval  = 2 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Config configures a Pipeline. Start from DefaultConfig (which also sets Provision) or leave fields zero for their
+// defaults.
+type Config struct {
+	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required.
+	JetStream jetstream.JetStream
+	// Window records claims. Required.
+	Window Window
+	// Sources declares the dedupe spec of each source; an undeclared source is forwarded unkeyed (no-dedupe).
+	Sources keys.Sources
+	// Extractor finds event keys (zero value: 1 MiB JSON limit).
+	Extractor keys.Extractor
+	// DefaultTTL is the claim TTL of a source whose spec sets none. Default 72h.
+	DefaultTTL time.Duration
+
+	// InputStream captures "<InputPrefix>.<tenant>.<source>". Defaults INGEST and ingest.
+	InputStream, InputPrefix string
+	// OutputStream captures "<OutputPrefix>.<tenant>.<source>" (and the duplicate copies). Defaults DEDUPED and
+	// deduped.
+	OutputStream, OutputPrefix string
+	// DLQStream captures "<DLQPrefix>.<reason>". Defaults DEDUPE_DLQ and dedupe.dlq.
+	DLQStream, DLQPrefix string
+	// DuplicatesPrefix, when set, receives a copy of every duplicate at "<DuplicatesPrefix>.<tenant>.<source>"
+	// (captured by OutputStream). Empty (the default): duplicates are only counted.
+	DuplicatesPrefix string
+	// Consumer is the durable pull consumer on InputStream that all replicas share. Default dedupeworker.
+	Consumer string
+
+	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
+	// changed). The zero value (false) only binds to what exists; DefaultConfig sets it to true.
+	Provision bool
+	// Replicas is the replication factor of streams and the consumer that Provision creates. Default 1.
+	Replicas int
+	// MaxInFlight bounds the envelopes being processed at once. Default 1024.
+	MaxInFlight int
+	// AckWait is the consumer's ack wait when Provision creates it. Default 30s.
+	AckWait time.Duration
+	// PublishTimeout bounds the wait for JetStream's ack of one publish; a timeout is retried (NAK). Default 10s.
+	PublishTimeout time.Duration
+	// ForwardWhenWindowDown forwards envelopes unkeyed (reason window-unavailable) while the window cannot be
+	// reached, instead of holding them back. Off by default: a window outage then delays events, it never
+	// duplicates them.
+	ForwardWhenWindowDown bool
+
+	// Logger receives structured logs. Default slog.Default().
+	Logger *slog.Logger
+	// Metrics receives the pipeline's metrics. Default: NewMetrics(nil), not registered anywhere.
+	Metrics *Metrics
+	// StatusInterval is how often the consumer's pending count and the window's health are refreshed. Default 2s.
+	StatusInterval time.Duration
+	// ShutdownTimeout bounds how long Run waits for in-flight envelopes once its context is cancelled. Default
+	// 30s.
+	ShutdownTimeout time.Duration
+}
+
+// DefaultConfig returns the defaults, including Provision: true. JetStream and Window still have to be set.
+func DefaultConfig() Config {
+	c := Config{Provision: true}.WithDefaults()
+	return c
+}
+
+// WithDefaults returns c with zero-valued fields set to their defaults (booleans are left as they are).
+func (c Config) WithDefaults() Config {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&c.InputStream, DefaultInputStream)
+	def(&c.InputPrefix, DefaultInputPrefix)
+	def(&c.OutputStream, DefaultOutputStream)
+	def(&c.OutputPrefix, DefaultOutputPrefix)
+	def(&c.DLQStream, DefaultDLQStream)
+	def(&c.DLQPrefix, DefaultDLQPrefix)
+	def(&c.Consumer, DefaultConsumer)
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = DefaultTTL
+	}
+	if c.Replicas == 0 {
+		c.Replicas = DefaultReplicas
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.AckWait == 0 {
+		c.AckWait = DefaultAckWait
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.StatusInterval == 0 {
+		c.StatusInterval = DefaultStatusInterval
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+// Validate checks c (after defaults). Errors start with "pipeline: " and name the field.
+func (c Config) Validate() error {
+	if c.JetStream == nil {
+		return errors.New("pipeline: JetStream: is required")
+	}
+	if c.Window == nil {
+		return errors.New("pipeline: Window: is required")
+	}
+	for _, f := range []struct{ name, v string }{
+		{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
+		{"Consumer", c.Consumer},
+	} {
+		if !validName(f.v) {
+			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
+		}
+	}
+	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || c.OutputStream == c.DLQStream {
+		return fmt.Errorf("pipeline: InputStream, OutputStream and DLQStream must differ, got %q, %q and %q",
+			c.InputStream, c.OutputStream, c.DLQStream)
+	}
+	prefixes := []struct{ name, v string }{
+		{"InputPrefix", c.InputPrefix}, {"OutputPrefix", c.OutputPrefix}, {"DLQPrefix", c.DLQPrefix},
+	}
+	if c.DuplicatesPrefix != "" {
+		prefixes = append(prefixes, struct{ name, v string }{"DuplicatesPrefix", c.DuplicatesPrefix})
+	}
+	for _, f := range prefixes {
+		if !validPrefix(f.v) {
+			return fmt.Errorf("pipeline: %s: %q is not a valid subject prefix (dot-separated tokens, no wildcards or whitespace)", f.name, f.v)
+		}
+	}
+	for i, a := range prefixes {
+		for _, b := range prefixes[i+1:] {
+			if a.v == b.v || strings.HasPrefix(a.v, b.v+".") || strings.HasPrefix(b.v, a.v+".") {
+				return fmt.Errorf("pipeline: %s: %q overlaps %s %q", b.name, b.v, a.name, a.v)
+			}
+		}
+	}
+	if c.DefaultTTL < time.Second {
+		return fmt.Errorf("pipeline: DefaultTTL: must be at least 1s, got %s", c.DefaultTTL)
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("pipeline: Replicas: must be between 1 and 5, got %d", c.Replicas)
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 1<<16 {
+		return fmt.Errorf("pipeline: MaxInFlight: must be between 1 and 65536, got %d", c.MaxInFlight)
+	}
+	if c.AckWait < time.Second {
+		return fmt.Errorf("pipeline: AckWait: must be at least 1s, got %s", c.AckWait)
+	}
+	if c.PublishTimeout <= 0 {
+		return fmt.Errorf("pipeline: PublishTimeout: must be positive, got %s", c.PublishTimeout)
+	}
+	if c.StatusInterval <= 0 {
+		return fmt.Errorf("pipeline: StatusInterval: must be positive, got %s", c.StatusInterval)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return fmt.Errorf("pipeline: ShutdownTimeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.Logger == nil {
+		return errors.New("pipeline: Logger: is required")
+	}
+	if c.Metrics == nil {
+		return errors.New("pipeline: Metrics: is required")
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	if s == "" || len(s) > 255 {
+		return false
+	}
+	return !strings.ContainsAny(s, " \t\r\n.*>/\\")
+}
+
+func validPrefix(s string) bool {
+	if s == "" || len(s) > 255 || strings.ContainsAny(s, " \t\r\n*>") {
+		return false
+	}
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// duplicateWindow is the output stream's duplicate window Provision uses: comfortably longer than the ack wait,
+// so that a republish after a lost ack (redelivered after AckWait) still collapses.
+func duplicateWindow(ackWait time.Duration) time.Duration {
+	return max(2*time.Minute, 4*ackWait)
+}
+
+// maxAckPending is the consumer's MaxAckPending Provision uses: room for a few replicas' worth of in-flight
+// envelopes plus the pull buffer.
+func maxAckPending(maxInFlight int) int {
+	return max(1000, 4*maxInFlight)
+}

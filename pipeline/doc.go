@@ -1,0 +1,68 @@
+// Package pipeline is the worker's core: it consumes raw webhook deliveries ("envelopes") from the input stream,
+// finds each one's event key, claims the key in the TTL'd window, republishes unique events to the output stream
+// and acknowledges the envelope.
+//
+// # Wire contract
+//
+// Inbound, an ingest service publishes each delivery to "<InputPrefix>.<tenant>.<source>" (stream InputStream,
+// default INGEST on "ingest.>"): NATS headers are the HTTP headers, data is the raw body. Tenant and source are
+// 1–64 characters of [A-Za-z0-9_-].
+//
+// Outbound, each unique event goes to "<OutputPrefix>.<tenant>.<source>" (stream OutputStream, default DEDUPED on
+// "deduped.>") with the body byte for byte and every inbound header except Nats-* (any case: JetStream control
+// headers such as Nats-Expected-Stream are never passed on), Idempotency-Key and Dedupe-* (a publisher cannot forge
+// them). The pipeline sets:
+//
+//	Idempotency-Key  keyed: <tenant>:<source>:<key>; unkeyed: msg/<input stream>/<stream sequence>
+//	Nats-Msg-Id      keyed: <idempotency key>#<claim revision>; unkeyed: the idempotency key
+//	Dedupe-Key       the event key (when there is one)
+//	Dedupe-Status    unique | unkeyed (| duplicate on duplicate copies)
+//	Dedupe-Reason    unkeyed only: no-dedupe, missing, too-large, not-json, unverified (and window-unavailable,
+//	                 only with ForwardWhenWindowDown)
+//
+// A delivery of an undeclared source, or of a source declared without dedupe, is forwarded unkeyed (no-dedupe). A
+// delivery with header Ingest-Verified: false (name and value in any case) never claims a key: it is forwarded
+// unkeyed (unverified). A duplicate is acknowledged and not republished; when DuplicatesPrefix is set a copy goes
+// to "<DuplicatesPrefix>.<tenant>.<source>" with Dedupe-Status: duplicate and Nats-Msg-Id dup/<stream>/<seq>. Those
+// copies are captured by the output stream (Provision adds "<DuplicatesPrefix>.>" to its subjects), so consumers
+// of unique events should filter on "<OutputPrefix>.>".
+//
+// An envelope that can never be processed (subject not of the form above, a bad tenant or source, a claim the
+// window rejects as invalid, an event the output stream refuses for good such as one over its size limit) is
+// published to "<DLQPrefix>.<reason>" (stream DLQStream, default DEDUPE_DLQ on "dedupe.dlq.>"), reason one of
+// bad-subject, bad-tenant, bad-source, bad-claim, output-reject, with its headers (minus Nats-* and Dedupe-*) and
+// body, plus Dedupe-Error (readable) and Dedupe-Subject (the original subject); then it is acknowledged and logged
+// at warn. If even the dead letter cannot be stored, the envelope is handed back (NAK with backoff).
+//
+// # Guarantees
+//
+// Ordering of effects: for each envelope, claim, then publish, then ack — never an ack before the outcome is
+// durable (JetStream acknowledged the publish). Many envelopes are in flight at once, so outputs are not in input
+// order.
+//
+// At least once in, exactly once per claim out: the consumer has explicit acks and no delivery limit, so an
+// envelope is redelivered until its outcome is stored. A claim records the envelope's stream sequence as claimant;
+// a redelivery after a crash between claim and ack finds its own claim (Owned) and publishes again with the same
+// Nats-Msg-Id, which the output stream's duplicate window (Provision: max(2m, 4×AckWait)) collapses. The same event
+// claimed again after its TTL gets a new revision, hence a new Nats-Msg-Id, and is published again.
+//
+// Window down: a claim that fails (error wrapping kvwindow.ErrUnavailable, a timeout, anything but an invalid
+// claim) is never taken for "not a duplicate". The envelope is NAKed with a growing delay (250ms doubling to 5s),
+// dedupeworker_window_errors_total counts it and Ready reports the window unreachable. With ForwardWhenWindowDown
+// the envelope is instead forwarded unkeyed with reason window-unavailable (availability over uniqueness).
+//
+// Output stream full or unavailable (or no publish ack within PublishTimeout): NAK with the same backoff, never
+// ack.
+//
+// Shutdown (Run's context cancelled): pulling stops; envelopes pulled but not started are NAKed; in-flight ones get
+// up to ShutdownTimeout to finish, after which they are NAKed (never acked); Run waits for outstanding publishes
+// and returns. A NATS restart or leader change pauses the pipeline; the pull consumer re-pulls after reconnects and
+// missed heartbeats and is re-created if it stops.
+//
+// # Concurrency
+//
+// Run owns every goroutine: MaxInFlight workers fed by one Consume callback (pull batches of MaxInFlight), a
+// status poller (consumer pending count, window ping) and the consume supervisor (Run's own goroutine). Each worker
+// handles one envelope at a time — claim, PublishMsgAsync and a wait on its ack future, Ack — so up to MaxInFlight
+// round trips overlap, and reuses its outbound message, header map and buffers between envelopes.
+package pipeline

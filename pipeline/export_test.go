@@ -1,0 +1,54 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// Handler exposes the network-free part of handling an envelope (subject parsing, key extraction dispatch,
+// outbound header building) to the black-box tests and benchmarks.
+type Handler struct{ w *worker }
+
+// noJetStream stands in for a JetStream handle that is never used.
+type noJetStream struct{ jetstream.JetStream }
+
+// noWindow stands in for a window that is never used.
+type noWindow struct{}
+
+func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
+	return kvwindow.Outcome{}, kvwindow.ErrUnavailable
+}
+func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
+
+// NewHandler builds a pipeline from cfg (JetStream and Window may be nil) and returns one worker of it.
+func NewHandler(cfg Config) (*Handler, error) {
+	if cfg.JetStream == nil {
+		cfg.JetStream = noJetStream{}
+	}
+	if cfg.Window == nil {
+		cfg.Window = noWindow{}
+	}
+	p, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Handler{w: p.newWorker(context.Background())}, nil
+}
+
+// Prepare inspects a delivery with stream sequence seq and builds the message the pipeline would publish for it,
+// assuming a won claim with revision rev when it has a key. The message is reused by the next call.
+func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq, rev uint64) *nats.Msg {
+	w := h.w
+	w.p.inspect(&w.e, subject, hdr, body, seq)
+	switch {
+	case w.e.dead != "":
+		return w.buildDeadLetter(subject, hdr, body, w.e.dead, w.e.deadErr)
+	case w.e.key == "":
+		return w.buildOutput(subject, hdr, body, rebuildUnkeyed)
+	}
+	return w.buildOutput(subject, hdr, body, rev)
+}

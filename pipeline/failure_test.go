@@ -1,0 +1,359 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+// TestCrashBetweenClaimAndAck replays what a worker that died mid-envelope leaves behind, with the real window:
+// a claim made with the envelope's own claimant but nothing published, and a claim whose event was published but
+// whose envelope was never acknowledged. Each redelivered envelope must end up in the output exactly once.
+func TestCrashBetweenClaimAndAck(t *testing.T) {
+	e := newEnv(t)
+	w := e.kvWindow()
+	cfg := e.config(w)
+	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(key string, seq uint64) uint64 {
+		out, err := w.Claim(ctx(t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour, Claimant: seq})
+		if err != nil || out.Status != kvwindow.Won {
+			t.Fatalf("claim %s: %v %v", key, out, err)
+		}
+		return out.Revision
+	}
+	// Crashed after the claim, before the publish.
+	seq1 := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "c-1"), []byte("one"))
+	rev1 := claim("c-1", seq1)
+	// Crashed after the publish, before the ack.
+	seq2 := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "c-2"), []byte("two"))
+	rev2 := claim("c-2", seq2)
+	id2 := "t1:gh:c-2#" + strconv.FormatUint(rev2, 10)
+	pub := nats.NewMsg("deduped.t1.gh")
+	pub.Header.Set("Nats-Msg-Id", id2)
+	pub.Data = []byte("two")
+	if _, err := e.js.PublishMsg(ctx(t), pub); err != nil {
+		t.Fatal(err)
+	}
+
+	e.start(cfg)
+	e.drained(10 * time.Second)
+	out := e.messages(pipeline.DefaultOutputStream)
+	if len(out) != 2 {
+		t.Fatalf("output holds %d messages, want 2 (one per event)", len(out))
+	}
+	ids := map[string]bool{}
+	for _, m := range out {
+		ids[header(t, m, "Nats-Msg-Id")] = true
+	}
+	if want := "t1:gh:c-1#" + strconv.FormatUint(rev1, 10); !ids[want] || !ids[id2] {
+		t.Errorf("Nats-Msg-Ids %v, want %s and %s", ids, want, id2)
+	}
+	if n := e.metric("dedupeworker_envelopes_total", "outcome", "unique"); n != 2 {
+		t.Errorf("unique = %v, want 2 (Owned claims are published)", n)
+	}
+}
+
+// lostAnswer is a window whose first claim is made but answered with a failure.
+type lostAnswer struct {
+	pipeline.Window
+	mu   sync.Mutex
+	lost bool
+}
+
+func (w *lostAnswer) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+	out, err := w.Window.Claim(ctx, c)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err == nil && !w.lost {
+		w.lost = true
+		return kvwindow.Outcome{}, fmt.Errorf("%w: answer lost", kvwindow.ErrUnavailable)
+	}
+	return out, err
+}
+
+func TestClaimAnswerLost(t *testing.T) {
+	e := newEnv(t)
+	e.start(e.config(&lostAnswer{Window: e.kvWindow()}))
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "l-1"), []byte("x"))
+	e.drained(10 * time.Second)
+	if n := e.count(pipeline.DefaultOutputStream); n != 1 {
+		t.Errorf("output holds %d messages, want 1", n)
+	}
+	if n := e.metric("dedupeworker_window_errors_total"); n != 1 {
+		t.Errorf("window errors = %v, want 1", n)
+	}
+	if n := e.metric("dedupeworker_naks_total", "reason", pipeline.NakWindow); n != 1 {
+		t.Errorf("naks{window_unavailable} = %v, want 1", n)
+	}
+}
+
+func TestWindowUnavailable(t *testing.T) {
+	e := newEnv(t)
+	w := memWindow()
+	cfg := e.config(w)
+	cfg.MaxInFlight = 2
+	// An operator-made consumer that lets only 2 envelopes out at a time, so that the rest stay pending (and
+	// Provision must leave it as it is).
+	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.js.CreateConsumer(ctx(t), "INGEST", jetstream.ConsumerConfig{Durable: "dedupeworker",
+		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 2, AckWait: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	r := e.start(cfg)
+
+	w.SetUnavailable(true)
+	const n = 20
+	for i := range n {
+		e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "w-"+strconv.Itoa(i)), []byte("x"))
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if got := e.metric("dedupeworker_window_errors_total"); got < 2 {
+			return fmt.Errorf("%v window errors", got)
+		}
+		if got := e.metric("dedupeworker_consumer_pending"); got < n/2 {
+			return fmt.Errorf("consumer_pending gauge %v", got)
+		}
+		if err := r.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "window unreachable") {
+			return fmt.Errorf("Ready = %v, want window unreachable", err)
+		}
+		return nil
+	})
+	if got := e.count(pipeline.DefaultOutputStream); got != 0 {
+		t.Fatalf("%d events forwarded while the window was down", got)
+	}
+	info, err := e.consumerInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream != 0 || info.NumPending+uint64(info.NumAckPending) != n {
+		t.Fatalf("consumer: ack floor %d, %d pending + %d unacknowledged; want nothing acknowledged",
+			info.AckFloor.Stream, info.NumPending, info.NumAckPending)
+	}
+	if e.metric("dedupeworker_ready") != 0 {
+		t.Error("ready gauge is 1 while the window is down")
+	}
+
+	if info.Config.MaxAckPending != 2 {
+		t.Errorf("Provision changed the consumer: MaxAckPending %d", info.Config.MaxAckPending)
+	}
+
+	w.SetUnavailable(false)
+	e.drained(15 * time.Second)
+	if got := e.count(pipeline.DefaultOutputStream); got != n {
+		t.Errorf("output holds %d messages, want %d", got, n)
+	}
+	natstest.Eventually(t, 5*time.Second, func() error { return r.p.Ready(context.Background()) })
+}
+
+func TestForwardWhenWindowDown(t *testing.T) {
+	e := newEnv(t)
+	w := memWindow()
+	cfg := e.config(w)
+	cfg.ForwardWhenWindowDown = true
+	e.start(cfg)
+	w.SetUnavailable(true)
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "f-1"), []byte("1"))
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "f-1"), []byte("2"))
+	e.drained(10 * time.Second)
+	out := e.messages(pipeline.DefaultOutputStream)
+	if len(out) != 2 {
+		t.Fatalf("output holds %d messages, want both copies", len(out))
+	}
+	for _, m := range out {
+		if header(t, m, "Dedupe-Status") != "unkeyed" || header(t, m, "Dedupe-Reason") != "window-unavailable" ||
+			header(t, m, "Dedupe-Key") != "f-1" || !strings.HasPrefix(header(t, m, "Idempotency-Key"), "msg/INGEST/") {
+			t.Errorf("headers %v", m.Header)
+		}
+	}
+}
+
+func TestOutputStreamFull(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(memWindow())
+	// The operator's output stream: room for 3 messages, refusing more.
+	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
+		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgs: 3, Discard: jetstream.DiscardNew,
+		Duplicates: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(cfg)
+	const n = 5
+	for i := range n {
+		e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "full-"+strconv.Itoa(i)), []byte("x"))
+	}
+	e.waitCount(pipeline.DefaultOutputStream, 3, 10*time.Second)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if got := e.metric("dedupeworker_naks_total", "reason", pipeline.NakPublish); got < 2 {
+			return fmt.Errorf("%v publish NAKs", got)
+		}
+		return nil
+	})
+	info, err := e.consumerInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.NumPending+uint64(info.NumAckPending) != n-3 {
+		t.Fatalf("%d pending + %d unacknowledged, want %d held back", info.NumPending, info.NumAckPending, n-3)
+	}
+	keysSeen := map[string]bool{}
+	for _, m := range e.messages(pipeline.DefaultOutputStream) {
+		keysSeen[header(t, m, "Dedupe-Key")] = true
+	}
+	s, err := e.js.Stream(ctx(t), pipeline.DefaultOutputStream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Purge(ctx(t)); err != nil {
+		t.Fatal(err)
+	}
+	e.drained(15 * time.Second)
+	for _, m := range e.messages(pipeline.DefaultOutputStream) {
+		keysSeen[header(t, m, "Dedupe-Key")] = true
+	}
+	if len(keysSeen) != n {
+		t.Errorf("events seen in the output: %v, want %d", keysSeen, n)
+	}
+	if got := e.count(pipeline.DefaultOutputStream); got != n-3 {
+		t.Errorf("after the purge the output holds %d, want %d", got, n-3)
+	}
+}
+
+func TestOutputRejectsForGood(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(memWindow())
+	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
+		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 1024, Duplicates: time.Minute,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	e.start(cfg)
+	e.publish("ingest.t1.legacy", hdr("X-A", "b"), make([]byte, 2048))
+	e.publish("ingest.t1.legacy", nil, []byte("small"))
+	e.drained(10 * time.Second)
+	if got := e.count(pipeline.DefaultOutputStream); got != 1 {
+		t.Errorf("output holds %d, want the small event only", got)
+	}
+	dl := e.messages(pipeline.DefaultDLQStream)
+	if len(dl) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dl))
+	}
+	m := dl[0]
+	if m.Subject != "dedupe.dlq.output-reject" || len(m.Data) != 2048 || header(t, m, "X-A") != "b" ||
+		!strings.Contains(header(t, m, "Dedupe-Error"), "message size exceeds maximum") {
+		t.Errorf("dead letter %s %v (%d bytes)", m.Subject, m.Header, len(m.Data))
+	}
+}
+
+// TestReplicas runs two pipelines on the same durable consumer with the real window: copies of each event land on
+// both, and every event comes out once.
+func TestReplicas(t *testing.T) {
+	e := newEnv(t)
+	w := e.kvWindow()
+	cfgA, cfgB := e.config(w), e.config(w)
+	cfgA.MaxInFlight, cfgB.MaxInFlight = 4, 4
+	cfgB.Metrics = pipeline.NewMetrics(nil) // e.reg counts replica A only
+	e.start(cfgA)
+	e.start(cfgB)
+	const events, copies = 100, 3
+	e.preload(events*copies, func(j int) *nats.Msg {
+		return &nats.Msg{Subject: "ingest.t1.gh", Header: hdr("X-GitHub-Delivery", "r-"+strconv.Itoa(j%events)),
+			Data: []byte(strconv.Itoa(j / events))}
+	})
+	e.drained(20 * time.Second)
+	if got := e.count(pipeline.DefaultOutputStream); got != events {
+		t.Errorf("output holds %d, want %d", got, events)
+	}
+	gotA := e.metric("dedupeworker_envelopes_total")
+	if gotA == 0 || gotA == events*copies {
+		t.Errorf("replica A finished %v of %d envelopes: the copies were not split", gotA, events*copies)
+	}
+}
+
+// TestGracefulShutdown cancels a pipeline mid-stream: nothing may be lost or doubled, and a second run finishes.
+func TestGracefulShutdown(t *testing.T) {
+	e := newEnv(t)
+	w := e.kvWindow()
+	cfg := e.config(w)
+	const n = 2000
+	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	e.preload(n, func(j int) *nats.Msg {
+		return &nats.Msg{Subject: "ingest.t1.gh", Header: hdr("X-GitHub-Delivery", "s-"+strconv.Itoa(j))}
+	})
+
+	r := e.start(cfg)
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if got := e.count(pipeline.DefaultOutputStream); got < 100 {
+			return fmt.Errorf("%d forwarded", got)
+		}
+		return nil
+	})
+	start := time.Now()
+	r.stop(t)
+	if d := time.Since(start); d > cfg.ShutdownTimeout+2*time.Second {
+		t.Errorf("shutdown took %s", d)
+	}
+	if err := r.p.Ready(context.Background()); err == nil {
+		t.Error("Ready after Run returned")
+	}
+	first := e.count(pipeline.DefaultOutputStream)
+	info, err := e.consumerInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if acked := n - info.NumPending - uint64(info.NumAckPending); acked > first {
+		t.Errorf("%d envelopes acknowledged but only %d events published", acked, first)
+	}
+	t.Logf("first run: %d of %d forwarded", first, n)
+
+	e.start(cfg)
+	e.drained(30 * time.Second)
+	out := e.messages(pipeline.DefaultOutputStream)
+	seen := map[string]int{}
+	for _, m := range out {
+		seen[header(t, m, "Dedupe-Key")]++
+	}
+	if len(out) != n || len(seen) != n {
+		t.Errorf("output holds %d messages for %d distinct events, want %d each", len(out), len(seen), n)
+	}
+}
+
+// TestServerRestart restarts the (file-backed) server under a running pipeline; it resumes by itself.
+func TestServerRestart(t *testing.T) {
+	e := newEnv(t)
+	w := memWindow()
+	r := e.start(e.config(w))
+	for i := range 10 {
+		e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "a-"+strconv.Itoa(i)), nil)
+	}
+	e.waitCount(pipeline.DefaultOutputStream, 10, 10*time.Second)
+
+	e.srv.Restart()
+	natstest.Eventually(t, 20*time.Second, func() error { return r.p.Ready(context.Background()) })
+	for i := range 10 {
+		natstest.Eventually(t, 10*time.Second, func() error {
+			_, err := e.js.PublishMsg(context.Background(), &nats.Msg{Subject: "ingest.t1.gh",
+				Header: hdr("X-GitHub-Delivery", "b-"+strconv.Itoa(i))})
+			return err
+		})
+	}
+	e.waitCount(pipeline.DefaultOutputStream, 20, 30*time.Second)
+	e.drained(10 * time.Second)
+}

@@ -1,0 +1,349 @@
+package pipeline_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/kvwindow/windowtest"
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+// testSources declares the sources the tests use.
+const testSources = `
+sources:
+  gh:     {dedupe: github}                          # header X-GitHub-Delivery
+  orders: {dedupe: {json: id}}
+  short:  {dedupe: {header: X-Event-Id, ttl: 1s}}
+  legacy: {}
+`
+
+// maxJSON is the tests' Extractor.MaxJSONBytes.
+const maxJSON = 512
+
+// env is one test's NATS server, client and registry.
+type env struct {
+	t   testing.TB
+	srv *natstest.Server
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	reg *prometheus.Registry
+	log *lockedBuffer
+}
+
+func newEnv(t testing.TB) *env {
+	t.Helper()
+	srv := natstest.Run(t)
+	nc := natstest.Connect(t, srv.URL())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &lockedBuffer{}}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("pipeline log:\n%s", e.log.String())
+		}
+	})
+	return e
+}
+
+func (e *env) sources() keys.Sources {
+	s, err := keys.LoadSources([]byte(testSources))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return s
+}
+
+// config is the tests' configuration: fast status polls, a short ack wait and shutdown timeout.
+func (e *env) config(w pipeline.Window) pipeline.Config {
+	cfg := pipeline.DefaultConfig()
+	cfg.JetStream = e.js
+	cfg.Window = w
+	cfg.Sources = e.sources()
+	cfg.Extractor = keys.Extractor{MaxJSONBytes: maxJSON}
+	cfg.AckWait = 5 * time.Second
+	cfg.StatusInterval = 100 * time.Millisecond
+	cfg.ShutdownTimeout = 5 * time.Second
+	cfg.MaxInFlight = 64
+	cfg.Logger = slog.New(slog.NewTextHandler(e.log, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Metrics = pipeline.NewMetrics(e.reg)
+	return cfg
+}
+
+// kvWindow is the real window over a KV bucket on the test server.
+func (e *env) kvWindow() *kvwindow.Window {
+	e.t.Helper()
+	cfg := kvwindow.DefaultConfig()
+	cfg.Timeout = 2 * time.Second
+	w, err := kvwindow.New(ctx(e.t), e.js, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return w
+}
+
+func memWindow() *windowtest.Memory { return windowtest.NewMemory() }
+
+func ctx(t testing.TB) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+// running is a pipeline started by start.
+type running struct {
+	p      *pipeline.Pipeline
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start provisions and runs a pipeline until the test ends (or stop).
+func (e *env) start(cfg pipeline.Config) *running {
+	e.t.Helper()
+	p, err := pipeline.New(cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	c, cancel := context.WithCancel(context.Background())
+	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- p.Run(c) }()
+	e.t.Cleanup(func() { r.stop(e.t) })
+	natstest.Eventually(e.t, 10*time.Second, func() error { return p.Ready(context.Background()) })
+	return r
+}
+
+// stop cancels Run and waits for it (bounded); safe to call twice.
+func (r *running) stop(t testing.TB) {
+	t.Helper()
+	r.cancel()
+	select {
+	case err, ok := <-r.done:
+		if !ok {
+			return
+		}
+		if err != nil {
+			t.Errorf("Run: %v", err)
+		}
+		close(r.done)
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+}
+
+// publish stores one delivery in the input stream and returns its stream sequence.
+func (e *env) publish(subject string, hdr nats.Header, body []byte) uint64 {
+	e.t.Helper()
+	m := &nats.Msg{Subject: subject, Header: hdr, Data: body}
+	ack, err := e.js.PublishMsg(ctx(e.t), m)
+	if err != nil {
+		e.t.Fatalf("publish %s: %v", subject, err)
+	}
+	return ack.Sequence
+}
+
+func hdr(kv ...string) nats.Header {
+	h := nats.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
+// drained waits until the consumer has nothing pending and nothing unacknowledged.
+func (e *env) drained(timeout time.Duration) {
+	e.t.Helper()
+	natstest.Eventually(e.t, timeout, func() error {
+		info, err := e.consumerInfo()
+		if err != nil {
+			return err
+		}
+		if info.NumPending != 0 || info.NumAckPending != 0 {
+			return fmt.Errorf("consumer: %d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
+		}
+		return nil
+	})
+}
+
+func (e *env) consumerInfo() (*jetstream.ConsumerInfo, error) {
+	c, err := e.js.Consumer(context.Background(), pipeline.DefaultInputStream, pipeline.DefaultConsumer)
+	if err != nil {
+		return nil, err
+	}
+	return c.CachedInfo(), nil
+}
+
+// messages returns every message stored in stream (in order), optionally only those on subjects with prefix.
+func (e *env) messages(stream string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	s, err := e.js.Stream(ctx(e.t), stream)
+	if err != nil {
+		e.t.Fatalf("stream %s: %v", stream, err)
+	}
+	st := s.CachedInfo().State
+	var out []*jetstream.RawStreamMsg
+	if st.Msgs == 0 {
+		return nil
+	}
+	for seq := st.FirstSeq; seq <= st.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx(e.t), seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			e.t.Fatalf("stream %s seq %d: %v", stream, seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (e *env) count(stream string) uint64 {
+	e.t.Helper()
+	s, err := e.js.Stream(ctx(e.t), stream)
+	if err != nil {
+		e.t.Fatalf("stream %s: %v", stream, err)
+	}
+	return s.CachedInfo().State.Msgs
+}
+
+// waitCount waits until stream holds n messages.
+func (e *env) waitCount(stream string, n uint64, timeout time.Duration) {
+	e.t.Helper()
+	natstest.Eventually(e.t, timeout, func() error {
+		if got := e.count(stream); got != n {
+			return fmt.Errorf("stream %s holds %d messages, want %d", stream, got, n)
+		}
+		return nil
+	})
+}
+
+// metric sums the values of the samples of name whose labels include the given pairs.
+func (e *env) metric(name string, labels ...string) float64 {
+	e.t.Helper()
+	mfs, err := e.reg.Gather()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if !hasLabels(m, labels) {
+				continue
+			}
+			switch {
+			case m.Counter != nil:
+				sum += m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				sum += m.GetGauge().GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return sum
+}
+
+func hasLabels(m *dto.Metric, labels []string) bool {
+	for i := 0; i+1 < len(labels); i += 2 {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == labels[i] && lp.GetValue() == labels[i+1] {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// header returns the single value of name in m (case-sensitive), failing on several.
+func header(t testing.TB, m *jetstream.RawStreamMsg, name string) string {
+	t.Helper()
+	vs := m.Header.Values(name)
+	if len(vs) > 1 {
+		t.Errorf("%s: header %s has %d values %q", m.Subject, name, len(vs), vs)
+	}
+	if len(vs) == 0 {
+		return ""
+	}
+	return vs[0]
+}
+
+// headerNames lists m's header names, sorted.
+func headerNames(m *jetstream.RawStreamMsg) []string {
+	var names []string
+	for k := range m.Header {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// lockedBuffer collects the pipeline's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *lockedBuffer) count(substr string) int {
+	return strings.Count(l.String(), substr)
+}
+
+// preload publishes n deliveries asynchronously (mk builds the j-th) and waits until all are stored.
+func (e *env) preload(n int, mk func(j int) *nats.Msg) {
+	e.t.Helper()
+	for j := range n {
+		for {
+			_, err := e.js.PublishMsgAsync(mk(j))
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+				e.t.Fatal(err)
+			}
+			<-e.js.PublishAsyncComplete() // a slow server: let the outstanding ones finish
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		e.t.Fatal("preload: publishes not acknowledged")
+	}
+	if got := e.count(pipeline.DefaultInputStream); got < uint64(n) {
+		e.t.Fatalf("preload: input stream holds %d, want at least %d", got, n)
+	}
+}

@@ -1,0 +1,500 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+)
+
+// Pipeline turns the input stream's deliveries into unique events on the output stream. Create it with New and
+// drive it with Run; Ready is safe to call at any time from any goroutine.
+type Pipeline struct {
+	cfg Config
+	js  jetstream.JetStream
+	log *slog.Logger
+	m   *Metrics
+
+	sources map[string]*sourceState
+	other   *sourceState
+
+	inPrefixDot, outPrefixDot, dupPrefixDot   string
+	unkeyedIDPrefix, dupIDPrefix, dlqIDPrefix string
+
+	running     atomic.Bool
+	bound       atomic.Bool
+	consumerErr atomic.Pointer[error] // last consumer info failure (nil: fine)
+	windowErr   atomic.Pointer[error] // last window failure (nil: reachable)
+
+	nakWindow, nakPublish, nakDeadLetter, nakShutdown prometheus.Counter
+
+	windowLog, publishLog, bindLog rateLog
+}
+
+// sourceState is what the pipeline knows about one source label: the spec and the metric children, resolved once.
+type sourceState struct {
+	spec                                     keys.Spec
+	unique, duplicate, unkeyedN, deadLetters prometheus.Counter
+	reasons                                  map[keys.Reason]prometheus.Counter
+	label                                    string
+	m                                        *Metrics
+}
+
+func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
+	if c, ok := s.reasons[r]; ok {
+		return c
+	}
+	return s.m.unkeyed.WithLabelValues(s.label, string(r))
+}
+
+// ReasonUnverified is the unkeyed reason of a delivery whose ingest service could not verify its signature
+// (header Ingest-Verified: false); ReasonWindowUnavailable that of a delivery forwarded while the window was down
+// (only with Config.ForwardWhenWindowDown).
+const (
+	ReasonUnverified        keys.Reason = "unverified"
+	ReasonWindowUnavailable keys.Reason = "window-unavailable"
+)
+
+var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
+	ReasonUnverified, ReasonWindowUnavailable}
+
+// otherSource is the source label of an undeclared source.
+const otherSource = "other"
+
+// New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
+// name the field at fault.
+func New(cfg Config) (*Pipeline, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Pipeline{
+		cfg:             cfg,
+		js:              cfg.JetStream,
+		log:             cfg.Logger,
+		m:               cfg.Metrics,
+		sources:         make(map[string]*sourceState, len(cfg.Sources.Specs)),
+		inPrefixDot:     cfg.InputPrefix + ".",
+		outPrefixDot:    cfg.OutputPrefix + ".",
+		unkeyedIDPrefix: "msg/" + cfg.InputStream + "/",
+		dupIDPrefix:     "dup/" + cfg.InputStream + "/",
+		dlqIDPrefix:     "dlq/" + cfg.InputStream + "/",
+		nakWindow:       cfg.Metrics.naks.WithLabelValues(NakWindow),
+		nakPublish:      cfg.Metrics.naks.WithLabelValues(NakPublish),
+		nakDeadLetter:   cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
+		nakShutdown:     cfg.Metrics.naks.WithLabelValues(NakShutdown),
+	}
+	if cfg.DuplicatesPrefix != "" {
+		p.dupPrefixDot = cfg.DuplicatesPrefix + "."
+	}
+	newState := func(label string, spec keys.Spec) *sourceState {
+		s := &sourceState{
+			spec:        spec,
+			label:       label,
+			m:           p.m,
+			unique:      p.m.envelopes.WithLabelValues(label, OutcomeUnique),
+			duplicate:   p.m.envelopes.WithLabelValues(label, OutcomeDuplicate),
+			unkeyedN:    p.m.envelopes.WithLabelValues(label, OutcomeUnkeyed),
+			deadLetters: p.m.envelopes.WithLabelValues(label, OutcomeDeadLetter),
+			reasons:     make(map[keys.Reason]prometheus.Counter, len(allReasons)),
+		}
+		for _, r := range allReasons {
+			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
+		}
+		return s
+	}
+	for id := range cfg.Sources.Specs {
+		spec, _ := cfg.Sources.Lookup(id)
+		p.sources[id] = newState(id, spec)
+	}
+	p.other = newState(otherSource, keys.Spec{})
+	p.m.sourcesWithoutDedupe.Set(float64(len(cfg.Sources.WithoutDedupe)))
+	p.m.ready.Set(0)
+	return p, nil
+}
+
+// source returns the state of a source id: its own when declared, the shared "other" state otherwise.
+func (p *Pipeline) source(id string) *sourceState {
+	if s, ok := p.sources[id]; ok {
+		return s
+	}
+	return p.other
+}
+
+// errNotRunning is Ready's answer before Run starts and after it returns.
+var errNotRunning = errors.New("pipeline: not running")
+
+// Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
+// is bound and answering, and the window is reachable. It only reads state kept up to date by Run (claims, the
+// consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
+func (p *Pipeline) Ready(ctx context.Context) error {
+	_ = ctx
+	return p.readiness()
+}
+
+func (p *Pipeline) readiness() error {
+	if !p.running.Load() {
+		return errNotRunning
+	}
+	if nc := p.js.Conn(); !nc.IsConnected() {
+		return fmt.Errorf("pipeline: not connected to NATS (%s)", nc.Status())
+	}
+	if !p.bound.Load() {
+		return fmt.Errorf("pipeline: not consuming from %s > %s", p.cfg.InputStream, p.cfg.Consumer)
+	}
+	if e := p.consumerErr.Load(); e != nil {
+		return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, *e)
+	}
+	if e := p.windowErr.Load(); e != nil {
+		return fmt.Errorf("pipeline: window unreachable: %w", *e)
+	}
+	return nil
+}
+
+func (p *Pipeline) updateReady() {
+	if p.readiness() == nil {
+		p.m.ready.Set(1)
+	} else {
+		p.m.ready.Set(0)
+	}
+}
+
+func (p *Pipeline) setBound(b bool) {
+	if p.bound.Swap(b) != b {
+		p.updateReady()
+	}
+}
+
+func (p *Pipeline) windowUp() {
+	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
+		p.log.Info("pipeline: window reachable again")
+		p.updateReady()
+	}
+}
+
+func (p *Pipeline) windowDown(err error) {
+	p.m.windowErrors.Inc()
+	if p.windowErr.Swap(&err) == nil {
+		p.updateReady()
+	}
+	if ok, n := p.windowLog.allow(); ok {
+		p.log.Warn("pipeline: window unavailable; envelopes are held back (NAK with backoff)",
+			"err", err, "errors_since_last_log", n, "forwarding_unkeyed", p.cfg.ForwardWhenWindowDown)
+	}
+}
+
+// runState is what one Run shares with its consume handler and workers.
+type runState struct {
+	work     chan jetstream.Msg
+	stopping chan struct{} // closed when Run's context is done: the handler hands back what it receives
+	stopOnce sync.Once
+	quit     chan struct{} // closed once consuming stopped: idle workers exit
+}
+
+func (rs *runState) stop() { rs.stopOnce.Do(func() { close(rs.stopping) }) }
+
+// Run consumes until ctx is cancelled (or the NATS connection is closed for good), then shuts down: it stops
+// pulling, hands back what was pulled but not started (NAK), lets in-flight envelopes finish for up to
+// ShutdownTimeout (what cannot finish is handed back, never acknowledged), waits for outstanding publishes and
+// returns. With Config.Provision it first creates missing streams and the consumer, retrying while JetStream is
+// unreachable. Run returns nil after a cancellation; only one Run may be active at a time.
+func (p *Pipeline) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return errors.New("pipeline: Run is already running")
+	}
+	defer func() {
+		p.running.Store(false)
+		p.bound.Store(false)
+		p.m.ready.Set(0)
+	}()
+
+	// Status: consumer pending and window health, for metrics and Ready. Owned by Run, stopped last.
+	bgCtx, bgCancel := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	defer func() { bgCancel(); bg.Wait() }()
+	bg.Go(func() { p.statusLoop(bgCtx) })
+
+	if p.cfg.Provision {
+		if err := p.provision(ctx); err != nil {
+			return err
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+
+	rs := &runState{
+		work:     make(chan jetstream.Msg),
+		stopping: make(chan struct{}),
+		quit:     make(chan struct{}),
+	}
+	// Workers run under workCtx, which outlives ctx by at most ShutdownTimeout.
+	workCtx, workCancel := context.WithCancel(context.Background())
+	defer workCancel()
+	var workers sync.WaitGroup
+	for range p.cfg.MaxInFlight {
+		workers.Go(func() { p.newWorker(workCtx).loop(rs) })
+	}
+
+	runErr := p.consume(ctx, rs)
+
+	// Shutdown: pulling has stopped and the handler hands back anything it still receives.
+	rs.stop()
+	deadline := time.NewTimer(p.cfg.ShutdownTimeout)
+	defer deadline.Stop()
+	close(rs.quit)
+	done := make(chan struct{})
+	go func() { workers.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-deadline.C:
+		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout)
+		workCancel()
+		<-done // every blocking step of a worker selects on workCtx
+	}
+	select {
+	case <-p.js.PublishAsyncComplete():
+	case <-deadline.C:
+		p.log.Warn("pipeline: shutdown timeout: publishes still unacknowledged", "pending", p.js.PublishAsyncPending())
+	}
+	p.log.Info("pipeline: stopped")
+	return runErr
+}
+
+func (p *Pipeline) provision(ctx context.Context) error {
+	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	for {
+		err := Provision(ctx, p.js, p.cfg)
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		if !retryable(err) {
+			return err
+		}
+		p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
+		if !bo.sleep(ctx) {
+			return nil
+		}
+	}
+}
+
+// retryable reports whether a JetStream API failure may go away by itself (no responders, timeouts, a server
+// without a leader yet) rather than being the server's definite answer.
+func retryable(err error) bool {
+	if errors.Is(err, ErrIncompatible) {
+		return false
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code >= 500
+	}
+	return true
+}
+
+var errConnClosed = errors.New("pipeline: NATS connection closed")
+
+// consume binds the consumer and keeps a Consume loop alive until ctx is done. The client library re-pulls after a
+// reconnect or missed heartbeats by itself; when the loop stops (consumer deleted, connection closed) it is
+// re-created. It never creates the consumer again (that would replay the stream): a deleted consumer leaves the
+// pipeline unready until an operator restores it or restarts with Provision.
+func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
+	nc := p.js.Conn()
+	handler := func(m jetstream.Msg) {
+		select {
+		case rs.work <- m:
+		case <-rs.stopping:
+			_ = m.Nak()
+			p.nakShutdown.Inc()
+		}
+	}
+	errHandler := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+		switch {
+		case errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, jetstream.ErrConsumerLeadershipChanged),
+			errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrServerShutdown):
+			p.log.Debug("pipeline: consume", "err", err)
+		default:
+			p.log.Warn("pipeline: consume", "err", err)
+		}
+	})
+	opts := []jetstream.PullConsumeOpt{
+		jetstream.PullMaxMessages(p.cfg.MaxInFlight),
+		jetstream.PullExpiry(15 * time.Second),
+		jetstream.PullHeartbeat(3 * time.Second),
+		errHandler,
+	}
+	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if nc.IsClosed() {
+			return errConnClosed
+		}
+		cc, err := p.bind(ctx, handler, opts)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if ok, _ := p.bindLog.allow(); ok {
+				p.log.Warn("pipeline: cannot consume; retrying", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
+			}
+			if !bo.sleep(ctx) {
+				return nil
+			}
+			continue
+		}
+		bo.reset()
+		p.setBound(true)
+		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
+		closed := cc.Closed()
+	watch:
+		for {
+			select {
+			case <-ctx.Done():
+				rs.stop()
+				cc.Drain() // buffered envelopes go through the handler, which hands them back
+				t := time.NewTimer(min(5*time.Second, p.cfg.ShutdownTimeout))
+				select {
+				case <-closed:
+				case <-t.C:
+					cc.Stop()
+				}
+				t.Stop()
+				p.setBound(false)
+				return nil
+			case <-closed:
+				p.setBound(false)
+				p.log.Warn("pipeline: consume loop stopped; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
+				break watch
+			case <-tick.C:
+				if nc.IsClosed() {
+					cc.Stop()
+					p.setBound(false)
+					return errConnClosed
+				}
+			}
+		}
+		if !bo.sleep(ctx) {
+			return nil
+		}
+	}
+}
+
+func (p *Pipeline) bind(ctx context.Context, handler jetstream.MessageHandler, opts []jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
+	if err != nil {
+		return nil, err
+	}
+	return c.Consume(handler, opts...)
+}
+
+// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval.
+func (p *Pipeline) statusLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		p.refreshStatus(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Pipeline) refreshStatus(ctx context.Context) {
+	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.consumerErr.Store(&err)
+	} else {
+		p.consumerErr.Store(nil)
+		p.m.consumerPending.Set(float64(c.CachedInfo().NumPending))
+	}
+	if err := p.cfg.Window.Ping(cctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if p.windowErr.Swap(&err) == nil {
+			p.log.Warn("pipeline: window ping failed", "err", err)
+		}
+	} else {
+		p.windowUp()
+	}
+	p.updateReady()
+}
+
+// backoff is a capped exponential delay for retry loops.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits for the next delay; false when ctx was cancelled first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// nakDelay is the redelivery delay of an envelope handed back after delivered attempts: 250ms, doubling, at most
+// 5s.
+func nakDelay(delivered uint64) time.Duration {
+	const first, limit = 250 * time.Millisecond, 5 * time.Second
+	d := first
+	for i := uint64(1); i < delivered && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// rateLog lets one log line through every logEvery and counts what it held back.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+const logEvery = 5 * time.Second
+
+func (r *rateLog) allow() (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.last) < logEvery {
+		r.suppressed++
+		return false, 0
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	return true, n
+}
