@@ -44,7 +44,8 @@ type inProcess func(ctx context.Context, url string, w *Workload) error
 type workerSpec struct {
 	bin         string
 	replicas    int
-	maxInFlight int // 0: the worker's default
+	maxInFlight int    // 0: the worker's default
+	pprofAddr   string // DEDUPEBENCH_PPROF_ADDR for the pprof-enabled build (replica 1 only)
 }
 
 // createInput creates INGEST the way ingest would: every ingest.> subject, file storage. dupWindow > 0 turns on
@@ -353,7 +354,11 @@ func startWorkers(ps *procs, spec workerSpec, url string) ([]*workerReplica, err
 		if err != nil {
 			return out, err
 		}
-		p, err := ps.start(fmt.Sprintf("dedupeworker-%d", r+1), spec.bin, []string{"run"}, workerEnv(url, port, spec.maxInFlight))
+		env := workerEnv(url, port, spec.maxInFlight)
+		if spec.pprofAddr != "" && r == 0 {
+			env = append(env, pprofAddrEnv+"="+spec.pprofAddr)
+		}
+		p, err := ps.start(fmt.Sprintf("dedupeworker-%d", r+1), spec.bin, []string{"run"}, env)
 		if err != nil {
 			return out, err
 		}

@@ -140,6 +140,10 @@ type bench struct {
 	deferred  sync.WaitGroup
 	notes     []string
 	notesMu   sync.Mutex
+
+	results        []*Result
+	workerHasPprof atomic.Bool
+	profileSecs    int
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -209,10 +213,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	w := NewWorkload(WorkloadConfig{N: opts.n, Seed: opts.seed}, corpus)
 	writeHeader(stdout, opts, w)
 
-	var results []*Result
 	add := func(r *Result, err error) error {
 		if r != nil {
-			results = append(results, r)
+			b.results = append(b.results, r)
 		}
 		return err
 	}
@@ -226,7 +229,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 				wl = w.Prefix(opts.naiveN)
 			}
 			heap := c == cFloor || c == cNative || c == cWorker
-			if err := add(b.drain(ctx, c, c, wl, heap)); err != nil {
+			if err := add(b.drain(ctx, c, c, wl, drainOpts{heap: heap})); err != nil {
+				return err
+			}
+		}
+		if opts.cpuprofile != "" && b.has(cWorker) && !b.workerHasPprof.Load() {
+			if err := b.profiledDrain(ctx, root, w, add); err != nil {
 				return err
 			}
 		}
@@ -246,13 +254,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		if len(big.Envelopes) < 200_000 {
 			big = NewWorkload(WorkloadConfig{N: 200_000, Seed: opts.seed}, corpus)
 		}
-		small, err := b.drain(ctx, "worker@50k", cWorker, big.Prefix(50_000), false)
+		small, err := b.drain(ctx, "worker@50k", cWorker, big.Prefix(50_000), drainOpts{})
 		if err := add(small, err); err != nil {
 			return err
 		}
-		large := find(results, cWorker, "drain")
+		large := find(b.results, cWorker, "drain")
 		if large == nil || large.Envelopes != 200_000 {
-			large, err = b.drain(ctx, "worker@200k", cWorker, big, false)
+			large, err = b.drain(ctx, "worker@200k", cWorker, big, drainOpts{})
 			if err := add(large, err); err != nil {
 				return err
 			}
@@ -266,6 +274,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			mib(a), mib(z), 100*(float64(z)/float64(max(a, 1))-1), verdict))
 	}
 	b.deferred.Wait()
+	results := b.results
 
 	fmt.Fprintln(stdout)
 	if err := writeTable(stdout, results); err != nil {
@@ -329,6 +338,25 @@ func writeHeader(w io.Writer, o options, wl *Workload) {
 	fmt.Fprintf(w, "sources: %s; live: %d envelopes at %d/s; naive drain: %d envelopes\n", strings.Join(parts, ", "), o.liveN, o.rate, o.naiveN)
 }
 
+// profiledDrain repeats the worker drain with a build of the worker that serves net/http/pprof, and profiles it
+// for as long as the unprofiled drain took.
+func (b *bench) profiledDrain(ctx context.Context, root string, w *Workload, add func(*Result, error) error) error {
+	bin := filepath.Join(b.tmp, "dedupeworker-pprof")
+	b.logf("building dedupeworker with a pprof listener (go build -overlay)")
+	if err := buildProfiledWorker(ctx, root, b.tmp, bin); err != nil {
+		return err
+	}
+	b.profileSecs = b.opts.profileSeconds
+	if r := find(b.results, cWorker, "drain"); r != nil {
+		b.profileSecs = max(1, int(r.Seconds))
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	return add(b.drain(ctx, "worker+pprof", cWorker, w, drainOpts{workerBin: bin, pprofAddr: fmt.Sprintf("127.0.0.1:%d", port)}))
+}
+
 // instance is a running contender.
 type instance struct {
 	check   func() error // non-nil once the contender failed or stopped by itself
@@ -336,7 +364,7 @@ type instance struct {
 	workers []*workerReplica
 }
 
-func (b *bench) startContender(ctx context.Context, kind, url string, w *Workload) (*instance, error) {
+func (b *bench) startContender(ctx context.Context, kind, url string, w *Workload, o drainOpts) (*instance, error) {
 	switch kind {
 	case cFloor, cNaive:
 		fn := naiveContender
@@ -382,7 +410,10 @@ func (b *bench) startContender(ctx context.Context, kind, url string, w *Workloa
 			},
 		}, nil
 	case cWorker, cWorker2:
-		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight}
+		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprofAddr: o.pprofAddr}
+		if o.workerBin != "" {
+			spec.bin = o.workerBin
+		}
 		if kind == cWorker2 {
 			spec.replicas = 2
 		}
@@ -464,7 +495,15 @@ func (b *bench) waitDrained(ctx context.Context, js jetstream.JetStream, lastSeq
 
 // drain runs one contender against a fresh server preloaded with the workload (native: publishes it) and
 // measures the time to empty it.
-func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, heap bool) (*Result, error) {
+// drainOpts are the extras of one drain run.
+type drainOpts struct {
+	heap      bool   // measure the server's heap before and (settled) after
+	workerBin string // a worker binary other than b.workerBin (the pprof-enabled build)
+	pprofAddr string // when set: the worker serves pprof here (DEDUPEBENCH_PPROF_ADDR); profile the run
+}
+
+func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o drainOpts) (*Result, error) {
+	heap := o.heap
 	n := len(w.Envelopes)
 	res := &Result{Contender: label, Mode: "drain", Envelopes: n, Expected: w.Expected()}
 	srv, err := startServer(b.ps, b.serverBin, b.tmp)
@@ -525,16 +564,33 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, heap
 		end = time.Now()
 		b.logf("%s drain: %d of %d publishes acknowledged as duplicates", label, dups, n)
 	} else {
-		inst, err = b.startContender(ctx, kind, srv.URL, w)
+		inst, err = b.startContender(ctx, kind, srv.URL, w, o)
 		if err != nil {
 			srvS.Stop()
 			selfS.Stop()
 			return nil, err
 		}
 		defer inst.stop()
-		if kind == cWorker && label == cWorker && b.opts.cpuprofile != "" {
+		switch {
+		case o.pprofAddr != "":
 			profDone = make(chan struct{})
-			go func() { defer close(profDone); b.profileWorker(ctx, inst.workers[0]) }()
+			go func() { defer close(profDone); b.profileWorker(ctx, "http://"+o.pprofAddr, label, b.profileSecs) }()
+		case kind == cWorker && label == cWorker && b.opts.cpuprofile != "":
+			// The worker's own /debug/pprof on DEDUPE_HTTP_ADDR, if it has one.
+			profDone = make(chan struct{})
+			go func() {
+				defer close(profDone)
+				if err := waitReady(ctx, inst.workers[:1], 30*time.Second); err != nil {
+					return
+				}
+				if !inst.workers[0].hasPprof() {
+					b.note("cpuprofile: the worker serves no /debug/pprof on DEDUPE_HTTP_ADDR: the profile comes from a separate run of the worker built with a pprof listener (go build -overlay)")
+					b.workerHasPprof.Store(false)
+					return
+				}
+				b.workerHasPprof.Store(true)
+				b.profileWorker(ctx, inst.workers[0].http, label, b.opts.profileSeconds)
+			}()
 		}
 		end, err = b.waitDrained(ctx, js, uint64(n), inst.check)
 		if err != nil {
@@ -576,8 +632,14 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, heap
 			b.note("%s drain: stopping: %v", label, err)
 		}
 		for _, r := range inst.workers {
-			if tail := strings.TrimSpace(r.proc.log.String()); tail != "" {
-				lines := strings.Split(tail, "\n")
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(r.proc.log.String()), "\n") {
+				// The one warning every run has: the unkeyed source is declared without dedupe on purpose.
+				if l != "" && !strings.Contains(l, "source declares no dedupe") {
+					lines = append(lines, l)
+				}
+			}
+			if len(lines) > 0 {
 				b.note("%s drain: %s logged %d line(s) at warn or above; last: %s", label, r.proc.Name, len(lines), lines[len(lines)-1])
 			}
 		}
@@ -605,19 +667,28 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, heap
 	return res, nil
 }
 
-// profileWorker fetches a CPU profile and an allocation profile from the worker, when it serves /debug/pprof.
-func (b *bench) profileWorker(ctx context.Context, r *workerReplica) {
-	if err := waitReady(ctx, []*workerReplica{r}, 30*time.Second); err != nil {
-		b.note("cpuprofile: worker not ready: %v", err)
-		return
-	}
-	if !r.hasPprof() {
-		b.note("cpuprofile: the worker serves no /debug/pprof on DEDUPE_HTTP_ADDR: no worker profile taken")
-		return
+// profileWorker fetches a CPU profile of secs seconds, then the allocation and mutex profiles, from a worker's
+// pprof server at base (http://host:port).
+func (b *bench) profileWorker(ctx context.Context, base, label string, secs int) {
+	hc := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := hc.Get(base + "/debug/pprof/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			b.note("cpuprofile: %s: no pprof server at %s", label, base)
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	get := func(path, out string, timeout time.Duration) error {
 		hc := &http.Client{Timeout: timeout}
-		resp, err := hc.Get(r.http + path)
+		resp, err := hc.Get(base + path)
 		if err != nil {
 			return err
 		}
@@ -635,16 +706,22 @@ func (b *bench) profileWorker(ctx context.Context, r *workerReplica) {
 		}
 		return f.Close()
 	}
-	secs := b.opts.profileSeconds
-	if err := get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), b.opts.cpuprofile, time.Duration(secs+30)*time.Second); err != nil {
+	path := b.opts.cpuprofile
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		b.note("cpuprofile: %v", err)
 		return
 	}
-	if err := get("/debug/pprof/allocs", b.opts.cpuprofile+".allocs", 30*time.Second); err != nil {
-		b.note("cpuprofile: allocs: %v", err)
+	if err := get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), path, time.Duration(secs+30)*time.Second); err != nil {
+		b.note("cpuprofile: %s: %v", label, err)
 		return
 	}
-	b.note("cpuprofile: worker CPU profile (%ds) in %s, allocations in %s.allocs", secs, b.opts.cpuprofile, b.opts.cpuprofile)
+	for _, p := range []string{"allocs", "mutex", "block"} {
+		if err := get("/debug/pprof/"+p, path+"."+p, 30*time.Second); err != nil {
+			b.note("cpuprofile: %s: %s: %v", label, p, err)
+		}
+	}
+	b.note("cpuprofile: %s: worker CPU profile (first %ds of the drain) in %s; allocations, mutex and block profiles in %s.{allocs,mutex,block}",
+		label, secs, path, path)
 }
 
 // live publishes the workload at a fixed rate with the publish time stamped in Bench-Sent-At, and records when
@@ -707,7 +784,7 @@ func (b *bench) live(ctx context.Context, kind string, w *Workload) (*Result, er
 	if err := rnc.Flush(); err != nil {
 		return nil, err
 	}
-	inst, err := b.startContender(ctx, kind, srv.URL, w)
+	inst, err := b.startContender(ctx, kind, srv.URL, w, drainOpts{})
 	if err != nil {
 		return nil, err
 	}
