@@ -86,9 +86,8 @@ func (h *Hasher) Digest(raw []byte) (string, error) {
 	}
 	st.sha.Reset()
 	st.emit(st.sha)
-	var sum [sha256.Size]byte
 	var hexSum [2 * sha256.Size]byte
-	hex.Encode(hexSum[:], st.sha.Sum(sum[:0]))
+	hex.Encode(hexSum[:], st.sha.Sum(st.sum[:0]))
 	return string(hexSum[:]), nil
 }
 
@@ -174,6 +173,7 @@ type state struct {
 	rootNull bool
 	mode     uint8
 	sha      hash.Hash
+	sum      [sha256.Size]byte
 	w        io.Writer
 	werr     error
 	out      []byte

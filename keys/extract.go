@@ -55,20 +55,13 @@ func (x Extractor) Extract(s Spec, h Headers, body []byte) (string, Reason) {
 		if len(body) > x.maxJSON() {
 			return "", ReasonTooLarge
 		}
-		d, err := p.hasher.Digest(body)
+		d, err := p.hasher.Digest(body) // 64 hex characters: never over MaxKeyBytes
 		if err != nil {
 			return "", ReasonNotJSON
 		}
-		return clampString(d), ReasonNone
+		return d, ReasonNone
 	}
 	return "", ReasonNoDedupe
-}
-
-func clampString(k string) string {
-	if len(k) > MaxKeyBytes {
-		return hashKey([]byte(k))
-	}
-	return k
 }
 
 // hashKey is the stand-in for a key over MaxKeyBytes: "sha256:" + lowercase hex SHA-256.

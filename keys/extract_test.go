@@ -116,7 +116,9 @@ func runExtract(t *testing.T, x keys.Extractor, cases []extractCase) {
 }
 
 func TestExtractPresets(t *testing.T) {
-	hdr := func(name, value string) keys.HeaderList { return keys.HeaderList{{Name: "Content-Type", Value: "x"}, {Name: name, Value: value}} }
+	hdr := func(name, value string) keys.HeaderList {
+		return keys.HeaderList{{Name: "Content-Type", Value: "x"}, {Name: name, Value: value}}
+	}
 	runExtract(t, keys.Extractor{}, []extractCase{
 		{"github", "github", hdr("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"), `{"id":"no"}`, "72d3162e-cc78-11e3-81ab-4c9367dc0958", ""},
 		{"github lower-case header", "github", hdr("x-github-delivery", "d"), `{}`, "d", ""},

@@ -43,14 +43,14 @@ func TestNATSHeaders(t *testing.T) {
 		name, value string
 		ok          bool
 	}{
-		{"svix-id", "lower", true},             // exact name first
-		{"Svix-Id", "upper", true},             // exact name first, first value
-		{"SVIX-ID", "all-caps", true},          // exact
-		{"sViX-iD", "all-caps", true},          // no exact name: the lexically smallest of SVIX-ID, Svix-Id, svix-id
+		{"svix-id", "lower", true},    // exact name first
+		{"Svix-Id", "upper", true},    // exact name first, first value
+		{"SVIX-ID", "all-caps", true}, // exact
+		{"sViX-iD", "all-caps", true}, // no exact name: the lexically smallest of SVIX-ID, Svix-Id, svix-id
 		{"content-type", "application/json", true},
-		{"X-EMPTY", "later", true},   // names without values are skipped
-		{"X-Empty", "later", true},   // even the exact one
-		{"x-blank", "", true},        // an empty value is a value (the Extractor treats it as no key)
+		{"X-EMPTY", "later", true}, // names without values are skipped
+		{"X-Empty", "later", true}, // even the exact one
+		{"x-blank", "", true},      // an empty value is a value (the Extractor treats it as no key)
 		{"X-Missing", "", false},
 	} {
 		for i := 0; i < 20; i++ { // map order varies between iterations; the answer must not

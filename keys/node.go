@@ -22,17 +22,20 @@ func errAt(place, format string, args ...any) *placeError {
 	return &placeError{place: place, msg: fmt.Sprintf(format, args...)}
 }
 
-// join appends a child place to a parent place.
-func join(parent, child string) string {
-	switch {
-	case parent == "":
-		return child
-	case child == "":
-		return parent
-	case child[0] == '[':
-		return parent + child
+// inSpec renders the error as ParseSpec reports it: "dedupe: <place>: <msg>".
+func (e *placeError) inSpec() error {
+	if e.place == "" {
+		return fmt.Errorf("dedupe: %s", e.msg)
 	}
-	return parent + "." + child
+	return fmt.Errorf("dedupe: %s: %s", e.place, e.msg)
+}
+
+// at renders the error below a dotted place of the sources file: "<parent>.<place>: <msg>".
+func (e *placeError) at(parent string) error {
+	if e.place == "" {
+		return fmt.Errorf("%s: %s", parent, e.msg)
+	}
+	return fmt.Errorf("%s.%s: %s", parent, e.place, e.msg)
 }
 
 // readDocument parses a YAML or JSON document into its root node; nil means the document is empty (no value, or
@@ -125,7 +128,7 @@ func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
 
 // deref follows YAML aliases to the node they name.
 func deref(n *yaml.Node) *yaml.Node {
-	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < 100; i++ {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && n.Alias != nil && i < 100; i++ {
 		n = n.Alias
 	}
 	return n
@@ -136,11 +139,14 @@ func isNull(n *yaml.Node) bool {
 }
 
 func isString(n *yaml.Node) bool {
-	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
+	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
 }
 
 // describe names a node's type for error messages, with the value for short scalars.
 func describe(n *yaml.Node) string {
+	if n == nil {
+		return "null"
+	}
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "an object"

@@ -121,7 +121,7 @@ func loadSource(place string, v *yaml.Node) (Spec, error) {
 		}
 		spec, perr = parseSpecNode(m.value)
 		if perr != nil {
-			return Spec{}, specError(place+".dedupe", perr)
+			return Spec{}, perr.at(place + ".dedupe")
 		}
 	}
 	return spec, nil

@@ -239,22 +239,12 @@ func ParseSpec(doc []byte) (Spec, error) {
 	}
 	s, perr := parseSpecNode(n)
 	if perr != nil {
-		return Spec{}, specError("dedupe", perr)
+		return Spec{}, perr.inSpec()
 	}
 	return s, nil
 }
 
-func specError(prefix string, e *placeError) error {
-	if e.place == "" {
-		return fmt.Errorf("%s: %s", prefix, e.msg)
-	}
-	if prefix == "dedupe" {
-		return fmt.Errorf("dedupe: %s: %s", e.place, e.msg)
-	}
-	return fmt.Errorf("%s: %s", join(prefix, e.place), e.msg)
-}
-
-var specFields = "preset, header, json, payload, ttl, ttl_seconds"
+const specFields = "preset, header, json, payload, ttl, ttl_seconds"
 
 func unknownPreset(place, name string) *placeError {
 	if name == "" {
@@ -445,7 +435,7 @@ func parsePayload(v *yaml.Node) (*spec, *placeError) {
 			default:
 				return nil, errAt(place, "unknown field %q (valid: only, except)", m.name)
 			}
-			paths, perr := pathList(join(place, m.name), m.value)
+			paths, perr := pathList(place+"."+m.name, m.value)
 			if perr != nil {
 				return nil, perr
 			}

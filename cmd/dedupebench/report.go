@@ -35,7 +35,8 @@ type Result struct {
 	Mode      string // drain, live
 	Envelopes int
 	Seconds   float64
-	Outputs   int // outputs stored (DEDUPED messages; for native, INGEST messages)
+	FirstAck  float64 // drain: seconds from start until the first envelope was acknowledged (startup included)
+	Outputs   int     // outputs stored (DEDUPED messages; for native, INGEST messages)
 	Expected  int
 	Received  int // live: outputs seen on the core subscription
 
@@ -52,7 +53,7 @@ type Result struct {
 	HeapBefore, HeapAfter int64
 	WindowKeys            int
 	DLQ                   int
-	Notes                 []string
+	heapFrom              *Result // the run whose heap figures stand for this one (see medianRun)
 }
 
 // Rate is envelopes per second.
@@ -68,6 +69,9 @@ func (r *Result) Mismatch() bool { return r.Outputs != r.Expected }
 
 // HeapPerKey is (after − before) / keys, in bytes; ok is false when not measured.
 func (r *Result) HeapPerKey() (float64, bool) {
+	if r.heapFrom != nil {
+		return r.heapFrom.HeapPerKey()
+	}
 	if r.WindowKeys <= 0 || r.HeapAfter == 0 {
 		return 0, false
 	}
@@ -95,7 +99,7 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(
 // writeTable prints one row per result.
 func writeTable(w io.Writer, results []*Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "contender\tmode\tenvelopes\tseconds\tenv/s\toutputs\texpected\tsrv RSS MiB\tsrv CPU s\twkr RSS MiB\twkr CPU s\tp50 ms\tp99 ms\tmax ms\t")
+	fmt.Fprintln(tw, "contender\tmode\tenvelopes\tseconds\tenv/s\t1st ack s\toutputs\texpected\tsrv RSS MiB\tsrv CPU s\twkr RSS MiB\twkr CPU s\tp50 ms\tp99 ms\tmax ms\t")
 	for _, r := range results {
 		wrss, wcpu := "-", "-"
 		if len(r.WorkerRSS) > 0 {
@@ -116,8 +120,12 @@ func writeTable(w io.Writer, results []*Result) error {
 		if r.Latency != nil && r.Latency.N > 0 {
 			p50, p99, mx = ms(r.Latency.P50), ms(r.Latency.P99), ms(r.Latency.Max)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n",
-			r.Contender, r.Mode, r.Envelopes, r.Seconds, r.Rate(), r.Outputs, r.Expected,
+		first := "-"
+		if r.FirstAck > 0 {
+			first = fmt.Sprintf("%.2f", r.FirstAck)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%.2f\t%.0f\t%s\t%d\t%d\t%s\t%.1f\t%s\t%s\t%s\t%s\t%s\t\n",
+			r.Contender, r.Mode, r.Envelopes, r.Seconds, r.Rate(), first, r.Outputs, r.Expected,
 			mib(r.ServerRSS), r.ServerCPU, wrss, wcpu, p50, p99, mx)
 	}
 	return tw.Flush()

@@ -25,13 +25,14 @@ var errUsage = errors.New("usage error")
 
 type options struct {
 	n, rate, liveN, naiveN   int
+	repeat                   int
 	liveSeconds              float64
 	seed                     uint64
 	quick, rssCheck          bool
 	corpus                   string
 	contenders, modes        []string
 	maxInFlight, floorFlight int
-	cpuprofile               string
+	cpuprofile, serverProf   string
 	profileSeconds           int
 	settle, timeout, stall   time.Duration
 	workerBin, serverBin     string
@@ -52,6 +53,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.rate, "rate", 2000, "live mode: envelopes published per second")
 	fs.Float64Var(&o.liveSeconds, "live-seconds", 30, "live mode: seconds of publishing (quick: 4)")
 	fs.IntVar(&o.liveN, "live-n", 0, "live mode: envelopes (0: rate × live-seconds, at most -n)")
+	fs.IntVar(&o.repeat, "repeat", 1, "drain rounds (each contender once per round, in turn); the median run of each is reported")
 	fs.IntVar(&o.naiveN, "naive-n", 0, "naive drain: envelopes (a prefix of the workload; 0: all; quick: 5,000)")
 	fs.BoolVar(&o.quick, "quick", false, "a run of under a minute: fewer envelopes, shorter live phase, no RSS check")
 	fs.BoolVar(&o.rssCheck, "rss-check", false, "run the worker drain at 50k and 200k envelopes and compare peak RSS (always on without -quick)")
@@ -61,6 +63,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "DEDUPE_MAX_IN_FLIGHT for the worker (0: the worker's default)")
 	fs.IntVar(&o.floorFlight, "floor-in-flight", 4096, "envelopes floor keeps in flight")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the worker's CPU (PATH) and allocation (PATH.allocs) profiles of the drain run, when it serves /debug/pprof")
+	fs.StringVar(&o.serverProf, "server-cpuprofile", "", "write a CPU profile of the nats-server during each drain to PREFIX.<contender>.pprof (-profile-seconds long, from the contender's start)")
 	fs.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the worker CPU profile")
 	fs.DurationVar(&o.settle, "settle", 11*time.Second, "wait before reading the server's heap after a run (file-store caches expire after 10s)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "longest a single run may take")
@@ -107,7 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 			return o, errUsage
 		}
 	}
-	if o.n < 100 || o.rate < 1 || o.floorFlight < 1 || o.maxInFlight < 0 {
+	if o.n < 100 || o.rate < 1 || o.repeat < 1 || o.floorFlight < 1 || o.maxInFlight < 0 {
 		fmt.Fprintln(stderr, "dedupebench: -n must be at least 100; -rate and -floor-in-flight positive")
 		return o, errUsage
 	}
@@ -220,17 +223,42 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		return err
 	}
 	if b.mode("drain") {
-		for _, c := range allContenders { // heap-measured runs first: their settling overlaps the later runs
-			if !b.has(c) {
+		// Rounds of every contender in turn, so that a burst of load from elsewhere on the machine hits all of
+		// them alike; each contender's median-rate run is reported. Heap-measured runs come first in round one:
+		// their settling overlaps the later runs.
+		runs := map[string][]*Result{}
+		for round := 0; round < opts.repeat; round++ {
+			for _, c := range allContenders {
+				if !b.has(c) {
+					continue
+				}
+				wl := w
+				if c == cNaive {
+					wl = w.Prefix(opts.naiveN)
+				}
+				heap := round == 0 && (c == cFloor || c == cNative || c == cWorker)
+				r, err := b.drain(ctx, c, c, wl, drainOpts{heap: heap})
+				if err != nil {
+					return err
+				}
+				runs[c] = append(runs[c], r)
+			}
+		}
+		for _, c := range allContenders {
+			rs := runs[c]
+			if len(rs) == 0 {
 				continue
 			}
-			wl := w
-			if c == cNaive {
-				wl = w.Prefix(opts.naiveN)
-			}
-			heap := c == cFloor || c == cNative || c == cWorker
-			if err := add(b.drain(ctx, c, c, wl, drainOpts{heap: heap})); err != nil {
-				return err
+			_ = add(medianRun(rs), nil)
+			if len(rs) > 1 {
+				rates := make([]string, len(rs))
+				for i, r := range rs {
+					rates[i] = fmt.Sprintf("%.0f", r.Rate())
+					if r.Mismatch() && r != medianRun(rs) {
+						b.results = append(b.results, r) // a wrong count is never hidden by the median
+					}
+				}
+				b.note("%s drain: env/s over %d rounds: %s (the median run is in the table)", c, len(rs), strings.Join(rates, ", "))
 			}
 		}
 		if opts.cpuprofile != "" && b.has(cWorker) && !b.workerHasPprof.Load() {
@@ -282,9 +310,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	fmt.Fprintln(stdout)
 	for _, r := range results {
-		if v, ok := r.HeapPerKey(); ok {
-			fmt.Fprintf(stdout, "server heap: %s %s: %.1f MiB before, %.1f MiB after, %d keys remembered: %.0f bytes/key\n",
-				r.Contender, r.Mode, float64(r.HeapBefore)/(1<<20), float64(r.HeapAfter)/(1<<20), r.WindowKeys, v)
+		h := r
+		if h.heapFrom != nil {
+			h = h.heapFrom
+		}
+		if v, ok := h.HeapPerKey(); ok {
+			fmt.Fprintf(stdout, "server heap: %s %s: %.1f MiB before, %.1f MiB after (settled %s), %d keys remembered: %.0f bytes/key\n",
+				r.Contender, r.Mode, float64(h.HeapBefore)/(1<<20), float64(h.HeapAfter)/(1<<20), b.opts.settle, h.WindowKeys, v)
 		}
 	}
 	for _, n := range b.notes {
@@ -336,6 +368,26 @@ func writeHeader(w io.Writer, o options, wl *Workload) {
 		parts = append(parts, fmt.Sprintf("%s %.1f%%", s.id, 100*float64(st.BySource[s.id])/float64(st.Envelopes)))
 	}
 	fmt.Fprintf(w, "sources: %s; live: %d envelopes at %d/s; naive drain: %d envelopes\n", strings.Join(parts, ", "), o.liveN, o.rate, o.naiveN)
+}
+
+// medianRun returns the run with the median rate (the lower middle one for an even count). The heap figures
+// of round one are carried over, since only that round measures them.
+func medianRun(rs []*Result) *Result {
+	sorted := slices.Clone(rs)
+	slices.SortStableFunc(sorted, func(a, b *Result) int {
+		switch {
+		case a.Rate() < b.Rate():
+			return -1
+		case a.Rate() > b.Rate():
+			return 1
+		}
+		return 0
+	})
+	m := sorted[(len(sorted)-1)/2]
+	if m != rs[0] && rs[0].HeapBefore > 0 {
+		m.heapFrom = rs[0]
+	}
+	return m
 }
 
 // profiledDrain repeats the worker drain with a build of the worker that serves net/http/pprof, and profiles it
@@ -457,7 +509,7 @@ func streamMsgs(ctx context.Context, js jetstream.JetStream, name string) (int, 
 }
 
 // waitDrained polls the shared consumer until every envelope up to lastSeq is delivered and acknowledged.
-func (b *bench) waitDrained(ctx context.Context, js jetstream.JetStream, lastSeq uint64, check func() error) (time.Time, error) {
+func (b *bench) waitDrained(ctx context.Context, js jetstream.JetStream, lastSeq uint64, check func() error, firstAck *time.Time) (time.Time, error) {
 	deadline := time.Now().Add(b.opts.timeout)
 	var floor uint64
 	lastProgress := time.Now()
@@ -468,6 +520,9 @@ func (b *bench) waitDrained(ctx context.Context, js jetstream.JetStream, lastSeq
 		c, err := js.Consumer(ctx, inputStream, consumerName)
 		if err == nil {
 			ci := c.CachedInfo()
+			if firstAck.IsZero() && ci.AckFloor.Stream > 0 {
+				*firstAck = time.Now()
+			}
 			if ci.NumPending == 0 && ci.NumAckPending == 0 && ci.Delivered.Stream >= lastSeq {
 				return time.Now(), nil
 			}
@@ -554,6 +609,17 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	var end time.Time
 	var inst *instance
 	var profDone chan struct{}
+	var srvProfDone chan struct{}
+	if b.opts.serverProf != "" {
+		srvProfDone = make(chan struct{})
+		go func() {
+			defer close(srvProfDone)
+			out := fmt.Sprintf("%s.%s.pprof", b.opts.serverProf, strings.NewReplacer("+", "-", "@", "-").Replace(label))
+			if err := srv.CPUProfile(out, b.opts.profileSeconds); err != nil {
+				b.note("server-cpuprofile: %s: %v", label, err)
+			}
+		}()
+	}
 	if native {
 		dups, err := publishAll(ctx, js, w, 0, n, w.IdempotencyKey)
 		if err != nil {
@@ -592,7 +658,11 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 				b.profileWorker(ctx, inst.workers[0].http, label, b.opts.profileSeconds)
 			}()
 		}
-		end, err = b.waitDrained(ctx, js, uint64(n), inst.check)
+		var firstAck time.Time
+		end, err = b.waitDrained(ctx, js, uint64(n), inst.check, &firstAck)
+		if !firstAck.IsZero() {
+			res.FirstAck = firstAck.Sub(t0).Seconds()
+		}
 		if err != nil {
 			srvS.Stop()
 			selfS.Stop()
@@ -626,6 +696,9 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	}
 	if profDone != nil {
 		<-profDone
+	}
+	if srvProfDone != nil {
+		<-srvProfDone
 	}
 	if inst != nil {
 		if err := inst.stop(); err != nil {

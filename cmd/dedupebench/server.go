@@ -387,3 +387,28 @@ func (s *Server) SettledHeap(ctx context.Context, settle time.Duration) (int64, 
 		}
 	}
 }
+
+// CPUProfile writes a CPU profile of the server of secs seconds to out.
+func (s *Server) CPUProfile(out string, secs int) error {
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
+	resp, err := hc.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.profile, secs))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("server profile: %s", resp.Status)
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

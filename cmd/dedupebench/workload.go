@@ -391,23 +391,24 @@ func (w *Workload) KVKey(i int) string {
 	return e.Tenant + "." + e.Source + "." + enc
 }
 
-// Stats summarises the workload for the report.
+// WorkloadStats summarises the workload for the report (BodyBytes counts the corpus bodies, without the few
+// bytes of wrapping orders and forms bodies get).
 type WorkloadStats struct {
 	Envelopes, Expected, Unkeyed, KeyedUnique, Duplicates int
 	BySource                                              map[string]int
 	BodyBytes                                             int64
 }
 
+// Stats counts the workload's envelopes by source, its duplicates and its expected outputs.
 func (w *Workload) Stats() WorkloadStats {
 	s := WorkloadStats{Envelopes: len(w.Envelopes), BySource: map[string]int{}}
-	for i, env := range w.Envelopes {
+	for _, env := range w.Envelopes {
 		e := &w.Events[env.Event]
 		s.BySource[e.Source]++
 		if env.Attempt > 1 {
 			s.Duplicates++
 		}
 		s.BodyBytes += int64(len(w.corpus.Bodies[e.Corpus]))
-		_ = i
 	}
 	s.Expected = w.Expected()
 	s.Unkeyed = w.Unkeyed()

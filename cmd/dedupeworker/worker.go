@@ -161,7 +161,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		MaxInFlight:           cfg.MaxInFlight,
 		AckWait:               cfg.AckWait,
 		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
-		ShutdownTimeout:       cfg.ShutdownTimeout,
+		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
 		Logger:                log,
 		Metrics:               pipeline.NewMetrics(reg),
 	})
@@ -176,6 +176,14 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	}
 	log.Info("stopping: input consumption ended")
 	return nil
+}
+
+// pipelineShutdownBudget is the part of DEDUPE_SHUTDOWN_TIMEOUT the pipeline may spend finishing in-flight
+// envelopes; the rest is kept for draining the connection and stopping the servers, so that the whole shutdown
+// stays within the one setting (and within a Kubernetes grace period a few seconds longer).
+func pipelineShutdownBudget(total time.Duration) time.Duration {
+	rest := min(5*time.Second, total/4)
+	return total - rest
 }
 
 // serveHTTP starts /metrics, /healthz and /readyz. Listening happens here, so a busy port fails the start.
@@ -212,9 +220,10 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 }
 
 // shutdown stops, in order: the HTTP server, the NATS connection (draining pending publishes and acks), the
-// embedded server. The pipeline has already returned. Every step is bounded by DEDUPE_SHUTDOWN_TIMEOUT.
+// embedded server. The pipeline has already returned, within pipelineShutdownBudget; these steps share what is
+// left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
 func (w *worker) shutdown() error {
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout-pipelineShutdownBudget(w.cfg.ShutdownTimeout))
 	defer cancel()
 	var errs []error
 	if w.httpSrv != nil {
