@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+// The README is the user's reference: every setting the worker reads and every metric it exports must be in it.
+func TestReadmeDocumentsSettingsAndMetrics(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(raw)
+	for _, v := range config.Variables() {
+		if !strings.Contains(readme, "`"+v+"`") {
+			t.Errorf("README does not document %s", v)
+		}
+	}
+	reg := prometheus.NewRegistry()
+	pipeline.NewMetrics(reg)
+	descs := make(chan *prometheus.Desc, 64)
+	go func() {
+		reg.Describe(descs)
+		close(descs)
+	}()
+	n := 0
+	for d := range descs {
+		s := d.String()
+		start := strings.Index(s, `fqName: "`) + len(`fqName: "`)
+		name := s[start : start+strings.Index(s[start:], `"`)]
+		n++
+		if !strings.Contains(readme, "`"+name+"`") {
+			t.Errorf("README does not document metric %s", name)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no metrics described: the test would prove nothing")
+	}
+}
