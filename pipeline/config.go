@@ -43,7 +43,8 @@ const (
 // Config configures a Pipeline. Start from DefaultConfig (which also sets Provision) or leave fields zero for their
 // defaults.
 type Config struct {
-	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required.
+	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required. Its
+	// PublishAsync ack and error handlers, if any, must not read the message they are given (workers reuse it).
 	JetStream jetstream.JetStream
 	// Window records claims. Required.
 	Window Window

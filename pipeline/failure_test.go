@@ -357,3 +357,98 @@ func TestServerRestart(t *testing.T) {
 	e.waitCount(pipeline.DefaultOutputStream, 20, 30*time.Second)
 	e.drained(10 * time.Second)
 }
+
+// invalidClaims is a window that rejects every claim as invalid.
+type invalidClaims struct{ pipeline.Window }
+
+func (invalidClaims) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
+	return kvwindow.Outcome{}, fmt.Errorf("%w: key: too odd", kvwindow.ErrInvalid)
+}
+
+func TestInvalidClaimIsDeadLettered(t *testing.T) {
+	e := newEnv(t)
+	e.start(e.config(invalidClaims{memWindow()}))
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "odd"), []byte("x"))
+	e.drained(10 * time.Second)
+	dl := e.messages(pipeline.DefaultDLQStream)
+	if len(dl) != 1 || dl[0].Subject != "dedupe.dlq.bad-claim" || !strings.Contains(header(t, dl[0], "Dedupe-Error"), "too odd") {
+		t.Fatalf("dead letters %v", dl)
+	}
+	if e.metric("dedupeworker_window_errors_total") != 0 {
+		t.Error("an invalid claim counted as a window error")
+	}
+}
+
+// TestDeadLetterStreamMissing: a dead letter that cannot be stored is handed back until it can.
+func TestDeadLetterStreamMissing(t *testing.T) {
+	e := newEnv(t)
+	cfg := e.config(memWindow())
+	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.js.DeleteStream(ctx(t), pipeline.DefaultDLQStream); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Provision = false
+	e.start(cfg)
+	e.publish("ingest.bad@tenant.gh", nil, []byte("x"))
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if got := e.metric("dedupeworker_naks_total", "reason", pipeline.NakDeadLetter); got < 1 {
+			return fmt.Errorf("%v dead-letter NAKs", got)
+		}
+		return nil
+	})
+	if info, err := e.consumerInfo(); err != nil || info.AckFloor.Stream != 0 {
+		t.Fatalf("the envelope was acknowledged without its dead letter: %v %v", info, err)
+	}
+	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultDLQStream, Subjects: []string{"dedupe.dlq.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.drained(15 * time.Second)
+	e.waitCount(pipeline.DefaultDLQStream, 1, time.Second)
+}
+
+// stuckWindow never answers until its context is cancelled.
+type stuckWindow struct{ pipeline.Window }
+
+func (stuckWindow) Claim(ctx context.Context, _ kvwindow.Claim) (kvwindow.Outcome, error) {
+	<-ctx.Done()
+	return kvwindow.Outcome{}, fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, ctx.Err())
+}
+
+// TestShutdownTimeout: envelopes that cannot finish within ShutdownTimeout are handed back, not acknowledged,
+// and Run returns in bounded time.
+func TestShutdownTimeout(t *testing.T) {
+	e := newEnv(t)
+	mem := memWindow()
+	cfg := e.config(stuckWindow{mem})
+	cfg.ShutdownTimeout = 300 * time.Millisecond
+	r := e.start(cfg)
+	for i := range 5 {
+		e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "stuck-"+strconv.Itoa(i)), nil)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if got := e.metric("dedupeworker_in_flight"); got != 5 {
+			return fmt.Errorf("%v in flight", got)
+		}
+		return nil
+	})
+	start := time.Now()
+	r.stop(t)
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Run took %s to return", d)
+	}
+	if got := e.metric("dedupeworker_naks_total", "reason", pipeline.NakShutdown); got != 5 {
+		t.Errorf("shutdown NAKs = %v, want 5", got)
+	}
+	if info, err := e.consumerInfo(); err != nil || info.AckFloor.Stream != 0 {
+		t.Fatalf("acknowledged at shutdown: %+v %v", info, err)
+	}
+	cfg2 := e.config(mem)
+	cfg2.Metrics = pipeline.NewMetrics(nil)
+	e.start(cfg2)
+	e.drained(10 * time.Second)
+	if got := e.count(pipeline.DefaultOutputStream); got != 5 {
+		t.Errorf("second run forwarded %d, want 5", got)
+	}
+}

@@ -182,7 +182,9 @@ func (e *env) drained(timeout time.Duration) {
 }
 
 func (e *env) consumerInfo() (*jetstream.ConsumerInfo, error) {
-	c, err := e.js.Consumer(context.Background(), pipeline.DefaultInputStream, pipeline.DefaultConsumer)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := e.js.Consumer(ctx, pipeline.DefaultInputStream, pipeline.DefaultConsumer)
 	if err != nil {
 		return nil, err
 	}
@@ -216,18 +218,32 @@ func (e *env) messages(stream string) []*jetstream.RawStreamMsg {
 
 func (e *env) count(stream string) uint64 {
 	e.t.Helper()
-	s, err := e.js.Stream(ctx(e.t), stream)
+	n, err := e.tryCount(stream)
 	if err != nil {
-		e.t.Fatalf("stream %s: %v", stream, err)
+		e.t.Fatal(err)
 	}
-	return s.CachedInfo().State.Msgs
+	return n
+}
+
+func (e *env) tryCount(stream string) (uint64, error) {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(c, stream)
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	return s.CachedInfo().State.Msgs, nil
 }
 
 // waitCount waits until stream holds n messages.
 func (e *env) waitCount(stream string, n uint64, timeout time.Duration) {
 	e.t.Helper()
 	natstest.Eventually(e.t, timeout, func() error {
-		if got := e.count(stream); got != n {
+		got, err := e.tryCount(stream)
+		if err != nil {
+			return err
+		}
+		if got != n {
 			return fmt.Errorf("stream %s holds %d messages, want %d", stream, got, n)
 		}
 		return nil

@@ -249,21 +249,20 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 	// Shutdown: pulling has stopped and the handler hands back anything it still receives.
 	rs.stop()
-	deadline := time.NewTimer(p.cfg.ShutdownTimeout)
-	defer deadline.Stop()
+	end := time.Now().Add(p.cfg.ShutdownTimeout)
 	close(rs.quit)
 	done := make(chan struct{})
 	go func() { workers.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-deadline.C:
+	if !waitFor(done, time.Until(end)) {
 		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout)
 		workCancel()
-		<-done // every blocking step of a worker selects on workCtx
+		// Every blocking step of a worker selects on workCtx, and a window call is bounded by its own timeout.
+		// Should a window ignore both, do not hang: what such a worker does later can only be a NAK.
+		if !waitFor(done, 10*time.Second) {
+			p.log.Error("pipeline: workers still busy after cancellation; returning without them")
+		}
 	}
-	select {
-	case <-p.js.PublishAsyncComplete():
-	case <-deadline.C:
+	if !waitFor(p.js.PublishAsyncComplete(), max(time.Until(end), 100*time.Millisecond)) {
 		p.log.Warn("pipeline: shutdown timeout: publishes still unacknowledged", "pending", p.js.PublishAsyncPending())
 	}
 	p.log.Info("pipeline: stopped")
@@ -418,8 +417,8 @@ func (p *Pipeline) statusLoop(ctx context.Context) {
 func (p *Pipeline) refreshStatus(ctx context.Context) {
 	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
+	cancel()
 	if ctx.Err() != nil {
 		return
 	}
@@ -429,7 +428,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		p.consumerErr.Store(nil)
 		p.m.consumerPending.Set(float64(c.CachedInfo().NumPending))
 	}
-	if err := p.cfg.Window.Ping(cctx); err != nil {
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := p.cfg.Window.Ping(wctx); err != nil {
 		if ctx.Err() != nil {
 			return
 		}
@@ -440,6 +441,18 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		p.windowUp()
 	}
 	p.updateReady()
+}
+
+// waitFor waits up to d for ch to be closed.
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 // backoff is a capped exponential delay for retry loops.
