@@ -177,6 +177,15 @@ func (e *env) drained(timeout time.Duration) {
 		if info.NumPending != 0 || info.NumAckPending != 0 {
 			return fmt.Errorf("consumer: %d pending, %d unacknowledged", info.NumPending, info.NumAckPending)
 		}
+		// The consumer's pending count trails a publish by a moment; the ack floor reaching the stream's last
+		// sequence is what proves every envelope published so far was handled.
+		s, err := e.js.Stream(ctx(e.t), pipeline.DefaultInputStream)
+		if err != nil {
+			return err
+		}
+		if last := s.CachedInfo().State.LastSeq; info.AckFloor.Stream < last {
+			return fmt.Errorf("consumer: ack floor %d below last sequence %d", info.AckFloor.Stream, last)
+		}
 		return nil
 	})
 }
