@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"time"
 
@@ -212,6 +213,13 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 		}
 		_, _ = io.WriteString(rw, "ready\n")
 	})
+	if w.cfg.Pprof {
+		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+	}
 	w.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	w.httpDone = make(chan error, 1)
 	go func() { w.httpDone <- w.httpSrv.Serve(ln) }()

@@ -115,10 +115,12 @@ func TestWorkerExternalNATS(t *testing.T) {
 	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}, legacy: {}}")
+	t.Setenv("DEDUPE_PPROF", "true")
 	logs, stop := startWorker(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	waitHTTP(t, base+"/readyz", http.StatusOK)
 	waitHTTP(t, base+"/healthz", http.StatusOK)
+	waitHTTP(t, base+"/debug/pprof/", http.StatusOK)
 
 	nc := natstest.Connect(t, srv.URL())
 	js, _ := jetstream.New(nc)

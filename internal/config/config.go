@@ -58,6 +58,7 @@ type Config struct {
 	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait"`
 	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable"`
 	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables"`
+	Pprof                 bool          `default:"false" desc:"serve Go's /debug/pprof/ profiles on DEDUPE_HTTP_ADDR"`
 	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat             string        `split_words:"true" default:"auto" desc:"auto (tint on a terminal, JSON otherwise), text or json"`
 	ShutdownTimeout       time.Duration `split_words:"true" default:"30s" desc:"how long shutdown may take"`
