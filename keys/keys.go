@@ -1,5 +1,7 @@
 package keys
 
+import "github.com/dedupeworker/dedupeworker/internal/ident"
+
 // Reason says why an envelope has no key. ReasonNone goes with a key.
 type Reason string
 
@@ -13,18 +15,7 @@ const (
 
 // ValidID reports whether s is a valid tenant or source id: 1 to 64 characters of A-Z, a-z, 0-9, '_' and '-'
 // (so it is a single NATS subject token).
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return ident.Valid(s) }
 
 // IdempotencyKey is the window's key for an event: "<tenant>:<source>:<key>".
 func IdempotencyKey(tenant, source, key string) string {

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/dedupeworker/dedupeworker/internal/ident"
 	"time"
 )
 
@@ -17,18 +18,7 @@ var ErrInvalid = errors.New("kvwindow: invalid argument")
 const MaxRawKey = 48
 
 // ValidID reports whether s is a valid tenant or source id: 1–64 characters of [A-Za-z0-9_-].
-func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
+func ValidID(s string) bool { return ident.Valid(s) }
 
 // validateScope checks a tenant and a source id (source may be empty only when allowEmptySource).
 func validateScope(tenant, source string, allowEmptySource bool) error {
