@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz bench lint chaos soak clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz bench bench-quick bench-go lint chaos soak clean
 
 all: build
 
@@ -33,8 +33,19 @@ fuzz-short:
 fuzz:
 	@./scripts/fuzz.sh $(if $(filter 5s,$(FUZZTIME)),2m,$(FUZZTIME))
 
+## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
+## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md); then the Go micro-benchmarks.
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./hashing/ ./keys/ ./pipeline/
+	$(GO) run ./cmd/dedupebench $(BENCHFLAGS)
+	$(MAKE) bench-go
+
+## bench-quick: the same comparison in under a minute.
+bench-quick:
+	$(GO) run ./cmd/dedupebench -quick $(BENCHFLAGS)
+
+## bench-go: micro-benchmarks of the hot paths beside their encoding/json baselines.
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonscan/ ./hashing/ ./keys/ ./pipeline/ ./kvwindow/
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
