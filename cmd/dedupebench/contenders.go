@@ -23,6 +23,9 @@ const (
 	bucket       = "dedupe-window"
 	consumerName = "dedupeworker"
 	windowTTL    = 72 * time.Hour
+	// outputDupWindow is DEDUPED's duplicate window as the worker provisions it (max(2m, 4×ack wait)); floor
+	// and naive create DEDUPED with the same.
+	outputDupWindow = 2 * time.Minute
 
 	hdrIndex  = "Bench-Index"   // envelope index in the workload
 	hdrSentAt = "Bench-Sent-At" // unix nanoseconds at publish (live mode)
@@ -44,8 +47,8 @@ type inProcess func(ctx context.Context, url string, w *Workload) error
 type workerSpec struct {
 	bin         string
 	replicas    int
-	maxInFlight int    // 0: the worker's default
-	pprofAddr   string // DEDUPEBENCH_PPROF_ADDR for the pprof-enabled build (replica 1 only)
+	maxInFlight int  // 0: the worker's default
+	pprof       bool // DEDUPE_PPROF=true: serve /debug/pprof/ on DEDUPE_HTTP_ADDR
 }
 
 // createInput creates INGEST the way ingest would: every ingest.> subject, file storage. dupWindow > 0 turns on
@@ -62,7 +65,7 @@ func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Dur
 // the window bucket (per-key TTLs) and the shared durable consumer.
 func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending int) error {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: outputStream, Subjects: []string{"deduped.>"}, Storage: jetstream.FileStorage,
+		Name: outputStream, Subjects: []string{"deduped.>"}, Storage: jetstream.FileStorage, Duplicates: outputDupWindow,
 	}); err != nil {
 		return fmt.Errorf("create %s: %w", outputStream, err)
 	}
@@ -73,7 +76,7 @@ func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, inputStream, jetstream.ConsumerConfig{
 		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
-		MaxAckPending: maxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy,
+		MaxAckPending: maxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1, FilterSubject: "ingest.>",
 	}); err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -321,7 +324,7 @@ func naiveContender(ctx context.Context, url string, w *Workload) error {
 
 // workerEnv is the environment of one worker replica: the bench's own, less any DEDUPE_* it has, plus the
 // worker's settings.
-func workerEnv(url string, httpPort, maxInFlight int) []string {
+func workerEnv(url string, httpPort int, spec workerSpec) []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DEDUPE_") {
@@ -335,8 +338,11 @@ func workerEnv(url string, httpPort, maxInFlight int) []string {
 		"DEDUPE_LOG_LEVEL=warn",
 		"DEDUPE_LOG_FORMAT=json",
 	)
-	if maxInFlight > 0 {
-		env = append(env, "DEDUPE_MAX_IN_FLIGHT="+strconv.Itoa(maxInFlight))
+	if spec.maxInFlight > 0 {
+		env = append(env, "DEDUPE_MAX_IN_FLIGHT="+strconv.Itoa(spec.maxInFlight))
+	}
+	if spec.pprof {
+		env = append(env, "DEDUPE_PPROF=true")
 	}
 	return env
 }
@@ -354,11 +360,7 @@ func startWorkers(ps *procs, spec workerSpec, url string) ([]*workerReplica, err
 		if err != nil {
 			return out, err
 		}
-		env := workerEnv(url, port, spec.maxInFlight)
-		if spec.pprofAddr != "" && r == 0 {
-			env = append(env, pprofAddrEnv+"="+spec.pprofAddr)
-		}
-		p, err := ps.start(fmt.Sprintf("dedupeworker-%d", r+1), spec.bin, []string{"run"}, env)
+		p, err := ps.start(fmt.Sprintf("dedupeworker-%d", r+1), spec.bin, []string{"run"}, workerEnv(url, port, spec))
 		if err != nil {
 			return out, err
 		}
@@ -394,14 +396,4 @@ func waitReady(ctx context.Context, reps []*workerReplica, timeout time.Duration
 		}
 	}
 	return nil
-}
-
-// hasPprof reports whether the replica serves /debug/pprof/.
-func (r *workerReplica) hasPprof() bool {
-	resp, err := (&http.Client{Timeout: 2 * time.Second}).Get(r.http + "/debug/pprof/")
-	if err != nil {
-		return false
-	}
-	resp.Body.Close()
-	return resp.StatusCode == http.StatusOK
 }

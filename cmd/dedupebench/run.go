@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -62,10 +63,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	modes := fs.String("modes", "drain,live", "modes to run (drain, live); live runs floor and worker")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "DEDUPE_MAX_IN_FLIGHT for the worker (0: the worker's default)")
 	fs.IntVar(&o.floorFlight, "floor-in-flight", 4096, "envelopes floor keeps in flight")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "write the worker's CPU (PATH) and allocation (PATH.allocs) profiles of the drain run, when it serves /debug/pprof")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "run the workers with DEDUPE_PPROF=true and write the CPU profile of the first worker drain to PATH, its allocation profile to PATH.allocs")
 	fs.StringVar(&o.serverProf, "server-cpuprofile", "", "write a CPU profile of the nats-server during each drain to PREFIX.<contender>.pprof (-profile-seconds long, from the contender's start)")
-	fs.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the worker CPU profile")
-	fs.DurationVar(&o.settle, "settle", 11*time.Second, "wait before reading the server's heap after a run (file-store caches expire after 10s)")
+	fs.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the -cpuprofile and -server-cpuprofile CPU profiles (from the worker's HTTP start; from the contender's start)")
+	fs.DurationVar(&o.settle, "settle", 0, "wait before reading the server's heap after a run: file-store caches expire after 10s, "+
+		"DEDUPED's message ids after its 2m duplicate window (0: 130s; quick: 11s, which leaves DEDUPED's ids in the kv figure)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "longest a single run may take")
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a run that makes no progress for this long")
 	fs.StringVar(&o.workerBin, "worker-bin", "", "use this dedupeworker binary instead of building ./cmd/dedupeworker")
@@ -83,6 +85,12 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	o.seed = *seed
+	if o.settle == 0 {
+		o.settle = 130 * time.Second
+		if o.quick {
+			o.settle = 11 * time.Second
+		}
+	}
 	if o.quick {
 		if !set["n"] {
 			o.n = 20_000
@@ -144,9 +152,8 @@ type bench struct {
 	notes     []string
 	notesMu   sync.Mutex
 
-	results        []*Result
-	workerHasPprof atomic.Bool
-	profileSecs    int
+	results  []*Result
+	profiled bool // the worker drain with -cpuprofile has run
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -249,23 +256,33 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			if len(rs) == 0 {
 				continue
 			}
-			_ = add(medianRun(rs), nil)
+			med := medianRun(rs)
+			_ = add(med, nil)
 			if len(rs) > 1 {
 				rates := make([]string, len(rs))
 				for i, r := range rs {
 					rates[i] = fmt.Sprintf("%.0f", r.Rate())
-					if r.Mismatch() && r != medianRun(rs) {
+					if r.Mismatch() && r != med {
 						b.results = append(b.results, r) // a wrong count is never hidden by the median
 					}
 				}
 				b.note("%s drain: env/s over %d rounds: %s (the median run is in the table)", c, len(rs), strings.Join(rates, ", "))
 			}
 		}
-		if opts.cpuprofile != "" && b.has(cWorker) && !b.workerHasPprof.Load() {
-			if err := b.profiledDrain(ctx, root, w, add); err != nil {
-				return err
+		if ws := runs[cWorker]; len(ws) > 1 {
+			for _, c := range []string{cFloor, cNaive, cNative} {
+				if others := runs[c]; len(others) == len(ws) {
+					ratios := make([]string, len(ws))
+					for i := range ws {
+						ratios[i] = fmt.Sprintf("%.2f", ws[i].Rate()/others[i].Rate())
+					}
+					b.note("worker/%s drain throughput round by round: %s", c, strings.Join(ratios, ", "))
+				}
 			}
 		}
+	}
+	if opts.cpuprofile != "" && !b.profiled {
+		b.note("cpuprofile: no worker drain ran (-contenders worker, -modes drain): no profile written")
 	}
 	if b.mode("live") {
 		for _, c := range []string{cFloor, cWorker} {
@@ -295,7 +312,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		}
 		a, z := small.PeakWorkerRSS(), large.PeakWorkerRSS()
 		verdict := "within 10%"
-		if a > 0 && float64(z) > 1.10*float64(a) {
+		if a > 0 && math.Abs(float64(z)/float64(a)-1) > 0.10 {
 			verdict = "NOT within 10%"
 		}
 		rssLines = append(rssLines, fmt.Sprintf("rss check: worker peak RSS %s MiB at 50k envelopes, %s MiB at 200k (%+.1f%%, %s)",
@@ -315,8 +332,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			h = h.heapFrom
 		}
 		if v, ok := h.HeapPerKey(); ok {
-			fmt.Fprintf(stdout, "server heap: %s %s: %.1f MiB before, %.1f MiB after (settled %s), %d keys remembered: %.0f bytes/key\n",
-				r.Contender, r.Mode, float64(h.HeapBefore)/(1<<20), float64(h.HeapAfter)/(1<<20), b.opts.settle, h.WindowKeys, v)
+			extra := ""
+			if r.Contender != cNative && b.opts.settle < outputDupWindow {
+				extra = fmt.Sprintf(" (includes %s's message ids, kept for its %s duplicate window)", outputStream, outputDupWindow)
+			}
+			fmt.Fprintf(stdout, "server heap: %s %s: %.1f MiB before, %.1f MiB %s after the run, %d keys remembered: %.0f bytes/key%s\n",
+				r.Contender, r.Mode, float64(h.HeapBefore)/(1<<20), float64(h.HeapAfter)/(1<<20), b.opts.settle, h.WindowKeys, v, extra)
 		}
 	}
 	for _, n := range b.notes {
@@ -390,25 +411,6 @@ func medianRun(rs []*Result) *Result {
 	return m
 }
 
-// profiledDrain repeats the worker drain with a build of the worker that serves net/http/pprof, and profiles it
-// for as long as the unprofiled drain took.
-func (b *bench) profiledDrain(ctx context.Context, root string, w *Workload, add func(*Result, error) error) error {
-	bin := filepath.Join(b.tmp, "dedupeworker-pprof")
-	b.logf("building dedupeworker with a pprof listener (go build -overlay)")
-	if err := buildProfiledWorker(ctx, root, b.tmp, bin); err != nil {
-		return err
-	}
-	b.profileSecs = b.opts.profileSeconds
-	if r := find(b.results, cWorker, "drain"); r != nil {
-		b.profileSecs = max(1, int(r.Seconds))
-	}
-	port, err := freePort()
-	if err != nil {
-		return err
-	}
-	return add(b.drain(ctx, "worker+pprof", cWorker, w, drainOpts{workerBin: bin, pprofAddr: fmt.Sprintf("127.0.0.1:%d", port)}))
-}
-
 // instance is a running contender.
 type instance struct {
 	check   func() error // non-nil once the contender failed or stopped by itself
@@ -416,7 +418,7 @@ type instance struct {
 	workers []*workerReplica
 }
 
-func (b *bench) startContender(ctx context.Context, kind, url string, w *Workload, o drainOpts) (*instance, error) {
+func (b *bench) startContender(ctx context.Context, kind, url string, w *Workload) (*instance, error) {
 	switch kind {
 	case cFloor, cNaive:
 		fn := naiveContender
@@ -462,10 +464,7 @@ func (b *bench) startContender(ctx context.Context, kind, url string, w *Workloa
 			},
 		}, nil
 	case cWorker, cWorker2:
-		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprofAddr: o.pprofAddr}
-		if o.workerBin != "" {
-			spec.bin = o.workerBin
-		}
+		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprof: b.opts.cpuprofile != ""}
 		if kind == cWorker2 {
 			spec.replicas = 2
 		}
@@ -552,9 +551,7 @@ func (b *bench) waitDrained(ctx context.Context, js jetstream.JetStream, lastSeq
 // measures the time to empty it.
 // drainOpts are the extras of one drain run.
 type drainOpts struct {
-	heap      bool   // measure the server's heap before and (settled) after
-	workerBin string // a worker binary other than b.workerBin (the pprof-enabled build)
-	pprofAddr string // when set: the worker serves pprof here (DEDUPEBENCH_PPROF_ADDR); profile the run
+	heap bool // measure the server's heap before and (settled) after
 }
 
 func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o drainOpts) (*Result, error) {
@@ -630,33 +627,17 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 		end = time.Now()
 		b.logf("%s drain: %d of %d publishes acknowledged as duplicates", label, dups, n)
 	} else {
-		inst, err = b.startContender(ctx, kind, srv.URL, w, o)
+		inst, err = b.startContender(ctx, kind, srv.URL, w)
 		if err != nil {
 			srvS.Stop()
 			selfS.Stop()
 			return nil, err
 		}
 		defer inst.stop()
-		switch {
-		case o.pprofAddr != "":
+		if kind == cWorker && label == cWorker && b.opts.cpuprofile != "" && !b.profiled {
+			b.profiled = true
 			profDone = make(chan struct{})
-			go func() { defer close(profDone); b.profileWorker(ctx, "http://"+o.pprofAddr, label, b.profileSecs) }()
-		case kind == cWorker && label == cWorker && b.opts.cpuprofile != "":
-			// The worker's own /debug/pprof on DEDUPE_HTTP_ADDR, if it has one.
-			profDone = make(chan struct{})
-			go func() {
-				defer close(profDone)
-				if err := waitReady(ctx, inst.workers[:1], 30*time.Second); err != nil {
-					return
-				}
-				if !inst.workers[0].hasPprof() {
-					b.note("cpuprofile: the worker serves no /debug/pprof on DEDUPE_HTTP_ADDR: the profile comes from a separate run of the worker built with a pprof listener (go build -overlay)")
-					b.workerHasPprof.Store(false)
-					return
-				}
-				b.workerHasPprof.Store(true)
-				b.profileWorker(ctx, inst.workers[0].http, label, b.opts.profileSeconds)
-			}()
+			go func() { defer close(profDone); b.profileWorker(ctx, inst.workers[0].http, label) }()
 		}
 		var firstAck time.Time
 		end, err = b.waitDrained(ctx, js, uint64(n), inst.check, &firstAck)
@@ -740,9 +721,10 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	return res, nil
 }
 
-// profileWorker fetches a CPU profile of secs seconds, then the allocation and mutex profiles, from a worker's
-// pprof server at base (http://host:port).
-func (b *bench) profileWorker(ctx context.Context, base, label string, secs int) {
+// profileWorker fetches a CPU profile of -profile-seconds, then the allocation profile, from the /debug/pprof/
+// a worker started with DEDUPE_PPROF=true serves on its DEDUPE_HTTP_ADDR (base: http://host:port).
+func (b *bench) profileWorker(ctx context.Context, base, label string) {
+	secs := b.opts.profileSeconds
 	hc := &http.Client{Timeout: 2 * time.Second}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -752,9 +734,11 @@ func (b *bench) profileWorker(ctx context.Context, base, label string, secs int)
 			if resp.StatusCode == http.StatusOK {
 				break
 			}
+			b.note("cpuprofile: %s: GET %s/debug/pprof/: %s (a worker without DEDUPE_PPROF?)", label, base, resp.Status)
+			return
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			b.note("cpuprofile: %s: no pprof server at %s", label, base)
+			b.note("cpuprofile: %s: no HTTP server at %s: %v", label, base, err)
 			return
 		}
 		time.Sleep(10 * time.Millisecond)
@@ -788,13 +772,11 @@ func (b *bench) profileWorker(ctx context.Context, base, label string, secs int)
 		b.note("cpuprofile: %s: %v", label, err)
 		return
 	}
-	for _, p := range []string{"allocs", "mutex", "block"} {
-		if err := get("/debug/pprof/"+p, path+"."+p, 30*time.Second); err != nil {
-			b.note("cpuprofile: %s: %s: %v", label, p, err)
-		}
+	if err := get("/debug/pprof/allocs", path+".allocs", 30*time.Second); err != nil {
+		b.note("cpuprofile: %s: allocs: %v", label, err)
+		return
 	}
-	b.note("cpuprofile: %s: worker CPU profile (first %ds of the drain) in %s; allocations, mutex and block profiles in %s.{allocs,mutex,block}",
-		label, secs, path, path)
+	b.note("cpuprofile: %s: worker CPU profile (%ds from the start of its first drain) in %s, allocation profile in %s.allocs", label, secs, path, path)
 }
 
 // live publishes the workload at a fixed rate with the publish time stamped in Bench-Sent-At, and records when
@@ -857,7 +839,7 @@ func (b *bench) live(ctx context.Context, kind string, w *Workload) (*Result, er
 	if err := rnc.Flush(); err != nil {
 		return nil, err
 	}
-	inst, err := b.startContender(ctx, kind, srv.URL, w, drainOpts{})
+	inst, err := b.startContender(ctx, kind, srv.URL, w)
 	if err != nil {
 		return nil, err
 	}

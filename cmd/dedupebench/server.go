@@ -246,9 +246,8 @@ func moduleRoot(dir string) (string, error) {
 }
 
 // goBuild builds a package of the module into out.
-func goBuild(ctx context.Context, root, out string, args ...string) error {
-	pkg := args[len(args)-1]
-	cmd := exec.CommandContext(ctx, "go", append([]string{"build", "-o", out}, args...)...)
+func goBuild(ctx context.Context, root, out, pkg string) error {
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	var errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &errb, &errb
