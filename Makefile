@@ -51,5 +51,13 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
+## chaos: the fault suite's long variants (200,000 envelopes, more kills and freezes; ~8 minutes).
+chaos:
+	DEDUPE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m ./integration/
+
+## soak: a million envelopes through two replicas; throughput over time and flat RSS (RELIABILITY.md).
+soak:
+	DEDUPE_SOAK=1 $(GO) test -count=1 -v -timeout 2h -run TestSoak ./integration/
+
 clean:
 	rm -rf bin data

@@ -22,9 +22,11 @@ func waitStall(t *testing.T, c *Client, what string, purged int, cond func(Progr
 		if err != nil {
 			return false, err.Error()
 		}
-		if p != last {
-			last, since = p, time.Now()
+		// Redeliveries go on during a stall (NAKs with backoff): only the outcomes and the backlog must hold still.
+		if p.Pending != last.Pending || p.Outputs != last.Outputs || p.DeadLetter != last.DeadLetter || p.Input != last.Input {
+			since = time.Now()
 		}
+		last = p
 		return cond(p) && p.Pending > 0 && time.Since(since) >= 2*time.Second, "not stalled (" + what + "): " + p.String()
 	})
 	acked := last.Input - last.Pending

@@ -61,10 +61,12 @@ func TestClusterLeaderLoss(t *testing.T) {
 	var events []string
 	for k := range rounds {
 		<-marks[2*k]
-		leader := cl.StreamLeader("KV_dedupe-window", 30*time.Second)
+		// The bucket's leader; in chaos runs the later rounds take the input's and the output's leaders too.
+		target := []string{"KV_dedupe-window", InputStream, "KV_dedupe-window", OutputStream}[k%4]
+		leader := cl.StreamLeader(target, 30*time.Second)
 		down := time.Now()
 		leader.Shutdown()
-		newLeader := cl.StreamLeader("KV_dedupe-window", 30*time.Second)
+		newLeader := cl.StreamLeader(target, 30*time.Second)
 		elected := time.Since(down).Round(time.Millisecond)
 		// Work goes on with two of three nodes: the outputs must grow while the old leader is down.
 		before, _ := c.Progress(ctx)
@@ -78,8 +80,8 @@ func TestClusterLeaderLoss(t *testing.T) {
 		<-marks[2*k+1]
 		leader.Restart()
 		cl.WaitMetaLeader(30 * time.Second)
-		events = append(events, fmt.Sprintf("round %d: stopped %s (bucket leader) at envelope %d, new leader %s after %s, restarted after %s",
-			k+1, leader.Opts.ServerName, at(2*k), newLeader.Opts.ServerName, elected, time.Since(down).Round(time.Millisecond)))
+		events = append(events, fmt.Sprintf("round %d: stopped %s (leader of %s) at envelope %d, new leader %s after %s, restarted after %s",
+			k+1, leader.Opts.ServerName, target, at(2*k), newLeader.Opts.ServerName, elected, time.Since(down).Round(time.Millisecond)))
 		t.Log(events[len(events)-1])
 	}
 	pub := <-pubDone

@@ -199,6 +199,11 @@ func Oracle(subject string, h nats.Header, body []byte) Expect {
 		return e
 	}
 	tenant, source := parts[1], parts[2]
+	// Ingest-Verified: false wins over every other reason (the worker checks it before the source's spec).
+	if v, ok := headerValue(h, "Ingest-Verified"); ok && strings.EqualFold(strings.TrimSpace(v), "false") {
+		e.Kind, e.Reason = Unkeyed, "unverified"
+		return e
+	}
 	spec, declared := standard[source]
 	if !declared || spec.kind == srcNone {
 		e.Kind, e.Reason = Unkeyed, "no-dedupe"
@@ -238,9 +243,6 @@ func Oracle(subject string, h nats.Header, body []byte) Expect {
 			}
 			key = d
 		}
-	}
-	if reason == "" && h.Get("Ingest-Verified") == "false" {
-		reason = "unverified"
 	}
 	if reason != "" {
 		e.Kind, e.Reason = Unkeyed, reason

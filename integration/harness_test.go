@@ -22,6 +22,7 @@ type Envelope struct {
 	Header  nats.Header
 	Body    []byte
 	Exp     Expect // Seq is filled in from the PubAck
+	ID      string // the harness's id (X-Test-Envelope, Nats-Msg-Id of the publish); set by Publish when empty
 }
 
 func (e *Envelope) msg(id string) *nats.Msg {
@@ -36,11 +37,15 @@ func (e *Envelope) msg(id string) *nats.Msg {
 
 // Client is the harness's own connection.
 type Client struct {
-	t   *testing.T
-	NC  *nats.Conn
-	JS  jetstream.JetStream
-	run string // distinguishes this test's Nats-Msg-Ids
+	t    *testing.T
+	NC   *nats.Conn
+	JS   jetstream.JetStream
+	run  string // distinguishes this client's Nats-Msg-Ids
+	next atomic.Int64
 }
+
+// NewID returns a fresh envelope id.
+func (c *Client) NewID() string { return c.run + "-" + strconv.FormatInt(c.next.Add(1), 10) }
 
 // NewClient connects the harness to url (reconnecting for ever).
 func NewClient(t *testing.T, url string, opts ...nats.Option) *Client {
@@ -101,6 +106,11 @@ func (c *Client) Publish(ctx context.Context, envs []*Envelope, window int, rate
 		collectErr <- first
 	}()
 	var sendErr error
+	for _, e := range envs {
+		if e.ID == "" {
+			e.ID = c.NewID()
+		}
+	}
 	for i, e := range envs {
 		if rate > 0 {
 			if d := time.Until(start.Add(time.Duration(float64(i) / rate * float64(time.Second)))); d > 0 {
@@ -110,7 +120,7 @@ func (c *Client) Publish(ctx context.Context, envs []*Envelope, window int, rate
 		var fut jetstream.PubAckFuture
 		var err error
 		for attempt := 0; ; attempt++ {
-			fut, err = c.JS.PublishMsgAsync(e.msg(c.envID(i)))
+			fut, err = c.JS.PublishMsgAsync(e.msg(e.ID))
 			if err == nil || ctx.Err() != nil {
 				break
 			}
@@ -131,20 +141,24 @@ func (c *Client) Publish(ctx context.Context, envs []*Envelope, window int, rate
 	return PublishStats{Published: len(envs), Retries: retries.Load(), Elapsed: time.Since(start)}, err
 }
 
-func (c *Client) envID(i int) string { return c.run + "-" + strconv.Itoa(i) }
-
 func (c *Client) publishSync(ctx context.Context, e *Envelope, i int, cause error, retries *atomic.Int64) (*jetstream.PubAck, error) {
 	for attempt := 0; ; attempt++ {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("publish envelope %d (%s): gave up: %w (last error %v)", i, e.Subject, ctx.Err(), cause)
 		}
 		pctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		ack, err := c.JS.PublishMsg(pctx, e.msg(c.envID(i)))
+		ack, err := c.JS.PublishMsg(pctx, e.msg(e.ID))
 		cancel()
 		if err == nil {
 			return ack, nil
 		}
 		cause = err
+		// 400 (header or message too large, ...) will never succeed; 503 (no leader) and 409 (the same
+		// Nats-Msg-Id still in process during a leader change) are worth another try.
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.Code == 400 {
+			return nil, fmt.Errorf("publish envelope %d (%s): refused for good: %w", i, e.Subject, err)
+		}
 		retries.Add(1)
 		backoff(attempt)
 	}
@@ -182,17 +196,18 @@ func poll(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
 
 // Progress is the state of the pipeline as the streams show it.
 type Progress struct {
-	Pending    uint64 // consumer: not yet delivered + delivered and not acked
-	AckPending int
+	Pending     uint64 // consumer: not yet delivered + delivered and not acked
+	AckPending  int
 	Redelivered int
-	Outputs    uint64 // messages in DEDUPED
-	DeadLetter uint64 // messages in DEDUPE_DLQ
-	Input      uint64 // last sequence of INGEST
+	Deliveries  uint64 // deliveries so far, redeliveries included (consumer sequence)
+	Outputs     uint64 // messages in DEDUPED
+	DeadLetter  uint64 // messages in DEDUPE_DLQ
+	Input       uint64 // last sequence of INGEST
 }
 
 func (p Progress) String() string {
-	return fmt.Sprintf("INGEST last seq %d, consumer pending %d (ack pending %d, redelivered %d), DEDUPED %d, DEDUPE_DLQ %d",
-		p.Input, p.Pending, p.AckPending, p.Redelivered, p.Outputs, p.DeadLetter)
+	return fmt.Sprintf("INGEST last seq %d, consumer pending %d (ack pending %d, redelivered %d), deliveries %d, DEDUPED %d, DEDUPE_DLQ %d",
+		p.Input, p.Pending, p.AckPending, p.Redelivered, p.Deliveries, p.Outputs, p.DeadLetter)
 }
 
 // Progress reads the consumer and stream states (errors while NATS is down are returned).
@@ -208,6 +223,7 @@ func (c *Client) Progress(ctx context.Context) (Progress, error) {
 	p.Pending = ci.NumPending + uint64(ci.NumAckPending)
 	p.AckPending = ci.NumAckPending
 	p.Redelivered = ci.NumRedelivered
+	p.Deliveries = ci.Delivered.Consumer
 	for _, s := range []struct {
 		name string
 		n    *uint64
@@ -310,7 +326,9 @@ func StartWorkers(t *testing.T, n int, vars map[string]string) Workers {
 func (ws Workers) Kills() int {
 	n := 0
 	for _, w := range ws {
+		w.mu.Lock()
 		n += w.Kills
+		w.mu.Unlock()
 	}
 	return n
 }

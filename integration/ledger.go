@@ -81,6 +81,28 @@ type Record struct {
 	Envelope                                     string
 	Body                                         uint64
 	Size                                         int
+	// Forged lists contract headers present in another spelling or with several values: something the worker
+	// let through from the inbound envelope instead of owning (a dead letter may keep the delivery's own
+	// Idempotency-Key).
+	Forged []string
+}
+
+var contractHeaders = []string{HdrIdempotencyKey, HdrMsgID, HdrKey, HdrStatus, HdrReason, HdrError, HdrSubject}
+
+func forged(h map[string][]string, deadLetter bool) []string {
+	var out []string
+	for name, vs := range h {
+		for _, c := range contractHeaders {
+			if deadLetter && c == HdrIdempotencyKey {
+				continue // a dead letter keeps the delivery's own Idempotency-Key, whatever its spelling
+			}
+			if strings.EqualFold(name, c) && (name != c || len(vs) > 1) {
+				out = append(out, fmt.Sprintf("%s (%d values)", name, len(vs)))
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // BodyHash is the 64-bit FNV-1a of a body (compared, never stored whole).
@@ -137,6 +159,7 @@ func ReadStream(ctx context.Context, js jetstream.JetStream, name string) ([]Rec
 			Envelope: h.Get(HdrEnvelope),
 			Body:     BodyHash(m.Data()),
 			Size:     len(m.Data()),
+			Forged:   forged(h, name == DLQStream),
 		})
 		if md.Sequence.Stream >= state.LastSeq || md.NumPending == 0 {
 			return out, nil
@@ -294,6 +317,13 @@ func Balance(exp []Expect, outputs, deadLetters []Record) *Report {
 	seenUnkeyed := map[uint64][]uint64{}
 	bad := capped{r: r, what: "malformed outputs"}
 	wrongBody := capped{r: r, what: "outputs with a body no envelope had"}
+	forgedOut := capped{r: r, what: "records carrying inbound copies of contract headers"}
+	for _, o := range append(append([]Record(nil), outputs...), deadLetters...) {
+		if len(o.Forged) > 0 {
+			forgedOut.add("record seq %d on %s carries contract headers the worker did not set: %v", o.Seq, o.Subject, o.Forged)
+		}
+	}
+	forgedOut.close()
 	for _, o := range outputs {
 		switch o.Status {
 		case "unique":
@@ -308,6 +338,9 @@ func Balance(exp []Expect, outputs, deadLetters []Record) *Report {
 			}
 			if o.MsgID == "" {
 				bad.add("output seq %d (%s): no Nats-Msg-Id", o.Seq, o.IdemKey)
+			}
+			if o.Reason != "" {
+				bad.add("output seq %d (%s): a unique event with Dedupe-Reason %q", o.Seq, o.IdemKey, o.Reason)
 			}
 			if bodies, ok := keyBodies[o.IdemKey]; ok && !bodies[o.Body] {
 				wrongBody.add("output seq %d (%s): body (%d bytes) is none of the bodies published with that key", o.Seq, o.IdemKey, o.Size)

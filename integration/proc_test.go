@@ -37,6 +37,7 @@ type Worker struct {
 	expectExit  bool // the current process is being killed or stopped by the test
 	incarnation int
 	Kills       int
+	Freezes     int
 	unexpected  []string // exits the test did not cause
 }
 
@@ -154,6 +155,18 @@ func (w *Worker) Kill() {
 	case <-time.After(10 * time.Second):
 		w.t.Errorf("worker %s: pid %d still running 10s after SIGKILL", w.Name, cmd.Process.Pid)
 	}
+}
+
+// Freeze stops the process (SIGSTOP) for d, then lets it go on (SIGCONT): a replica that stalls longer than the
+// ack wait and then wakes up with stale work in hand.
+func (w *Worker) Freeze(d time.Duration) {
+	w.mu.Lock()
+	cmd := w.cmd
+	w.Freezes++
+	w.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGSTOP)
+	<-time.After(d) // the freeze's length is the fault itself
+	_ = cmd.Process.Signal(syscall.SIGCONT)
 }
 
 // Stop sends SIGTERM and waits for a clean exit (SIGKILL after timeout). It returns the exit error.
@@ -369,4 +382,94 @@ func RunOnce(t *testing.T, vars map[string]string, timeout time.Duration) (exit 
 		t.Fatalf("run worker: %v", err)
 	}
 	return 0, out.String(), elapsed
+}
+
+// natsServerBin is a nats-server binary built from the module graph (github.com/nats-io/nats-server/v2), for the
+// scenarios that must SIGKILL the server itself (an in-process server can only shut down cleanly).
+var (
+	natsServerOnce sync.Once
+	natsServerBin  string
+	natsServerErr  error
+)
+
+func buildNATSServer(t *testing.T) string {
+	t.Helper()
+	natsServerOnce.Do(func() {
+		natsServerBin = filepath.Join(filepath.Dir(workerBin), "nats-server")
+		out, err := exec.Command("go", "build", "-o", natsServerBin, "github.com/nats-io/nats-server/v2").CombinedOutput()
+		if err != nil {
+			natsServerErr = fmt.Errorf("go build nats-server: %v\n%s", err, out)
+		}
+	})
+	if natsServerErr != nil {
+		t.Fatal(natsServerErr)
+	}
+	return natsServerBin
+}
+
+// ServerProc is a nats-server running as its own process (JetStream, file store), restartable on the same port
+// and store after a SIGKILL.
+type ServerProc struct {
+	t       *testing.T
+	Port    int
+	Store   string
+	LogPath string
+	cmd     *exec.Cmd
+	done    chan struct{}
+	Kills   int
+}
+
+// RunServerProc starts a nats-server process on a free loopback port; it is killed when the test ends.
+func RunServerProc(t *testing.T) *ServerProc {
+	t.Helper()
+	dir := t.TempDir()
+	s := &ServerProc{t: t, Port: natstest.FreePort(t), Store: filepath.Join(dir, "store"), LogPath: filepath.Join(dir, "nats-server.log")}
+	s.Start()
+	t.Cleanup(func() {
+		s.Kill()
+		if t.Failed() {
+			b, _ := os.ReadFile(s.LogPath)
+			t.Logf("nats-server log, last part:\n%s", tail(string(b), 6000))
+		}
+	})
+	return s
+}
+
+// URL is the client URL.
+func (s *ServerProc) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.Port) }
+
+// Start starts the server and waits until JetStream answers.
+func (s *ServerProc) Start() {
+	s.t.Helper()
+	f, err := os.OpenFile(s.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(buildNATSServer(s.t), "-a", "127.0.0.1", "-p", fmt.Sprint(s.Port), "-js", "-sd", s.Store, "-n", "killable")
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	s.cmd, s.done = cmd, make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(s.done) }()
+	poll(s.t, 30*time.Second, func() (bool, string) {
+		code, err := jetStreamUp(s.URL())
+		if err != nil {
+			return false, err.Error()
+		}
+		return code, "JetStream not up"
+	})
+}
+
+// Kill SIGKILLs the server and waits for it to be gone.
+func (s *ServerProc) Kill() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	s.Kills++
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
 }

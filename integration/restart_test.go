@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
@@ -27,6 +30,7 @@ func TestNATSRestart(t *testing.T) {
 	n := scale(6_000, 60_000)
 	restarts := scale(2, 6)
 	publishFor := scale(8*time.Second, 60*time.Second)
+	outage := scale(2*time.Second, 5*time.Second)
 	start := time.Now()
 
 	srv := natstest.Run(t) // file storage in a temp dir, kept across Restart
@@ -62,8 +66,8 @@ func TestNATSRestart(t *testing.T) {
 		<-marks[k]
 		down := time.Now()
 		srv.Shutdown()
-		// The outage lasts until every worker reports not ready (or 5s): their in-flight claims and publishes
-		// fail meanwhile, and the harness's publishes pile up for retry.
+		// The outage lasts `outage`, and at least until every worker reports not ready (at most 5s): in-flight
+		// claims and publishes fail meanwhile, and the harness's publishes pile up for retry.
 		noticed := within(5*time.Second, func() bool {
 			for _, w := range ws {
 				if w.Ready() {
@@ -75,6 +79,7 @@ func TestNATSRestart(t *testing.T) {
 		if !noticed {
 			t.Logf("restart %d: a worker still answered /readyz 200 5s into the outage", k+1)
 		}
+		<-time.After(time.Until(down.Add(outage))) // the outage's length is the fault itself
 		srv.Restart()
 		outages = append(outages, time.Since(down).Round(time.Millisecond))
 		for _, w := range ws {
@@ -94,4 +99,79 @@ func TestNATSRestart(t *testing.T) {
 	}
 	t.Logf("FIGURES scenario=nats-restart envelopes=%d restarts=%d outages=%v elapsed=%s ledger=%q",
 		n, restarts, outages, time.Since(start).Round(time.Second), r.Summary())
+}
+
+// jetStreamUp reports whether a server at url answers JetStream account requests.
+func jetStreamUp(url string) (bool, error) {
+	nc, err := nats.Connect(url, nats.Timeout(time.Second))
+	if err != nil {
+		return false, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err = js.AccountInfo(ctx)
+	return err == nil, err
+}
+
+// Scenario 2b: the server process itself is SIGKILLed mid-stream (no clean shutdown: the file store recovers from
+// whatever reached the disk) and started again on the same port and store.
+func TestNATSKill(t *testing.T) {
+	needWorker(t)
+	n := scale(6_000, 60_000)
+	kills := scale(2, 6)
+	publishFor := scale(8*time.Second, 60*time.Second)
+	start := time.Now()
+
+	srv := RunServerProc(t)
+	c := NewClient(t, srv.URL())
+	vars := baseEnv(srv.URL())
+	vars["DEDUPE_ACK_WAIT"] = "2s"
+	ws := StartWorkers(t, 2, vars)
+
+	envs := Mixed(MixOptions{N: n, Tenants: []string{"acme", "globex"}, DupFrac: 0.3, FarFrac: 0.2, BadFrac: 0.005, Seed: uint64(seed) + 22})
+	marks := make([]chan struct{}, kills)
+	for i := range marks {
+		marks[i] = make(chan struct{})
+	}
+	at := func(k int) int { return n * (k + 1) / (kills + 1) }
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pubDone := make(chan PublishStats, 1)
+	go func() {
+		next := 0
+		st, err := c.Publish(ctx, envs, 512, float64(n)/publishFor.Seconds(), func(i int) {
+			if next < kills && i == at(next) {
+				close(marks[next])
+				next++
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		pubDone <- st
+	}()
+	for k := range kills {
+		<-marks[k]
+		down := time.Now()
+		srv.Kill()
+		<-time.After(time.Second) // the outage's length is the fault itself
+		srv.Start()
+		back := time.Since(down).Round(time.Millisecond)
+		for _, w := range ws {
+			w.WaitReady(60 * time.Second)
+		}
+		t.Logf("kill %d at envelope %d: server back after %s; workers ready after %s", k+1, at(k), back, time.Since(down).Round(time.Millisecond))
+	}
+	pub := <-pubDone
+	t.Logf("published %s", pub)
+	q := c.WaitQuiet(t, uint64(n), 2*time.Minute)
+	t.Logf("quiet: %s", q)
+	r := c.Ledger(t, envs, nil)
+	t.Logf("FIGURES scenario=nats-kill envelopes=%d server_kills=%d redeliveries=%d elapsed=%s ledger=%q",
+		n, srv.Kills, q.Deliveries-q.Input, time.Since(start).Round(time.Second), r.Summary())
 }

@@ -34,6 +34,7 @@ func TestSoak(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Hour)
 	defer cancel()
+	t0 := time.Now()
 	pubDone := make(chan PublishStats, 1)
 	go func() {
 		st, err := c.Publish(ctx, envs, 4096, 0, nil)
@@ -64,11 +65,11 @@ func TestSoak(t *testing.T) {
 	var (
 		at25      *memSample
 		lastDone  uint64
-		lastT     = time.Now()
+		lastT     = t0
 		published PublishStats
 		pubActive = true
 	)
-	tick := time.NewTicker(5 * time.Second)
+	tick := time.NewTicker(time.Second) // sample every second, report every 5s
 	defer tick.Stop()
 	for {
 		select {
@@ -86,20 +87,24 @@ func TestSoak(t *testing.T) {
 		done := p.Input - p.Pending
 		now := time.Now()
 		m := memory()
-		t.Logf("t=%4.0fs processed %7d (%5.1f%%) %6.0f/s backlog %6d  RSS MiB %s  peak %s",
-			now.Sub(start).Seconds(), done, 100*float64(done)/float64(n), float64(done-lastDone)/now.Sub(lastT).Seconds(), p.Pending, mib(m.rss), mib(m.hwm))
-		lastDone, lastT = done, now
+		finished := !pubActive && done >= uint64(n) && p.Pending == 0
 		if at25 == nil && done >= uint64(n/4) {
 			at25 = &m
+			t.Logf("25%% processed at t=%.0fs: RSS MiB %s", now.Sub(t0).Seconds(), mib(m.rss))
 		}
-		if !pubActive && done >= uint64(n) && p.Pending == 0 {
+		if now.Sub(lastT) >= 5*time.Second || finished {
+			t.Logf("t=%4.0fs processed %8d (%5.1f%%) %6.0f/s backlog %7d  RSS MiB %s  peak %s",
+				now.Sub(t0).Seconds(), done, 100*float64(done)/float64(n), float64(done-lastDone)/now.Sub(lastT).Seconds(), p.Pending, mib(m.rss), mib(m.hwm))
+			lastDone, lastT = done, now
+		}
+		if finished {
 			break
 		}
 		if ctx.Err() != nil {
 			t.Fatal("soak did not finish in 2h")
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed := time.Since(t0)
 	end := memory()
 	c.WaitQuiet(t, uint64(n), 5*time.Minute)
 	r := c.Ledger(t, envs, nil)
