@@ -19,6 +19,9 @@ import (
 // decide with an error wrapping kvwindow.ErrUnavailable.
 type Window interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	// Forget releases a claim. The pipeline calls it only for an event it claimed and then had to dead-letter
+	// because the output stream refuses it for good, so that a well-formed retry of the event is not suppressed.
+	Forget(ctx context.Context, tenant, source, key string) (int, error)
 	Ping(ctx context.Context) error
 }
 

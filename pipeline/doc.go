@@ -31,8 +31,11 @@
 // window rejects as invalid, an event the output stream refuses for good such as one over its size limit) is
 // published to "<DLQPrefix>.<reason>" (stream DLQStream, default DEDUPE_DLQ on "dedupe.dlq.>"), reason one of
 // bad-subject, bad-tenant, bad-source, bad-claim, output-reject, with its headers (minus Nats-* and Dedupe-*) and
-// body, plus Dedupe-Error (readable) and Dedupe-Subject (the original subject); then it is acknowledged and logged
-// at warn. If even the dead letter cannot be stored, the envelope is handed back (NAK with backoff).
+// body, plus Dedupe-Error (readable), Dedupe-Subject (the original subject) and Dedupe-Input-Seq (its sequence in
+// the input stream); then it is acknowledged and logged at warn. A dead letter too large to store whole is stored
+// without the sender's headers and with the body cut to fit (Dedupe-Truncated says what was dropped). An event
+// dead-lettered after it won its claim releases the claim first, so that a well-formed retry is published. If even
+// the dead letter cannot be stored, the envelope is handed back (NAK with backoff).
 //
 // # Guarantees
 //

@@ -22,6 +22,9 @@ type noWindow struct{}
 func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
 	return kvwindow.Outcome{}, kvwindow.ErrUnavailable
 }
+func (noWindow) Forget(context.Context, string, string, string) (int, error) {
+	return 0, kvwindow.ErrUnavailable
+}
 func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
 
 // NewHandler builds a pipeline from cfg (JetStream and Window may be nil) and returns one worker of it.

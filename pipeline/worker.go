@@ -25,6 +25,8 @@ const (
 	HeaderReason         = "Dedupe-Reason"
 	HeaderError          = "Dedupe-Error"
 	HeaderSubject        = "Dedupe-Subject"
+	HeaderInputSeq       = "Dedupe-Input-Seq"
+	HeaderTruncated      = "Dedupe-Truncated"
 	HeaderVerified       = "Ingest-Verified"
 )
 
@@ -111,7 +113,7 @@ type worker struct {
 	timer *time.Timer
 	e     envelope
 	msg   *nats.Msg
-	vals  [5]string
+	vals  [6]string
 	buf   []byte
 }
 
@@ -211,7 +213,7 @@ func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, rev uint6
 		}
 		return
 	}
-	w.publishFailed(m, meta, err)
+	w.publishFailed(m, meta, err, rev != rebuildUnkeyed)
 }
 
 // duplicate acks a copy of an event already claimed, after publishing the optional duplicate copy.
@@ -221,7 +223,7 @@ func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
 		out := w.buildDuplicate(m.Subject(), m.Headers(), m.Data())
 		if err := w.publish(out); err != nil {
 			if !permanent(err) || w.ctx.Err() != nil {
-				w.publishFailed(m, meta, err)
+				w.publishFailed(m, meta, err, false)
 				return
 			}
 			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
@@ -235,15 +237,15 @@ func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
 }
 
 // publishFailed handles a failed publish of the envelope's outcome: dead letter when the output stream will never
-// take it, otherwise hand it back for a later attempt.
-func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err error) {
+// take it, otherwise hand it back for a later attempt. claimed says the envelope holds the event's claim.
+func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err error, claimed bool) {
 	p := w.p
 	if w.ctx.Err() != nil {
 		w.nak(m, 0, p.nakShutdown)
 		return
 	}
 	if permanent(err) {
-		w.deadLetter(m, meta, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err))
+		w.deadLetterAndRelease(m, meta, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err), claimed)
 		return
 	}
 	if ok, n := p.publishLog.allow(); ok {
@@ -255,9 +257,27 @@ func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err
 
 // deadLetter publishes the envelope to "<dlq prefix>.<reason>" and acks it; if even that fails it is handed back.
 func (w *worker) deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string) {
+	w.deadLetterAndRelease(m, meta, reason, why, false)
+}
+
+// deadLetterAndRelease is deadLetter that, with release, also gives up the envelope's claim once the dead letter
+// is stored and before the ack: the event never reached the output stream, so a later, well-formed copy of it must
+// be admitted. A failed release is logged; the claim then lapses at its TTL.
+func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string, release bool) {
 	p, e := w.p, &w.e
 	out := w.buildDeadLetter(m.Subject(), m.Headers(), m.Data(), reason, why)
-	if err := w.publish(out); err != nil {
+	err := w.publish(out)
+	// An envelope near the size limits may fit in the input stream but not beside the dead letter's own headers.
+	// Keep what fits rather than retry for ever: the sender's headers go, the body is cut, and the dead letter says
+	// so and names the envelope's sequence in the input stream, where the original still is.
+	for _, keep := range []int{int(p.js.Conn().MaxPayload()) - trimmedRoom, 0} {
+		if err == nil || !permanent(err) || w.ctx.Err() != nil || keep < 0 {
+			break
+		}
+		out = w.buildTrimmedDeadLetter(m.Subject(), m.Headers(), m.Data(), reason, why, keep)
+		err = w.publish(out)
+	}
+	if err != nil {
 		if w.ctx.Err() != nil {
 			w.nak(m, 0, p.nakShutdown)
 			return
@@ -266,6 +286,12 @@ func (w *worker) deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata, reason
 			"reason", reason, "error", why, "err", err)
 		w.nak(m, nakDelay(meta.NumDelivered), p.nakDeadLetter)
 		return
+	}
+	if release {
+		if _, err := p.cfg.Window.Forget(w.ctx, e.tenant, e.source, e.key); err != nil {
+			p.log.Warn("pipeline: claim of a dead-lettered event not released; copies are suppressed until it expires",
+				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "err", err)
+		}
 	}
 	w.ack(m)
 	e.src.deadLetters.Inc()
@@ -331,7 +357,8 @@ func permanent(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum,
+			10097: // JSStreamHeaderExceedsMaximumErr: the header block is over JetStream's 64 KiB
 			return true
 		case 10077: // JSStreamStoreFailedF: permanent only when the message itself is too large
 			return strings.Contains(strings.ToLower(apiErr.Description), "message too large")
@@ -423,6 +450,31 @@ func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, re
 	w.set(0, HeaderError, why)
 	w.set(1, HeaderSubject, subject)
 	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.set(3, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
+	return w.msg
+}
+
+// trimmedRoom is what a trimmed dead letter leaves of the server's max payload for its subject and headers.
+const trimmedRoom = 8 << 10
+
+// buildTrimmedDeadLetter is the dead letter of an envelope too large to be dead-lettered whole: none of the
+// sender's headers, at most keep bytes of the body, and Dedupe-Truncated saying what was dropped.
+func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []byte, reason, why string, keep int) *nats.Msg {
+	p := w.p
+	hdrBytes := 0
+	for k, vs := range in {
+		for _, v := range vs {
+			hdrBytes += len(k) + len(v) + 4
+		}
+	}
+	kept := body[:min(len(body), keep)]
+	w.headers(p.cfg.DLQPrefix+"."+reason, nil, kept, true)
+	w.set(0, HeaderError, why)
+	w.set(1, HeaderSubject, subject)
+	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.set(3, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
+	w.set(4, HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
+		hdrBytes, len(kept), len(body), w.e.seq, p.cfg.InputStream))
 	return w.msg
 }
 
