@@ -39,25 +39,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 
 	envs := Mixed(MixOptions{N: n, Tenants: []string{"acme", "globex", "initech"}, DupFrac: 0.3, FarFrac: 0.2, BadFrac: 0.005, Seed: uint64(seed) + 3})
 	// Each round: stop the bucket's leader at (2k+1)/(2·rounds+1) of the stream, bring it back at (2k+2)/(2·rounds+1).
-	marks := make([]chan struct{}, 2*rounds)
-	for i := range marks {
-		marks[i] = make(chan struct{})
-	}
-	at := func(k int) int { return n * (k + 1) / (2*rounds + 1) }
-	pubDone := make(chan PublishStats, 1)
-	go func() {
-		next := 0
-		st, err := c.Publish(ctx, envs, 512, float64(n)/publishFor.Seconds(), func(i int) {
-			if next < len(marks) && i == at(next) {
-				close(marks[next])
-				next++
-			}
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		pubDone <- st
-	}()
+	marks, at, pubDone := publishMarked(ctx, t, c, envs, publishFor, 2*rounds)
 	var events []string
 	for k := range rounds {
 		<-marks[2*k]

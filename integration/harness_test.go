@@ -357,3 +357,30 @@ func baseEnv(url string) map[string]string {
 		"DEDUPE_SOURCES":  StandardSources,
 	}
 }
+
+// publishMarked publishes envs in the background, spread over d, and closes marks[k] once the publisher reaches
+// envelope at(k) = len(envs)·(k+1)/(points+1): the points at which a test breaks (and mends) something mid-stream.
+func publishMarked(ctx context.Context, t *testing.T, c *Client, envs []*Envelope, d time.Duration, points int) (marks []chan struct{}, at func(int) int, done <-chan PublishStats) {
+	t.Helper()
+	n := len(envs)
+	marks = make([]chan struct{}, points)
+	for i := range marks {
+		marks[i] = make(chan struct{})
+	}
+	at = func(k int) int { return n * (k + 1) / (points + 1) }
+	pubDone := make(chan PublishStats, 1)
+	go func() {
+		next := 0
+		st, err := c.Publish(ctx, envs, 512, float64(n)/d.Seconds(), func(i int) {
+			if next < points && i == at(next) {
+				close(marks[next])
+				next++
+			}
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		pubDone <- st
+	}()
+	return marks, at, pubDone
+}

@@ -40,27 +40,9 @@ func TestNATSRestart(t *testing.T) {
 	ws := StartWorkers(t, 2, vars)
 
 	envs := Mixed(MixOptions{N: n, Tenants: []string{"acme", "globex"}, DupFrac: 0.3, FarFrac: 0.2, BadFrac: 0.005, Seed: uint64(seed) + 2})
-	marks := make([]chan struct{}, restarts)
-	for i := range marks {
-		marks[i] = make(chan struct{})
-	}
-	at := func(k int) int { return n * (k + 1) / (restarts + 1) }
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pubDone := make(chan PublishStats, 1)
-	go func() {
-		next := 0
-		st, err := c.Publish(ctx, envs, 512, float64(n)/publishFor.Seconds(), func(i int) {
-			if next < restarts && i == at(next) {
-				close(marks[next])
-				next++
-			}
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		pubDone <- st
-	}()
+	marks, at, pubDone := publishMarked(ctx, t, c, envs, publishFor, restarts)
 	var outages []time.Duration
 	for k := range restarts {
 		<-marks[k]
@@ -134,27 +116,9 @@ func TestNATSKill(t *testing.T) {
 	ws := StartWorkers(t, 2, vars)
 
 	envs := Mixed(MixOptions{N: n, Tenants: []string{"acme", "globex"}, DupFrac: 0.3, FarFrac: 0.2, BadFrac: 0.005, Seed: uint64(seed) + 22})
-	marks := make([]chan struct{}, kills)
-	for i := range marks {
-		marks[i] = make(chan struct{})
-	}
-	at := func(k int) int { return n * (k + 1) / (kills + 1) }
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	pubDone := make(chan PublishStats, 1)
-	go func() {
-		next := 0
-		st, err := c.Publish(ctx, envs, 512, float64(n)/publishFor.Seconds(), func(i int) {
-			if next < kills && i == at(next) {
-				close(marks[next])
-				next++
-			}
-		})
-		if err != nil {
-			t.Error(err)
-		}
-		pubDone <- st
-	}()
+	marks, at, pubDone := publishMarked(ctx, t, c, envs, publishFor, kills)
 	for k := range kills {
 		<-marks[k]
 		down := time.Now()

@@ -134,9 +134,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		return failErr(fmt.Errorf("jetstream: %w", err))
 	}
 
-	startCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	window, err := kvwindow.New(startCtx, js, kvwindow.Config{Bucket: cfg.Bucket, Replicas: cfg.Replicas, Provision: cfg.Provision})
+	window, err := w.openWindow(ctx, js)
 	if err != nil {
 		return failErr(err)
 	}
@@ -177,6 +175,25 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	}
 	log.Info("stopping: input consumption ended")
 	return nil
+}
+
+// openWindow binds to (or provisions) the window bucket. A window that cannot be reached yet — a cluster still
+// electing leaders, another replica creating the bucket at the same moment — is waited for, with backoff, until ctx
+// ends; anything else (no bucket and provisioning off, an incompatible bucket) stops the start.
+func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
+	cfg := kvwindow.Config{Bucket: w.cfg.Bucket, Replicas: w.cfg.Replicas, Provision: w.cfg.Provision}
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		window, err := kvwindow.New(ctx, js, cfg)
+		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
+			return window, err
+		}
+		w.log.Warn("dedupe window not reachable yet; retrying", "bucket", cfg.Bucket, "in", wait, "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // pipelineShutdownBudget is the part of DEDUPE_SHUTDOWN_TIMEOUT the pipeline may spend finishing in-flight
