@@ -16,6 +16,12 @@ type Claim struct {
 	// Claimant identifies the envelope that makes the claim: its sequence in the input stream. A redelivery of
 	// the same envelope carries the same claimant and so recognises the claim as its own.
 	Claimant uint64
+	// FirstDelivery says the envelope has never been delivered before (JetStream's delivery count is 1), so no
+	// earlier attempt of it can hold the claim and Owned is impossible. The window may then read a losing
+	// create's claim from any replica (a direct get, far cheaper for the server than a read through the stream
+	// leader's API): a stale answer can only mistake an expiring claim for a live one, i.e. suppress a copy of
+	// an event already published. Leave it false when unsure; redeliveries always read from the leader.
+	FirstDelivery bool
 }
 
 // Status is what a claim found.

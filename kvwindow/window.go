@@ -23,7 +23,8 @@ type Window struct {
 	stream  string // KV_<bucket>
 	prefix  string // "$KV.<bucket>."
 	api     string // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream
+	leader  jetstream.Stream // reads through the stream leader's API (never a direct get)
+	any     jetstream.Stream // reads by direct get when the bucket allows it (any replica may answer)
 	async   bool // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
 	markTTL time.Duration
 	stats   stats
@@ -66,6 +67,10 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 		return nil, err
 	}
 	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
+	if w.any, err = w.bind(ctx); err != nil {
+		return nil, err
+	}
 	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
 	// that has not applied the latest write yet. The client chooses direct gets from the cached stream info,
 	// so this handle's copy says "no direct get"; it is never refreshed (Ping uses its own request).
@@ -222,7 +227,11 @@ func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		}
 		// The key is taken, or holds a marker. Decide on what the stream leader holds (a direct get could be
 		// answered by a replica that has not applied the winning write yet).
-		m, err := w.latest(ctx, subj)
+		read := w.leader
+		if c.FirstDelivery {
+			read = w.any
+		}
+		m, err := latest(ctx, read, subj)
 		if err != nil {
 			return Outcome{}, w.unavailable("claim: read", subj, err)
 		}
@@ -308,7 +317,11 @@ func isTombstone(m *jetstream.RawStreamMsg) bool {
 
 // latest reads the last message on subj from the stream leader; nil when there is none.
 func (w *Window) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	m, err := w.leader.GetLastMsgForSubject(ctx, subj)
+	return latest(ctx, w.leader, subj)
+}
+
+func latest(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := st.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -439,3 +439,46 @@ func TestBucketFull(t *testing.T) {
 		t.Fatalf("held claim in a full bucket: %+v", got)
 	}
 }
+
+// TestFirstDeliveryReadsAnyReplica: a first delivery's losing create may be decided by a direct get; the decision
+// is the same (Duplicate for another claimant), and a redelivery still reads from the leader.
+func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	spy := natstest.Connect(t, s.URL())
+	var direct, get atomic.Int64
+	if _, err := spy.Subscribe("$JS.API.DIRECT.GET.>", func(*nats.Msg) { direct.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spy.Subscribe("$JS.API.STREAM.MSG.GET.KV_dedupe-window", func(*nats.Msg) { get.Add(1) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1, FirstDelivery: true}
+	if got := claim(t, w, c); got.Status != kvwindow.Won {
+		t.Fatalf("first claim: %v", got.Status)
+	}
+	c.Claimant = 2
+	if got := claim(t, w, c); got.Status != kvwindow.Duplicate {
+		t.Fatalf("other claimant, first delivery: %v", got.Status)
+	}
+	natstest.Eventually(t, 5*time.Second, func() error {
+		if direct.Load() < 1 {
+			return fmt.Errorf("%d direct gets", direct.Load())
+		}
+		return nil
+	})
+	// A redelivery of the winner must be recognised, through the leader.
+	c.Claimant, c.FirstDelivery = 1, false
+	if got := claim(t, w, c); got.Status != kvwindow.Owned {
+		t.Fatalf("redelivery: %v", got.Status)
+	}
+	natstest.Eventually(t, 5*time.Second, func() error {
+		if get.Load() < 1 {
+			return fmt.Errorf("%d leader gets", get.Load())
+		}
+		return nil
+	})
+}

@@ -160,6 +160,7 @@ func (w *worker) handle(m jetstream.Msg) {
 	start := time.Now()
 	out, err := p.cfg.Window.Claim(w.ctx, kvwindow.Claim{
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec), Claimant: e.seq,
+		FirstDelivery: meta.NumDelivered == 1,
 	})
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
