@@ -20,12 +20,12 @@ type Window struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
 	cfg     Config
-	stream  string // KV_<bucket>
-	prefix  string // "$KV.<bucket>."
-	api     string // JetStream API prefix, e.g. "$JS.API."
+	stream  string           // KV_<bucket>
+	prefix  string           // "$KV.<bucket>."
+	api     string           // JetStream API prefix, e.g. "$JS.API."
 	leader  jetstream.Stream // reads through the stream leader's API (never a direct get)
 	any     jetstream.Stream // reads by direct get when the bucket allows it (any replica may answer)
-	async   bool // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
+	async   bool             // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
 	markTTL time.Duration
 	stats   stats
 }
