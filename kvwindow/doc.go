@@ -8,7 +8,9 @@
 //     revision of the expiry marker it replaces): the server admits exactly one writer per key, however many
 //     workers and goroutines race, on single-node and replicated buckets alike. Won is reported only when this
 //     call's create was stored; Owned and Duplicate are decided from the stored claim, read from the stream
-//     leader (never a possibly stale replica).
+//     leader (never a possibly stale replica) — except for a Claim marked FirstDelivery, which cannot be Owned:
+//     its losing create is read back by direct get, where a stale answer can at worst suppress a copy of an
+//     event whose claim is just expiring.
 //   - Crash recovery via the claimant. The claim records its claimant, the envelope's sequence in the input
 //     stream. A redelivered envelope (the worker crashed or timed out after claiming, before acknowledging)
 //     finds its own claim and gets Owned, so it is published again instead of being dropped as a duplicate. A
