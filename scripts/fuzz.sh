@@ -3,11 +3,14 @@
 set -euo pipefail
 t="${1:-5s}"
 cd "$(dirname "$0")/.."
+n=0
 for pkg in $(go list ./...); do
   dir=$(go list -f '{{.Dir}}' "$pkg")
   for f in $(grep -hoE '^func (Fuzz[A-Za-z0-9_]+)' "$dir"/*_test.go 2>/dev/null | awk '{print $2}' | sort -u); do
     echo "fuzz $pkg $f ($t)"
-    go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" "$pkg" >/tmp/fuzz-$$.log 2>&1 || { cat /tmp/fuzz-$$.log; exit 1; }
+    go test -run '^$' -fuzz "^${f}\$" -fuzztime "$t" "$pkg" >/tmp/fuzz-$$.log 2>&1 || { cat /tmp/fuzz-$$.log; echo "fuzz: $n passed, 1 failed"; exit 1; }
+    n=$((n + 1))
   done
 done
 rm -f /tmp/fuzz-$$.log
+echo "fuzz: $n passed, 0 failed"
