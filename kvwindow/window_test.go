@@ -328,12 +328,12 @@ func TestForget(t *testing.T) {
 	}
 }
 
-// TestLosingClaimsReadFromLeader: deciding Owned/Duplicate never uses direct gets (served by any replica).
-func TestLosingClaimsReadFromLeader(t *testing.T) {
-	s := natstest.Run(t)
-	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
-	spy := natstest.Connect(t, s.URL())
-	var direct, get atomic.Int64
+// spyReads counts the window's reads of the default bucket: direct gets (any replica may answer) and reads through
+// the stream leader's API.
+func spyReads(t *testing.T, url string) (direct, get *atomic.Int64) {
+	t.Helper()
+	spy := natstest.Connect(t, url)
+	direct, get = new(atomic.Int64), new(atomic.Int64)
 	if _, err := spy.Subscribe("$JS.API.DIRECT.GET.>", func(*nats.Msg) { direct.Add(1) }); err != nil {
 		t.Fatal(err)
 	}
@@ -343,6 +343,15 @@ func TestLosingClaimsReadFromLeader(t *testing.T) {
 	if err := spy.Flush(); err != nil {
 		t.Fatal(err)
 	}
+	return direct, get
+}
+
+// TestLosingClaimsReadFromLeader: unless a claim is marked FirstDelivery, deciding Owned/Duplicate never uses
+// direct gets (served by any replica).
+func TestLosingClaimsReadFromLeader(t *testing.T) {
+	s := natstest.Run(t)
+	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
+	direct, get := spyReads(t, s.URL())
 	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1}
 	claim(t, w, c)
 	claim(t, w, c)
@@ -445,17 +454,7 @@ func TestBucketFull(t *testing.T) {
 func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
-	spy := natstest.Connect(t, s.URL())
-	var direct, get atomic.Int64
-	if _, err := spy.Subscribe("$JS.API.DIRECT.GET.>", func(*nats.Msg) { direct.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := spy.Subscribe("$JS.API.STREAM.MSG.GET.KV_dedupe-window", func(*nats.Msg) { get.Add(1) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := spy.Flush(); err != nil {
-		t.Fatal(err)
-	}
+	direct, get := spyReads(t, s.URL())
 	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1, FirstDelivery: true}
 	if got := claim(t, w, c); got.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", got.Status)
