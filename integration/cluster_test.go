@@ -66,11 +66,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 			k+1, leader.Opts.ServerName, target, at(2*k), newLeader.Opts.ServerName, elected, time.Since(down).Round(time.Millisecond)))
 		t.Log(events[len(events)-1])
 	}
-	pub := <-pubDone
-	t.Logf("published %s", pub)
-	q := c.WaitQuiet(t, uint64(n), 2*time.Minute)
-	t.Logf("quiet: %s", q)
-	r := c.Ledger(t, envs, nil)
+	_, r := c.finish(t, envs, pubDone)
 	for _, w := range ws {
 		if !w.Running() {
 			t.Errorf("worker %s is not running after the leader changes", w.Name)

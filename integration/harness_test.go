@@ -384,3 +384,12 @@ func publishMarked(ctx context.Context, t *testing.T, c *Client, envs []*Envelop
 	}()
 	return marks, at, pubDone
 }
+
+// finish waits for the background publisher, then for the worker fleet to go quiet, and balances the ledger.
+func (c *Client) finish(t *testing.T, envs []*Envelope, pubDone <-chan PublishStats) (Progress, *Report) {
+	t.Helper()
+	t.Logf("published %s", <-pubDone)
+	q := c.WaitQuiet(t, uint64(len(envs)), 2*time.Minute)
+	t.Logf("quiet: %s", q)
+	return q, c.Ledger(t, envs, nil)
+}

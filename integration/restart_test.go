@@ -69,11 +69,7 @@ func TestNATSRestart(t *testing.T) {
 		}
 		t.Logf("restart %d at envelope %d: server down %s; workers ready again after %s", k+1, at(k), outages[k], time.Since(down).Round(time.Millisecond))
 	}
-	pub := <-pubDone
-	t.Logf("published %s", pub)
-	q := c.WaitQuiet(t, uint64(n), 2*time.Minute)
-	t.Logf("quiet: %s", q)
-	r := c.Ledger(t, envs, nil)
+	_, r := c.finish(t, envs, pubDone)
 	for _, w := range ws {
 		if !w.Running() {
 			t.Errorf("worker %s is not running after the restarts", w.Name)
@@ -131,11 +127,7 @@ func TestNATSKill(t *testing.T) {
 		}
 		t.Logf("kill %d at envelope %d: server back after %s; workers ready after %s", k+1, at(k), back, time.Since(down).Round(time.Millisecond))
 	}
-	pub := <-pubDone
-	t.Logf("published %s", pub)
-	q := c.WaitQuiet(t, uint64(n), 2*time.Minute)
-	t.Logf("quiet: %s", q)
-	r := c.Ledger(t, envs, nil)
+	q, r := c.finish(t, envs, pubDone)
 	t.Logf("FIGURES scenario=nats-kill envelopes=%d server_kills=%d redeliveries=%d elapsed=%s ledger=%q",
 		n, srv.Kills, q.Deliveries-q.Input, time.Since(start).Round(time.Second), r.Summary())
 }
