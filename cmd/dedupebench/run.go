@@ -744,24 +744,7 @@ func (b *bench) profileWorker(ctx context.Context, base, label string) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	get := func(path, out string, timeout time.Duration) error {
-		hc := &http.Client{Timeout: timeout}
-		resp, err := hc.Get(base + path)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", path, resp.Status)
-		}
-		f, err := os.Create(out)
-		if err != nil {
-			return err
-		}
-		if _, err := io.Copy(f, resp.Body); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
+		return download(base+path, out, timeout)
 	}
 	path := b.opts.cpuprofile
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -392,14 +392,18 @@ func (s *Server) CPUProfile(out string, secs int) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	hc := &http.Client{Timeout: time.Duration(secs+30) * time.Second}
-	resp, err := hc.Get(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.profile, secs))
+	return download(fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", s.profile, secs), out, time.Duration(secs+30)*time.Second)
+}
+
+// download writes the body of a GET of url to the file out.
+func download(url, out string, timeout time.Duration) error {
+	resp, err := (&http.Client{Timeout: timeout}).Get(url)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("server profile: %s", resp.Status)
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	f, err := os.Create(out)
 	if err != nil {
