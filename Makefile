@@ -51,13 +51,16 @@ lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
 
-## chaos: the fault suite's long variants (200,000 envelopes, more kills and freezes; ~8 minutes).
+## chaos: the fault suite's long variants (200,000 envelopes, more kills and freezes; ~8 minutes). Unlike make test
+## (a fixed seed), chaos and soak draw a fresh DEDUPE_SEED each run and print it first; DEDUPE_SEED=n replays one.
 chaos:
-	DEDUPE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m ./integration/
+	@seed=$${DEDUPE_SEED:-$$(( $$(od -An -N4 -tu4 /dev/urandom) % 1000000 ))}; echo "make chaos: DEDUPE_SEED=$$seed"; \
+	DEDUPE_SEED=$$seed DEDUPE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m ./integration/
 
 ## soak: a million envelopes through two replicas; throughput over time and flat RSS (RELIABILITY.md).
 soak:
-	DEDUPE_SOAK=1 $(GO) test -count=1 -v -timeout 2h -run TestSoak ./integration/
+	@seed=$${DEDUPE_SEED:-$$(( $$(od -An -N4 -tu4 /dev/urandom) % 1000000 ))}; echo "make soak: DEDUPE_SEED=$$seed"; \
+	DEDUPE_SEED=$$seed DEDUPE_SOAK=1 $(GO) test -count=1 -v -timeout 2h -run TestSoak ./integration/
 
 clean:
 	rm -rf bin data

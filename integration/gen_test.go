@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dedupeworker/dedupeworker/hashing"
+	"github.com/dedupeworker/dedupeworker/keys"
 )
 
 // StandardSources is the sources document of every scenario: one source per key kind, one declared without
@@ -248,7 +249,8 @@ func Oracle(subject string, h nats.Header, body []byte) Expect {
 		e.Kind, e.Reason = Unkeyed, reason
 		return e
 	}
-	e.Kind, e.Key = Keyed, tenant+":"+source+":"+key
+	// The worker's Idempotency-Key header: the key escaped where a header value could not carry it verbatim.
+	e.Kind, e.Key = Keyed, keys.IdempotencyHeader(tenant, source, key)
 	return e
 }
 

@@ -275,7 +275,7 @@ func (c *capped) close() {
 //   - the set of Idempotency-Keys of unique outputs equals the set expected, and none appears twice;
 //   - each unique output is on deduped.<tenant>.<source> of its key, carries Nats-Msg-Id and Dedupe-Key, and its
 //     body is the body of one of the envelopes with that key;
-//   - each unkeyed envelope appears exactly once, as msg/INGEST/<seq>, with the expected Dedupe-Reason, on its
+//   - each unkeyed envelope appears exactly once, as msg/INGEST/<seq>/<stamp>, with the expected Dedupe-Reason, on its
 //     tenant's and source's subject and with its own body;
 //   - the dead letters are exactly the envelopes expected there (matched by Dedupe-Subject), each with a
 //     Dedupe-Error and a dedupe.dlq.<reason> subject.
@@ -348,10 +348,12 @@ func Balance(exp []Expect, outputs, deadLetters []Record) *Report {
 		case "unkeyed":
 			r.Unkeyed++
 			r.UnkeyedReasons[o.Reason]++
-			seqStr, ok := strings.CutPrefix(o.IdemKey, "msg/"+InputStream+"/")
+			rest, ok := strings.CutPrefix(o.IdemKey, "msg/"+InputStream+"/")
+			seqStr, stampStr, ok2 := strings.Cut(rest, "/")
 			inSeq, err := strconv.ParseUint(seqStr, 10, 64)
-			if !ok || err != nil {
-				bad.add("unkeyed output seq %d: Idempotency-Key %q is not msg/%s/<seq>", o.Seq, o.IdemKey, InputStream)
+			_, err2 := strconv.ParseInt(stampStr, 10, 64)
+			if !ok || !ok2 || err != nil || err2 != nil {
+				bad.add("unkeyed output seq %d: Idempotency-Key %q is not msg/%s/<seq>/<stamp>", o.Seq, o.IdemKey, InputStream)
 				continue
 			}
 			seenUnkeyed[inSeq] = append(seenUnkeyed[inSeq], o.Seq)

@@ -23,7 +23,7 @@ func TestLedgerCatches(t *testing.T) {
 		return []Record{
 				{Seq: 1, Subject: "deduped.a.gh", IdemKey: "a:gh:k1", Key: "k1", MsgID: "m1", Status: "unique", Body: 12},
 				{Seq: 2, Subject: "deduped.b.gh", IdemKey: "b:gh:k1", Key: "k1", MsgID: "m2", Status: "unique", Body: 13},
-				{Seq: 3, Subject: "deduped.a.misc", IdemKey: "msg/INGEST/4", MsgID: "msg/INGEST/4", Status: "unkeyed", Reason: "no-dedupe", Body: 14},
+				{Seq: 3, Subject: "deduped.a.misc", IdemKey: "msg/INGEST/4/1796000000000000000", MsgID: "msg/INGEST/4/1796000000000000000", Status: "unkeyed", Reason: "no-dedupe", Body: 14},
 			}, []Record{
 				{Seq: 1, Subject: "dedupe.dlq.bad-subject", Err: "bad subject", In: "ingest.a"},
 			}

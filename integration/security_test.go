@@ -12,8 +12,11 @@ import (
 	"math/big"
 	mrand "math/rand/v2"
 	"net"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +25,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
@@ -216,17 +220,23 @@ func TestSecurity(t *testing.T) {
 			"DEDUPE_NATS_NKEY_SEED_FILE": garbledFile}, string(garbled), string(seedB))
 	})
 
+	// The worker's user has exactly the permissions documented in deploy/nats-permissions.yaml (what the
+	// Secret's comment tells operators to grant); the harness has a user of its own, without limits.
 	t.Run("creds-operator-mode", func(t *testing.T) {
+		perms := documentedPermissions(t)
+		t.Logf("worker's permissions (%s): publish %v, subscribe %v", permissionsFile, perms.Publish, perms.Subscribe)
 		op := newOperator(t)
 		acc := op.account(t, "DEDUPE", true)
 		srv := natstest.Run(t, natstest.WithOptions(op.configure))
 		dir := t.TempDir()
-		creds, userSeed := acc.user(t, dir, "worker")
-		c := NewClient(t, srv.URL(), nats.UserCredentials(creds))
+		creds, userSeed := acc.userWith(t, dir, "worker", &perms)
+		harness, _ := acc.user(t, dir, "harness")
+		c := NewClient(t, srv.URL(), nats.UserCredentials(harness))
 		vars := baseEnv(srv.URL())
 		vars["DEDUPE_NATS_CREDS"] = creds
 		w, r := smallRun(t, c, vars, n, uint64(seed)+64)
 		t.Logf("FIGURES scenario=security-creds envelopes=%d ledger=%q", n, r.Summary())
+		checkNoPermissionErrors(t, w)
 		if strings.Contains(w.Log(), userSeed) {
 			t.Errorf("the running worker's log prints the user seed")
 		}
@@ -237,7 +247,174 @@ func TestSecurity(t *testing.T) {
 			"DEDUPE_NATS_CREDS": badCreds}, badSeed, userSeed)
 	})
 
+	// The narrower variant the file documents: "$JS.API.>" replaced by the API subjects the worker uses. The
+	// worker provisions everything on this fresh server, so the creation subjects are exercised too, and the
+	// window commands run with the same user.
+	t.Run("documented-permissions-narrow", func(t *testing.T) {
+		perms := documentedPermissions(t).narrow(t)
+		t.Logf("worker's permissions (%s, narrow): publish %v, subscribe %v", permissionsFile, perms.Publish, perms.Subscribe)
+		op := newOperator(t)
+		acc := op.account(t, "DEDUPE", true)
+		srv := natstest.Run(t, natstest.WithOptions(op.configure))
+		dir := t.TempDir()
+		creds, _ := acc.userWith(t, dir, "worker", &perms)
+		harness, _ := acc.user(t, dir, "harness")
+		c := NewClient(t, srv.URL(), nats.UserCredentials(harness))
+		vars := baseEnv(srv.URL())
+		vars["DEDUPE_NATS_CREDS"] = creds
+		w, r := smallRun(t, c, vars, n, uint64(seed)+65)
+		t.Logf("FIGURES scenario=security-creds-narrow envelopes=%d ledger=%q", n, r.Summary())
+		checkNoPermissionErrors(t, w)
+		for _, args := range [][]string{
+			{"window", "get", "--tenant", "acme", "--source", "gh", "--key", "no-such-delivery"},
+			{"window", "forget", "--tenant", "acme", "--source", "gh", "--key", "no-such-delivery"},
+		} {
+			out, err := runCommand(vars, args...)
+			t.Logf("dedupeworker %s: %s", strings.Join(args, " "), strings.TrimSpace(out))
+			if err != nil {
+				t.Errorf("dedupeworker %s with the narrow permissions: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+	})
+
+	// A user without publish on $JS.ACK.> (the list the Secret documented before): the server refuses every ack
+	// asynchronously, so the envelopes are processed but redelivered for ever. The worker must count the refusals
+	// (dedupeworker_ack_failures_total{reason="refused"}) and report not ready.
+	t.Run("permissions-without-ack", func(t *testing.T) {
+		perms := documentedPermissions(t).without(t, "$JS.ACK.>")
+		op := newOperator(t)
+		acc := op.account(t, "DEDUPE", true)
+		srv := natstest.Run(t, natstest.WithOptions(op.configure))
+		dir := t.TempDir()
+		creds, _ := acc.userWith(t, dir, "worker", &perms)
+		harness, _ := acc.user(t, dir, "harness")
+		c := NewClient(t, srv.URL(), nats.UserCredentials(harness))
+		vars := baseEnv(srv.URL())
+		vars["DEDUPE_NATS_CREDS"] = creds
+		vars["DEDUPE_ACK_WAIT"] = "2s" // refused acks come back quickly as redeliveries
+		w := StartWorkers(t, 1, vars)[0]
+		refused := func() float64 {
+			m, err := w.Metrics()
+			if err != nil {
+				return -1
+			}
+			return SumMetric(m, "dedupeworker_ack_failures_total", "reason")["refused"]
+		}
+		publishAll(t, c, Mixed(MixOptions{N: 50, Tenants: []string{"acme"}, DupFrac: 0.2, Seed: uint64(seed) + 66}))
+		var first float64
+		poll(t, 30*time.Second, func() (bool, string) {
+			first = refused()
+			return first > 0, fmt.Sprintf(`dedupeworker_ack_failures_total{reason="refused"} = %v`, first)
+		})
+		// More envelopes, and the redeliveries of the first ones: the count keeps growing.
+		publishAll(t, c, Mixed(MixOptions{N: 50, Tenants: []string{"globex"}, DupFrac: 0.2, Seed: uint64(seed) + 67}))
+		poll(t, 30*time.Second, func() (bool, string) {
+			v := refused()
+			return v > first, fmt.Sprintf(`dedupeworker_ack_failures_total{reason="refused"} = %v, was %v`, v, first)
+		})
+		poll(t, 30*time.Second, func() (bool, string) {
+			code, body, err := w.get("/readyz")
+			if err != nil {
+				return false, err.Error()
+			}
+			return code == http.StatusServiceUnavailable, fmt.Sprintf("/readyz %d %s", code, strings.TrimSpace(body))
+		})
+		if m, err := w.Metrics(); err == nil {
+			t.Logf("ack failures %v, ready %v", SumMetric(m, "dedupeworker_ack_failures_total", "reason"), m["dedupeworker_ready"])
+			if m["dedupeworker_ready"] != 0 {
+				t.Errorf("dedupeworker_ready = %v while every ack is refused, want 0", m["dedupeworker_ready"])
+			}
+		}
+		// Nothing was acknowledged, so everything is still pending on the consumer.
+		if p, err := c.Progress(context.Background()); err == nil {
+			t.Logf("progress: %s", p)
+			if p.Pending == 0 {
+				t.Errorf("the consumer has nothing pending although every ack was refused: %s", p)
+			}
+		}
+	})
+
 	t.Run("tenants", func(t *testing.T) { tenantIsolation(t) })
+}
+
+// permissionsFile is the documented list of the NATS permissions of the worker's user.
+const permissionsFile = "../deploy/nats-permissions.yaml"
+
+// natsPermissions is permissionsFile: what the worker's user may publish and subscribe to, and the narrower
+// alternative to "$JS.API.>".
+type natsPermissions struct {
+	Publish      []string `yaml:"publish"`
+	Subscribe    []string `yaml:"subscribe"`
+	JetStreamAPI []string `yaml:"jetstream_api"`
+}
+
+func documentedPermissions(t *testing.T) natsPermissions {
+	t.Helper()
+	f, err := os.Open(permissionsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var p natsPermissions
+	dec := yaml.NewDecoder(f)
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil {
+		t.Fatalf("%s: %v", permissionsFile, err)
+	}
+	if len(p.Publish) == 0 || len(p.Subscribe) == 0 {
+		t.Fatalf("%s: empty publish or subscribe list: %+v", permissionsFile, p)
+	}
+	return p
+}
+
+// narrow is p with "$JS.API.>" replaced by the API subjects of jetstream_api.
+func (p natsPermissions) narrow(t *testing.T) natsPermissions {
+	t.Helper()
+	i := slices.Index(p.Publish, "$JS.API.>")
+	if i < 0 || len(p.JetStreamAPI) == 0 {
+		t.Fatalf("%s: no $JS.API.> in publish, or no jetstream_api list to narrow it to", permissionsFile)
+	}
+	p.Publish = slices.Concat(p.Publish[:i:i], p.JetStreamAPI, p.Publish[i+1:])
+	return p
+}
+
+// without is p less one publish subject.
+func (p natsPermissions) without(t *testing.T, subject string) natsPermissions {
+	t.Helper()
+	i := slices.Index(p.Publish, subject)
+	if i < 0 {
+		t.Fatalf("%s: publish has no %s", permissionsFile, subject)
+	}
+	p.Publish = slices.Delete(slices.Clone(p.Publish), i, i+1)
+	return p
+}
+
+// checkNoPermissionErrors fails the test when the worker's log reports a permissions violation: a subject the
+// documented permissions do not cover (its ledger may still balance, for instance when only acks are refused).
+func checkNoPermissionErrors(t *testing.T, w *Worker) {
+	t.Helper()
+	for _, line := range strings.Split(w.Log(), "\n") {
+		if strings.Contains(strings.ToLower(line), "permissions violation") {
+			t.Errorf("worker %s: %s", w.Name, excerpt(line, 600))
+		}
+	}
+	if m, err := w.Metrics(); err == nil {
+		for reason, v := range SumMetric(m, "dedupeworker_ack_failures_total", "reason") {
+			if v > 0 {
+				t.Errorf("worker %s: dedupeworker_ack_failures_total{reason=%q} = %v", w.Name, reason, v)
+			}
+		}
+	}
+}
+
+// runCommand runs another subcommand of the worker binary with the given DEDUPE_* variables.
+func runCommand(vars map[string]string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, workerBin, args...)
+	cmd.Env = workerEnv(vars)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
 }
 
 func randToken() string {
@@ -307,14 +484,25 @@ func (o *operator) configure(opts *server.Options) {
 	opts.SystemAccount = o.sysPub
 }
 
-// user writes a creds file for a new user of the account and returns its path and the user's seed.
+// user writes a creds file for a new user of the account (no permission limits) and returns its path and the
+// user's seed.
 func (a *account) user(t *testing.T, dir, name string) (string, string) {
+	t.Helper()
+	return a.userWith(t, dir, name, nil)
+}
+
+// userWith is user whose JWT allows only perms (nil: no limits).
+func (a *account) userWith(t *testing.T, dir, name string, perms *natsPermissions) (string, string) {
 	t.Helper()
 	kp, _ := nkeys.CreateUser()
 	pub, _ := kp.PublicKey()
 	seedB, _ := kp.Seed()
 	uc := jwt.NewUserClaims(pub)
 	uc.Name = name
+	if perms != nil {
+		uc.Pub.Allow.Add(perms.Publish...)
+		uc.Sub.Allow.Add(perms.Subscribe...)
+	}
 	tok, err := uc.Encode(a.kp)
 	if err != nil {
 		t.Fatal(err)

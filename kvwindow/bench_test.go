@@ -30,7 +30,7 @@ func BenchmarkClaimParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := n.Add(1)
-					out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: i})
+					out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: envelope(i), Delivery: delivery(1)})
 					if err != nil || out.Status != kvwindow.Won {
 						b.Errorf("claim %d: %+v %v", i, out, err)
 						return

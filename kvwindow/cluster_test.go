@@ -49,7 +49,7 @@ func TestReplicated(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				w := ws[i%len(ws)]
-				cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: base + uint64(i)}
+				cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(base + uint64(i)), Delivery: delivery(1)}
 				deadline := time.Now().Add(30 * time.Second)
 				for {
 					out, err := w.Claim(ctxT(t, 10*time.Second), cl)
@@ -123,6 +123,76 @@ func TestReplicated(t *testing.T) {
 	retries.Store(0)
 	owned.Store(0)
 
+	// Phase 1b: deliveries of one envelope race through every node (takeovers meet 10164 on a replicated
+	// stream); the latest delivery ends up holding the claim, and releases it through another node.
+	const keys1b, deliveries = 10, 9
+	for k := range keys1b {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprintf("p1b-%d", k)
+			outs := make([]kvwindow.Outcome, deliveries)
+			var dwg sync.WaitGroup
+			for i := range deliveries {
+				dwg.Add(1)
+				go func() {
+					defer dwg.Done()
+					cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(uint64(50000 + k)), Delivery: delivery(uint64(i + 1))}
+					deadline := time.Now().Add(30 * time.Second)
+					for {
+						out, err := ws[i%len(ws)].Claim(ctxT(t, 10*time.Second), cl)
+						if err == nil {
+							outs[i] = out
+							return
+						}
+						if !errors.Is(err, kvwindow.ErrUnavailable) || time.Now().After(deadline) {
+							t.Errorf("%s delivery %d: %v", key, i+1, err)
+							return
+						}
+						retries.Add(1)
+						time.Sleep(50 * time.Millisecond) // back off before the same delivery retries
+					}
+				}()
+			}
+			dwg.Wait()
+			won := 0
+			for _, o := range outs {
+				if o.Status == kvwindow.Won {
+					won++
+				}
+			}
+			last := outs[deliveries-1]
+			if won > 1 || (last.Status != kvwindow.Won && last.Status != kvwindow.Owned) {
+				t.Errorf("%s: %d Won, last delivery %+v: %+v", key, won, last, outs)
+				return
+			}
+			cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(uint64(50000 + k)), Delivery: delivery(deliveries - 1)}
+			if got, err := ws[(k+1)%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
+				t.Errorf("%s: earlier delivery afterwards: %+v %v, want Stale rev %d", key, got, err, last.Revision)
+				return
+			}
+			if ok, err := ws[(k+2)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision-1); ok || err != nil {
+				t.Errorf("%s: release of an older revision: %v %v", key, ok, err)
+				return
+			}
+			if ok, err := ws[(k+1)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision); !ok || err != nil {
+				t.Errorf("%s: release by the holder: %v %v", key, ok, err)
+				return
+			}
+			cl.Claimant = envelope(uint64(60000 + k))
+			if got, err := ws[k%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || got.Status != kvwindow.Won {
+				t.Errorf("%s: claim after release: %+v %v", key, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	logStats(t, "phase 1b", ws)
+	t.Logf("phase 1b: %d deliveries retried after ErrUnavailable", retries.Load())
+	retries.Store(0)
+
 	// Phase 2: stop the stream leader while claims are in flight. A claim may time out and still land; the same
 	// claimant's retry then finds it Owned, so "one holder" is the invariant.
 	leader := c.StreamLeader("KV_"+cfg.Bucket, 10*time.Second)
@@ -157,7 +227,7 @@ func TestReplicated(t *testing.T) {
 	// Claims from phase 1 survived the failover.
 	for k := range 5 {
 		key := fmt.Sprintf("p1-%d", k)
-		out := claim(t, ws[k%3], kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: 999999})
+		out := claim(t, ws[k%3], kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(999999), Delivery: delivery(1)})
 		if out.Status != kvwindow.Duplicate {
 			t.Fatalf("%s after failover: %+v", key, out)
 		}
@@ -169,6 +239,6 @@ func TestReplicated(t *testing.T) {
 func logStats(t *testing.T, phase string, ws []*kvwindow.Window) {
 	for i, w := range ws {
 		a, b, m, e := kvwindow.Stats(w)
-		t.Logf("%s: window %d: 10071=%d 10164=%d markers=%d empty-reads=%d", phase, i, a, b, m, e)
+		t.Logf("%s: window %d: 10071=%d 10164=%d markers=%d empty-reads=%d takeovers=%d", phase, i, a, b, m, e, kvwindow.Takeovers(w))
 	}
 }

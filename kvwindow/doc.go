@@ -7,14 +7,22 @@
 //   - Atomic claim. A claim is one create of the key's subject with "expected last subject sequence 0" (or the
 //     revision of the expiry marker it replaces): the server admits exactly one writer per key, however many
 //     workers and goroutines race, on single-node and replicated buckets alike. Won is reported only when this
-//     call's create was stored; Owned and Duplicate are decided from the stored claim, read from the stream
-//     leader (never a possibly stale replica) — except for a Claim marked FirstDelivery, which cannot be Owned:
-//     its losing create is read back by direct get, where a stale answer can at worst suppress a copy of an
-//     event whose claim is just expiring.
-//   - Crash recovery via the claimant. The claim records its claimant, the envelope's sequence in the input
-//     stream. A redelivered envelope (the worker crashed or timed out after claiming, before acknowledging)
-//     finds its own claim and gets Owned, so it is published again instead of being dropped as a duplicate. A
-//     claim whose reply was lost (timeout, reconnect) may still land later; the retry then sees Owned.
+//     call's create was stored; Owned, Stale and Duplicate are decided from the stored claim, read from the
+//     stream leader (never a possibly stale replica) — except for a Claim marked FirstDelivery, which cannot be
+//     Owned: its losing create is read back by direct get, where a stale answer can at worst suppress a copy of
+//     an event whose claim is just expiring.
+//   - Crash recovery via the claimant. The claim records its claimant — the envelope's sequence in the input
+//     stream and the stream's timestamp of it, which together survive a re-created input stream — and the
+//     delivery that made it (consumer creation time, delivery count). A redelivered envelope (the worker
+//     crashed or timed out after claiming, before acknowledging) finds its own claim and gets Owned, so it is
+//     published again instead of being dropped as a duplicate. A claim whose reply was lost (timeout,
+//     reconnect) may still land later; the retry then sees Owned.
+//   - One live delivery per claim. Of two deliveries of one envelope alive at once (a worker stalled past the
+//     ack wait, and the redelivery), the later one takes the claim over — a write over the claim expecting its
+//     revision, with the full TTL — and gets Owned with the new revision; the earlier one then gets Stale and
+//     must do nothing. A takeover never overwrites a still later delivery's: it expects the revision it read.
+//   - Release only what you hold. Release removes a claim only while the key's last revision is still the one the
+//     caller was given (one purge of the key's subject, expected at that revision), never a claim made since.
 //   - Never "not a duplicate" when unsure. Any failure to decide (timeout, no responders, connection closed, bucket
 //     full, leader election) is an error wrapping ErrUnavailable; callers retry later. Bad arguments wrap
 //     ErrInvalid.
@@ -27,7 +35,9 @@
 // is the unpadded base64url of the event key when it is at most 48 bytes and otherwise "=" followed by the unpadded
 // base64url of its SHA-256. Any key bytes are valid; tenant and source are 1–64 of [A-Za-z0-9_-] (checked in every
 // method), so no key can reach into another scope and a tenant or source is one subject-filtered purge away.
-// The value is a small JSON record: {"seq":claimant,"at":unix_ms,"ttl":seconds,"key":"<event key>"}.
+// The value is a small JSON record: {"seq":claimant_seq,"ts":claimant_stamp_ns,"con":consumer_created_ns,
+// "dlv":delivery_count,"at":unix_ms,"ttl":seconds,"key":"<event key>"}. Values written before ts, con and dlv
+// existed still read: as claimant stamp 0 (matched by sequence alone) and the earliest delivery.
 //
 // The package windowtest holds an in-memory window with the same semantics and the conformance suite both pass.
 package kvwindow

@@ -31,7 +31,9 @@ func ExampleNew() {
 	}
 	out, err := w.Claim(ctx, kvwindow.Claim{
 		Tenant: "acme", Source: "stripe", Key: "evt_1NqZ", TTL: 24 * time.Hour,
-		Claimant: 1042, // the envelope's sequence in the input stream
+		// The envelope's sequence and timestamp in the input stream, and which delivery of it this is.
+		Claimant: kvwindow.Claimant{Seq: 1042, Stamp: 1_717_171_717_000_000_000},
+		Delivery: kvwindow.Delivery{Consumer: 1_717_000_000_000_000_000, Count: 1},
 	})
 	switch {
 	case errors.Is(err, kvwindow.ErrUnavailable):
@@ -42,5 +44,7 @@ func ExampleNew() {
 		fmt.Println("publish, Nats-Msg-Id revision", out.Revision)
 	case out.Status == kvwindow.Duplicate:
 		fmt.Println("drop: duplicate of revision", out.Revision)
+	case out.Status == kvwindow.Stale:
+		// A later delivery of this envelope holds the claim and publishes; leave this delivery alone.
 	}
 }

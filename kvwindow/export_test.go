@@ -7,3 +7,6 @@ func SetAsyncPublish(w *Window, on bool) { w.async = on }
 func Stats(w *Window) (w10071, w10164, markers, empty uint64) {
 	return w.stats.wrongSeq10071.Load(), w.stats.wrongSeq10164.Load(), w.stats.markers.Load(), w.stats.empty.Load()
 }
+
+// Takeovers counts the takeover writes claims attempted: a later delivery replacing an earlier one's claim.
+func Takeovers(w *Window) uint64 { return w.stats.takeovers.Load() }

@@ -35,6 +35,16 @@ func newWindow(t testing.TB, js jetstream.JetStream, cfg kvwindow.Config) *kvwin
 	return w
 }
 
+// envelope is the claimant stored at seq in an input stream (a fixed, realistic stamp per sequence).
+func envelope(seq uint64) kvwindow.Claimant {
+	return kvwindow.Claimant{Seq: seq, Stamp: 1_700_000_000_000_000_000 + int64(seq)*1000}
+}
+
+// delivery is the n-th delivery by one consumer.
+func delivery(n uint64) kvwindow.Delivery {
+	return kvwindow.Delivery{Consumer: 1_700_000_500_000_000_000, Count: n}
+}
+
 func claim(t testing.TB, w *kvwindow.Window, c kvwindow.Claim) kvwindow.Outcome {
 	t.Helper()
 	out, err := w.Claim(ctxT(t, 10*time.Second), c)

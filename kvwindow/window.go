@@ -32,11 +32,12 @@ type Window struct {
 
 // stats count what claims ran into; tests read them to learn the server's behaviour.
 type stats struct {
-	wrongSeq10071, wrongSeq10164, markers, empty atomic.Uint64
+	wrongSeq10071, wrongSeq10164, markers, empty, takeovers atomic.Uint64
 }
 
 // maxClaimAttempts bounds how often one Claim writes: a create can lose to a claim that expires or is forgotten
-// before we read it, and a 10164 answer asks for one more try.
+// before we read it, a 10164 answer asks for one more try, and a takeover can lose to a still later delivery of
+// the same envelope (rare: it takes several deliveries of one envelope alive at once).
 const maxClaimAttempts = 5
 
 // New binds to the window's bucket, creating it when it is missing and cfg.Provision is set. It fails when the
@@ -163,17 +164,36 @@ func (w *Window) Bucket() string { return w.cfg.Bucket }
 // MarkerTTL is the bucket's limit marker TTL as found at New.
 func (w *Window) MarkerTTL() time.Duration { return w.markTTL }
 
-// claimValue is the stored value of a claim.
+// claimValue is the stored value of a claim. Claims written before ts, con and dlv existed lack them; they read
+// as zero (unknown stamp, earliest delivery).
 type claimValue struct {
-	Seq uint64 `json:"seq"` // claimant
+	Seq uint64 `json:"seq"` // claimant: input stream sequence
+	TS  int64  `json:"ts"`  // claimant: input stream timestamp, unix nanoseconds
+	Con int64  `json:"con"` // delivery: consumer creation time, unix nanoseconds
+	Dlv uint64 `json:"dlv"` // delivery: count
 	At  int64  `json:"at"`  // claim time, unix milliseconds (worker clock)
 	TTL int64  `json:"ttl"` // seconds
 	Key string `json:"key"` // the event key, for operators
 }
 
+func (v claimValue) claimant() Claimant { return Claimant{Seq: v.Seq, Stamp: v.TS} }
+func (v claimValue) delivery() Delivery { return Delivery{Consumer: v.Con, Count: v.Dlv} }
+
+// sameEnvelope reports whether a claim stored by claimant held was made by the envelope c. A stored claim without
+// a stamp predates stamps: its sequence is all there is to compare.
+func sameEnvelope(held, c Claimant) bool {
+	return held.Seq == c.Seq && (held.Stamp == c.Stamp || held.Stamp == 0)
+}
+
 func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
 	dst = append(dst, `{"seq":`...)
-	dst = strconv.AppendUint(dst, c.Claimant, 10)
+	dst = strconv.AppendUint(dst, c.Claimant.Seq, 10)
+	dst = append(dst, `,"ts":`...)
+	dst = strconv.AppendInt(dst, c.Claimant.Stamp, 10)
+	dst = append(dst, `,"con":`...)
+	dst = strconv.AppendInt(dst, c.Delivery.Consumer, 10)
+	dst = append(dst, `,"dlv":`...)
+	dst = strconv.AppendUint(dst, c.Delivery.Count, 10)
 	dst = append(dst, `,"at":`...)
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
 	dst = append(dst, `,"ttl":`...)
@@ -185,9 +205,12 @@ func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
 }
 
 // Claim records that c's event was seen, with one atomic create of the key's subject ("expected last subject
-// sequence 0", TTL c.TTL). It returns Won when this call created the claim, Owned when the key is already claimed
-// by c.Claimant (a redelivery), and Duplicate when another claimant holds it. Any error means the window could
-// not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a duplicate".
+// sequence 0", TTL c.TTL). It returns Won when this call created the claim and Duplicate when another claimant
+// holds it. When c.Claimant already holds it (a redelivery), the latest delivery wins: the same delivery gets
+// Owned with the stored revision, a later delivery takes the claim over (it rewrites the claim, expecting the
+// stored revision, with the full TTL) and gets Owned with the new revision, and an earlier delivery gets Stale.
+// Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is
+// never a "not a duplicate".
 func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
@@ -195,15 +218,21 @@ func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	val := appendClaimValue(make([]byte, 0, 64+len(c.Key)), c, time.Now())
+	val := appendClaimValue(make([]byte, 0, 160+len(c.Key)), c, time.Now())
 	ttl := strconv.FormatInt(c.TTLSeconds(), 10)
 
-	var expected uint64 // last subject sequence the create expects: 0, or the revision of a marker
-	retried := false
-	var lastErr error
+	var (
+		expected uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
+		takeover bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
+		retried  bool
+		lastErr  error
+	)
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		rev, err := w.create(ctx, subj, val, ttl, expected)
 		if err == nil {
+			if takeover {
+				return Outcome{Status: Owned, Revision: rev}, nil
+			}
 			return Outcome{Status: Won, Revision: rev}, nil
 		}
 		code, conflict := wrongLastSeq(err)
@@ -235,26 +264,40 @@ func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if err != nil {
 			return Outcome{}, w.unavailable("claim: read", subj, err)
 		}
-		if m == nil {
+		if m == nil || m.Sequence == expected {
 			// Expired or forgotten since, or (replicated buckets) the write that beat us is not applied on the
-			// leader yet: back off briefly and try again.
-			w.stats.empty.Add(1)
-			expected = 0
+			// leader yet: back off briefly and try again. A key that still holds what we expected (a second 10164:
+			// a write is in flight) gets the same write again.
+			if m == nil {
+				w.stats.empty.Add(1)
+				expected, takeover = 0, false
+			}
 			if err := pause(ctx, time.Duration(attempt+1)*time.Millisecond); err != nil {
 				return Outcome{}, w.unavailable("claim", subj, err)
 			}
 			continue
 		}
+		takeover = false
 		if isTombstone(m) {
 			w.stats.markers.Add(1)
 			expected = m.Sequence // an expiry marker or purge: create over it
 			continue
 		}
 		var v claimValue
-		if json.Unmarshal(m.Data, &v) == nil && v.Seq == c.Claimant {
-			return Outcome{Status: Owned, Revision: m.Sequence}, nil
+		if json.Unmarshal(m.Data, &v) != nil || !sameEnvelope(v.claimant(), c.Claimant) {
+			return Outcome{Status: Duplicate, Revision: m.Sequence}, nil
 		}
-		return Outcome{Status: Duplicate, Revision: m.Sequence}, nil
+		held := v.delivery()
+		switch {
+		case held == c.Delivery:
+			return Outcome{Status: Owned, Revision: m.Sequence}, nil
+		case c.Delivery.Before(held):
+			return Outcome{Status: Stale, Revision: m.Sequence}, nil
+		}
+		// An earlier delivery of this envelope holds the claim: take it over, but only from that very revision,
+		// so that a still later delivery's takeover is never overwritten (ours then loses and reads again).
+		w.stats.takeovers.Add(1)
+		expected, takeover = m.Sequence, true
 	}
 	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
 }
@@ -310,9 +353,12 @@ func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
 	return 0, false
 }
 
+// kvOperation is the header the KV layer marks deletes and purges with.
+const kvOperation = "KV-Operation"
+
 // isTombstone reports whether a stored message is a KV delete/purge or a server marker rather than a claim.
 func isTombstone(m *jetstream.RawStreamMsg) bool {
-	return m.Header.Get("KV-Operation") != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
+	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
 // latest reads the last message on subj from the stream leader; nil when there is none.
@@ -350,13 +396,57 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 	e := Entry{Tenant: tenant, Source: source, Key: key, Revision: m.Sequence, ClaimedAt: m.Time}
 	var v claimValue
 	if json.Unmarshal(m.Data, &v) == nil {
-		e.Claimant = v.Seq
+		e.Claimant, e.Delivery = v.claimant(), v.delivery()
 		e.TTL = time.Duration(v.TTL) * time.Second
 	}
 	if ttl, err := strconv.ParseInt(m.Header.Get(jetstream.MsgTTLHeader), 10, 64); err == nil && ttl > 0 {
 		e.TTL = time.Duration(ttl) * time.Second
 	}
 	return e, true, nil
+}
+
+// Release gives up the claim this delivery holds on (tenant, source, key): rev is the revision its Claim returned
+// with Won or Owned (never a Duplicate's or Stale's revision: that claim is someone else's). It removes the claim
+// only while the key's last revision is still rev, with one write to the key's subject: a KV purge (rollup of the
+// subject) expected at rev. It can therefore never remove a claim made since by another envelope or a later
+// delivery of this one, nor an expiry marker; Forget, by contrast, removes whatever the key holds. It reports
+// true when it removed the claim and false when the key had moved on (the claim expired, was forgotten, taken
+// over or replaced), which is not an error. The purge marker it leaves lives for the bucket's marker TTL, like
+// an expiry marker, and the next Claim of the key writes over it. Errors wrap ErrUnavailable (or ErrInvalid for
+// bad arguments, including rev 0); after a timeout the release may still have happened.
+func (w *Window) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
+	k, err := KVKey(tenant, source, key)
+	if err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		// Expecting revision 0 means "the key is empty": the purge would write a marker on a free key.
+		return false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
+	}
+	// As in purge: a publish made while disconnected sits in the client's reconnect buffer and would land after
+	// the caller was told it failed, leaving the caller to believe it still holds the claim.
+	if !w.nc.IsConnected() {
+		return false, w.unavailable("release", k, nats.ErrDisconnected)
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	m := &nats.Msg{Subject: w.prefix + k, Header: nats.Header{
+		kvOperation:                         []string{"PURGE"},
+		jetstream.MsgRollup:                 []string{jetstream.MsgRollupSubject},
+		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)},
+		// Without a TTL the purge marker would stay on the key for good (the bucket's limits never remove it).
+		jetstream.MsgTTLHeader: []string{strconv.FormatInt(int64((w.markTTL+time.Second-1)/time.Second), 10)},
+	}}
+	if _, err := w.js.PublishMsg(ctx, m); err != nil {
+		if _, conflict := wrongLastSeq(err); conflict {
+			// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
+			// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
+			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
+			return false, nil
+		}
+		return false, w.unavailable("release", k, err)
+	}
+	return true, nil
 }
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the

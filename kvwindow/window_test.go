@@ -3,6 +3,7 @@ package kvwindow_test
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -180,7 +181,7 @@ func TestExpiryMarkerThenReclaim(t *testing.T) {
 	js := jsFor(t, s.URL())
 	ctx := ctxT(t, 30*time.Second)
 	w := newWindow(t, js, kvwindow.DefaultConfig())
-	c := kvwindow.Claim{Tenant: "acme", Source: "stripe", Key: "evt_1", TTL: time.Second, Claimant: 11}
+	c := kvwindow.Claim{Tenant: "acme", Source: "stripe", Key: "evt_1", TTL: time.Second, Claimant: envelope(11), Delivery: delivery(1)}
 	first := claim(t, w, c)
 	if first.Status != kvwindow.Won {
 		t.Fatalf("first: %+v", first)
@@ -215,7 +216,7 @@ func TestExpiryMarkerThenReclaim(t *testing.T) {
 	if _, err := js.PublishMsg(ctx, m); !errors.As(err, &apiErr) || apiErr.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
 		t.Fatalf("plain create over a marker: %v, want API error 10071", err)
 	}
-	c.Claimant, c.TTL = 12, time.Hour
+	c.Claimant, c.TTL = envelope(12), time.Hour
 	again := claim(t, w, c)
 	if again.Status != kvwindow.Won || again.Revision <= marker.Sequence {
 		t.Fatalf("re-claim over the marker: %+v (marker seq %d)", again, marker.Sequence)
@@ -234,12 +235,13 @@ func TestGet(t *testing.T) {
 	ctx := ctxT(t, 10*time.Second)
 	key := "order.created:" + strings.Repeat("z", 100)
 	before := time.Now().Add(-time.Second)
-	out := claim(t, w, kvwindow.Claim{Tenant: "acme", Source: "shop", Key: key, TTL: 90*time.Second + time.Millisecond, Claimant: 4242})
+	out := claim(t, w, kvwindow.Claim{Tenant: "acme", Source: "shop", Key: key, TTL: 90*time.Second + time.Millisecond,
+		Claimant: envelope(4242), Delivery: delivery(3)})
 	e, ok, err := w.Get(ctx, "acme", "shop", key)
 	if err != nil || !ok {
 		t.Fatalf("Get: %v %v", ok, err)
 	}
-	if e.Tenant != "acme" || e.Source != "shop" || e.Key != key || e.Claimant != 4242 || e.Revision != out.Revision ||
+	if e.Tenant != "acme" || e.Source != "shop" || e.Key != key || e.Claimant != envelope(4242) || e.Delivery != delivery(3) || e.Revision != out.Revision ||
 		e.TTL != 91*time.Second || e.ClaimedAt.Before(before) || e.ClaimedAt.After(time.Now().Add(time.Second)) {
 		t.Fatalf("entry %+v (revision %d)", e, out.Revision)
 	}
@@ -266,7 +268,7 @@ func TestForget(t *testing.T) {
 		for _, tn := range []string{"a", "b", "ab"} {
 			for _, src := range []string{"s1", "s2"} {
 				for i := range 3 {
-					claim(t, w, kvwindow.Claim{Tenant: tn, Source: src, Key: "k" + strconv.Itoa(i), TTL: time.Hour, Claimant: 1})
+					claim(t, w, kvwindow.Claim{Tenant: tn, Source: src, Key: "k" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(1)})
 				}
 			}
 		}
@@ -289,7 +291,7 @@ func TestForget(t *testing.T) {
 	if held("a", "s1", "k0") || !held("a", "s1", "k1") || !held("b", "s1", "k0") {
 		t.Fatal("Forget removed the wrong claims")
 	}
-	if got := claim(t, w, kvwindow.Claim{Tenant: "a", Source: "s1", Key: "k0", TTL: time.Hour, Claimant: 2}); got.Status != kvwindow.Won {
+	if got := claim(t, w, kvwindow.Claim{Tenant: "a", Source: "s1", Key: "k0", TTL: time.Hour, Claimant: envelope(2)}); got.Status != kvwindow.Won {
 		t.Fatalf("claim after Forget: %+v", got)
 	}
 
@@ -346,19 +348,31 @@ func spyReads(t *testing.T, url string) (direct, get *atomic.Int64) {
 	return direct, get
 }
 
-// TestLosingClaimsReadFromLeader: unless a claim is marked FirstDelivery, deciding Owned/Duplicate never uses
-// direct gets (served by any replica).
+// TestLosingClaimsReadFromLeader: unless a claim is marked FirstDelivery, deciding Owned/Stale/Duplicate (and a
+// takeover) never uses direct gets (served by any replica).
 func TestLosingClaimsReadFromLeader(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
 	claim(t, w, c)
-	claim(t, w, c)
-	c.Claimant = 2
-	claim(t, w, c)
+	if got := claim(t, w, c); got.Status != kvwindow.Owned {
+		t.Fatalf("same delivery: %v", got.Status)
+	}
+	c.Delivery = delivery(3)
+	if got := claim(t, w, c); got.Status != kvwindow.Owned {
+		t.Fatalf("later delivery: %v", got.Status)
+	}
+	c.Delivery = delivery(2)
+	if got := claim(t, w, c); got.Status != kvwindow.Stale {
+		t.Fatalf("earlier delivery: %v", got.Status)
+	}
+	c.Claimant = envelope(2)
+	if got := claim(t, w, c); got.Status != kvwindow.Duplicate {
+		t.Fatalf("other claimant: %v", got.Status)
+	}
 	natstest.Eventually(t, 5*time.Second, func() error {
-		if get.Load() < 2 {
+		if get.Load() < 4 {
 			return fmt.Errorf("%d leader gets", get.Load())
 		}
 		return nil
@@ -374,7 +388,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	cfg := kvwindow.DefaultConfig()
 	cfg.Timeout = 500 * time.Millisecond
 	w := newWindow(t, js, cfg)
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: 1}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}
 	first := claim(t, w, c)
 
 	s.Shutdown()
@@ -398,6 +412,10 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	if _, err := w.ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("forget with the server down: %v", err)
 	}
+	// Refused at once, not left in the reconnect buffer to land after the restart (checked below: the claim stays).
+	if ok, err := w.Release(ctx, "t", "s", "k", first.Revision); ok || !errors.Is(err, kvwindow.ErrUnavailable) || !errors.Is(err, nats.ErrDisconnected) {
+		t.Fatalf("release with the server down: %v %v", ok, err)
+	}
 	t.Logf("claim while down: %v", err)
 
 	s.Restart()
@@ -414,7 +432,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	}
 	t.Logf("claim after restart: %v", got.Status)
 	// The file-backed bucket kept the claim made before the outage.
-	c.Claimant = 2
+	c.Claimant = envelope(2)
 	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
 		t.Fatalf("old claim after restart: %+v, want Duplicate rev %d", got, first.Revision)
 	}
@@ -429,7 +447,7 @@ func TestBucketFull(t *testing.T) {
 	var fullErr error
 	won := 0
 	for i := 0; i < 1000 && fullErr == nil; i++ {
-		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: uint64(i + 1)})
+		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(uint64(i + 1))})
 		if err != nil {
 			fullErr = err
 			break
@@ -444,7 +462,7 @@ func TestBucketFull(t *testing.T) {
 	}
 	t.Logf("bucket full after %d claims: %v", won, fullErr)
 	// Claims already held still decide.
-	if got := claim(t, w, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-0", TTL: time.Hour, Claimant: 99999}); got.Status != kvwindow.Duplicate {
+	if got := claim(t, w, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-0", TTL: time.Hour, Claimant: envelope(99999)}); got.Status != kvwindow.Duplicate {
 		t.Fatalf("held claim in a full bucket: %+v", got)
 	}
 }
@@ -455,11 +473,11 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1, FirstDelivery: true}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1), FirstDelivery: true}
 	if got := claim(t, w, c); got.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", got.Status)
 	}
-	c.Claimant = 2
+	c.Claimant = envelope(2)
 	if got := claim(t, w, c); got.Status != kvwindow.Duplicate {
 		t.Fatalf("other claimant, first delivery: %v", got.Status)
 	}
@@ -470,7 +488,7 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 		return nil
 	})
 	// A redelivery of the winner must be recognised, through the leader.
-	c.Claimant, c.FirstDelivery = 1, false
+	c.Claimant, c.Delivery, c.FirstDelivery = envelope(1), delivery(2), false
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("redelivery: %v", got.Status)
 	}
@@ -480,4 +498,191 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// lastOn reads the last message on the default bucket's subject for (tenant, source, key); nil when there is none.
+func lastOn(t *testing.T, st jetstream.Stream, tenant, source, key string) *jetstream.RawStreamMsg {
+	t.Helper()
+	k, err := kvwindow.KVKey(tenant, source, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctxT(t, 5*time.Second), "$KV.dedupe-window."+k)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestStoredValue: the stored claim is {"seq","ts","con","dlv","at","ttl","key"}, and a value written before
+// ts/con/dlv existed still reads and is recognised by its sequence alone.
+func TestStoredValue(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 20*time.Second)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: `new "key"`, TTL: time.Minute,
+		Claimant: kvwindow.Claimant{Seq: 18446744073709551615, Stamp: 1_717_171_717_123_456_789},
+		Delivery: kvwindow.Delivery{Consumer: 1_717_000_000_000_000_001, Count: 3}}
+	out := claim(t, w, c)
+	m := lastOn(t, st, "acme", "s", c.Key)
+	want := regexp.MustCompile(`^\{"seq":18446744073709551615,"ts":1717171717123456789,"con":1717000000000000001,"dlv":3,` +
+		`"at":\d{13},"ttl":60,"key":"new \\"key\\""\}$`)
+	if m == nil || m.Sequence != out.Revision || !want.Match(m.Data) || m.Header.Get(jetstream.MsgTTLHeader) != "60" {
+		t.Fatalf("stored claim: %+v", m)
+	}
+
+	// A claim as written before stamps and deliveries existed.
+	k, _ := kvwindow.KVKey("acme", "s", "old")
+	old := nats.NewMsg("$KV.dedupe-window." + k)
+	old.Data = []byte(`{"seq":7,"at":1717171717000,"ttl":60,"key":"old"}`)
+	old.Header.Set(jetstream.MsgTTLHeader, "60")
+	pa, err := js.PublishMsg(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, ok, err := w.Get(ctx, "acme", "s", "old")
+	if err != nil || !ok || e.Claimant != (kvwindow.Claimant{Seq: 7}) || e.Delivery != (kvwindow.Delivery{}) || e.Revision != pa.Sequence {
+		t.Fatalf("Get of an old-format claim: %+v %v %v", e, ok, err)
+	}
+	c = kvwindow.Claim{Tenant: "acme", Source: "s", Key: "old", TTL: time.Minute, Claimant: envelope(8), Delivery: delivery(1)}
+	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: pa.Sequence}) {
+		t.Fatalf("other sequence on an old-format claim: %+v", got)
+	}
+	c.Claimant = envelope(7)
+	took := claim(t, w, c)
+	if took.Status != kvwindow.Owned || took.Revision <= pa.Sequence {
+		t.Fatalf("same sequence on an old-format claim: %+v, want Owned with a new revision", took)
+	}
+	if e, _, _ := w.Get(ctx, "acme", "s", "old"); e.Claimant != envelope(7) || e.Delivery != delivery(1) {
+		t.Fatalf("after the takeover: %+v", e)
+	}
+}
+
+// TestTakeoverRewritesClaim: a later delivery's takeover is one write over the claim, expected at its revision,
+// carrying the full TTL; the subject keeps one message.
+func TestTakeoverRewritesClaim(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 20*time.Second)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(5), Delivery: delivery(1)}
+	first := claim(t, w, c)
+	c.Delivery, c.TTL = delivery(2), 2*time.Hour
+	took := claim(t, w, c)
+	if took.Status != kvwindow.Owned || took.Revision != first.Revision+1 {
+		t.Fatalf("takeover: %+v after %+v", took, first)
+	}
+	m := lastOn(t, st, "t", "s", "k")
+	if m.Sequence != took.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "7200" || !strings.Contains(string(m.Data), `"dlv":2,`) {
+		t.Fatalf("taken-over claim: seq %d headers %v data %s", m.Sequence, m.Header, m.Data)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV.dedupe-window.>"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 1 {
+		t.Fatalf("%d messages in the bucket, want 1", info.State.Msgs)
+	}
+	if n := kvwindow.Takeovers(w); n != 1 {
+		t.Fatalf("%d takeovers", n)
+	}
+}
+
+// TestReleaseOnServer: Release is one purge of the key expected at the caller's revision (a subject rollup). The
+// purge marker it leaves is written over by the next claim, and expires after the marker TTL without leaving a
+// marker of its own. An expiry marker is never released.
+func TestReleaseOnServer(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	cfg := kvwindow.DefaultConfig()
+	cfg.MarkerTTL = time.Second
+	w := newWindow(t, js, cfg)
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}
+	first := claim(t, w, c)
+	if ok, err := w.Release(ctx, "t", "s", "k", first.Revision); !ok || err != nil {
+		t.Fatalf("release: %v %v", ok, err)
+	}
+	purge := lastOn(t, st, "t", "s", "k")
+	if purge == nil || purge.Sequence != first.Revision+1 || purge.Header.Get("KV-Operation") != "PURGE" ||
+		purge.Header.Get(jetstream.MsgTTLHeader) != "1" || len(purge.Data) != 0 {
+		t.Fatalf("purge marker: %+v", purge)
+	}
+	if _, err := st.GetMsg(ctx, first.Revision); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the released claim is still stored: %v", err)
+	}
+	if _, ok, err := w.Get(ctx, "t", "s", "k"); ok || err != nil {
+		t.Fatalf("Get after release: %v %v", ok, err)
+	}
+
+	// The next claim writes over the purge marker.
+	_, _, markers, _ := kvwindow.Stats(w)
+	c.Claimant = envelope(2)
+	next := claim(t, w, c)
+	if next.Status != kvwindow.Won || next.Revision != purge.Sequence+1 {
+		t.Fatalf("claim over the purge marker: %+v (marker %d)", next, purge.Sequence)
+	}
+	if _, _, m, _ := kvwindow.Stats(w); m != markers+1 {
+		t.Fatal("the claim did not go through the marker path")
+	}
+
+	// Left alone, the purge marker expires and the key is empty again: no expiry marker takes its place.
+	if ok, err := w.Release(ctx, "t", "s", "k", next.Revision); !ok || err != nil {
+		t.Fatalf("second release: %v %v", ok, err)
+	}
+	purge = lastOn(t, st, "t", "s", "k")
+	natstest.Eventually(t, 15*time.Second, func() error {
+		if m := lastOn(t, st, "t", "s", "k"); m != nil {
+			return fmt.Errorf("key holds seq %d headers %v", m.Sequence, m.Header)
+		}
+		return nil
+	})
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.LastSeq != purge.Sequence {
+		t.Fatalf("stream last seq %d, purge marker %d: the server wrote a marker for the purge marker", info.State.LastSeq, purge.Sequence)
+	}
+	w10071, _, markers, _ := kvwindow.Stats(w)
+	if got := claim(t, w, c); got.Status != kvwindow.Won {
+		t.Fatalf("claim of an empty key: %+v", got)
+	}
+	if a, _, m, _ := kvwindow.Stats(w); a != w10071 || m != markers {
+		t.Fatal("a claim of an empty key needed more than its create")
+	}
+
+	// An expired claim's marker is not the caller's claim: Release leaves it alone.
+	short := kvwindow.Claim{Tenant: "t", Source: "s", Key: "short", TTL: time.Second, Claimant: envelope(3), Delivery: delivery(1)}
+	expiring := claim(t, w, short)
+	var marker *jetstream.RawStreamMsg
+	natstest.Eventually(t, 15*time.Second, func() error {
+		marker = lastOn(t, st, "t", "s", "short")
+		if marker == nil || marker.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
+			return errors.New("no expiry marker yet")
+		}
+		return nil
+	})
+	if ok, err := w.Release(ctx, "t", "s", "short", expiring.Revision); ok || err != nil {
+		t.Fatalf("release of an expired claim: %v %v", ok, err)
+	}
+	if m := lastOn(t, st, "t", "s", "short"); m != nil && m.Sequence != marker.Sequence {
+		t.Fatalf("release changed the key: seq %d, marker %d", m.Sequence, marker.Sequence)
+	}
 }

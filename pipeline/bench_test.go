@@ -54,7 +54,7 @@ func BenchmarkHandle(b *testing.B) {
 			var seq uint64
 			for b.Loop() {
 				seq++
-				m := h.Prepare(c.subject, in, body, seq, seq)
+				m := h.Prepare(c.subject, in, body, seq, int64(seq))
 				if m.Subject == "" {
 					b.Fatal("no subject")
 				}

@@ -19,9 +19,10 @@ import (
 // decide with an error wrapping kvwindow.ErrUnavailable.
 type Window interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
-	// Forget releases a claim. The pipeline calls it only for an event it claimed and then had to dead-letter
-	// because the output stream refuses it for good, so that a well-formed retry of the event is not suppressed.
-	Forget(ctx context.Context, tenant, source, key string) (int, error)
+	// Release removes the claim on the key only while it is still at revision rev (the caller's own claim). The
+	// pipeline calls it only for an event it claimed and then had to dead-letter because the output stream refused
+	// it for good, so that a well-formed retry of the event is not suppressed.
+	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
 	Ping(ctx context.Context) error
 }
 
@@ -41,6 +42,8 @@ const (
 	DefaultPublishTimeout  = 10 * time.Second
 	DefaultStatusInterval  = 2 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultOutputMaxAge    = 7 * 24 * time.Hour
+	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 )
 
 // Config configures a Pipeline. Start from DefaultConfig (which also sets Provision) or leave fields zero for their
@@ -76,6 +79,18 @@ type Config struct {
 	Provision bool
 	// Replicas is the replication factor of streams and the consumer that Provision creates. Default 1.
 	Replicas int
+	// OutputMaxAge and DLQMaxAge are the age limits of the output and dead-letter streams that Provision creates
+	// (existing streams are not changed). Defaults 7 days and 30 days.
+	OutputMaxAge, DLQMaxAge time.Duration
+	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
+	// envelopes (any retention but work-queue) starts: "all", "new", "seq:<n>" or "time:<RFC 3339>". Empty (the
+	// default): such a consumer is created only while the stream is empty; on a non-empty one Provision fails with
+	// ErrConsumerStart rather than deliver processed envelopes again. A work-queue input stream (what Provision
+	// creates) holds only unprocessed envelopes, so its consumer always starts at the first one.
+	ConsumerStart string
+	// MaxHold bounds how long a delivery may be held before it is published; past it the delivery is handed back
+	// (NAK) and its redelivery publishes. Zero (the default): half of the output stream's duplicate window.
+	MaxHold time.Duration
 	// MaxInFlight bounds the envelopes being processed at once. Default 1024.
 	MaxInFlight int
 	// AckWait is the consumer's ack wait when Provision creates it. Default 30s.
@@ -138,6 +153,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.OutputMaxAge == 0 {
+		c.OutputMaxAge = DefaultOutputMaxAge
+	}
+	if c.DLQMaxAge == 0 {
+		c.DLQMaxAge = DefaultDLQMaxAge
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -206,6 +227,18 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("pipeline: ShutdownTimeout: must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.OutputMaxAge < duplicateWindow(c.AckWait) {
+		return fmt.Errorf("pipeline: OutputMaxAge: must be at least the output's duplicate window %s, got %s", duplicateWindow(c.AckWait), c.OutputMaxAge)
+	}
+	if c.DLQMaxAge < time.Minute {
+		return fmt.Errorf("pipeline: DLQMaxAge: must be at least 1m, got %s", c.DLQMaxAge)
+	}
+	if _, err := parseConsumerStart(c.ConsumerStart); err != nil {
+		return err
+	}
+	if c.MaxHold < 0 {
+		return fmt.Errorf("pipeline: MaxHold: must not be negative, got %s", c.MaxHold)
 	}
 	if c.Logger == nil {
 		return errors.New("pipeline: Logger: is required")

@@ -67,16 +67,21 @@ func TestUniqueAndDuplicate(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("window entry: %v %v", ok, err)
 	}
-	if ent.Claimant != seq && ent.Claimant != seq2 { // both copies are in flight together: either may win
-		t.Errorf("claimant %d, want an envelope's stream sequence (%d or %d)", ent.Claimant, seq, seq2)
+	if ent.Claimant.Seq != seq && ent.Claimant.Seq != seq2 { // both copies are in flight together: either may win
+		t.Errorf("claimant %v, want an envelope's stream sequence (%d or %d)", ent.Claimant, seq, seq2)
+	}
+	if ent.Claimant.Stamp <= 0 { // the envelope is gone (work-queue input): its timestamp cannot be read back
+		t.Errorf("claimant %v, want the stored envelope's timestamp", ent.Claimant)
 	}
 	want := map[string]string{
-		"Idempotency-Key":   "t1:gh:d-1",
-		"Nats-Msg-Id":       "t1:gh:d-1#" + strconv.FormatUint(ent.Revision, 10),
-		"Dedupe-Key":        "d-1",
-		"Dedupe-Status":     "unique",
-		"X-GitHub-Delivery": "d-1",
-		"Content-Type":      "application/octet-stream",
+		"Idempotency-Key":     "t1:gh:d-1",
+		"Nats-Msg-Id":         "t1:gh:d-1#" + envelopeID(ent.Claimant.Seq, ent.Claimant.Stamp),
+		"Dedupe-Input-Stream": "INGEST",
+		"Dedupe-Input-Seq":    strconv.FormatUint(ent.Claimant.Seq, 10),
+		"Dedupe-Key":          "d-1",
+		"Dedupe-Status":       "unique",
+		"X-GitHub-Delivery":   "d-1",
+		"Content-Type":        "application/octet-stream",
 	}
 	for k, v := range want {
 		if got := header(t, m, k); got != v {
@@ -190,9 +195,9 @@ func TestUnkeyedReasons(t *testing.T) {
 	got := map[string][]string{}
 	for _, m := range out {
 		id := header(t, m, "Idempotency-Key")
-		seq, err := strconv.ParseUint(strings.TrimPrefix(id, "msg/INGEST/"), 10, 64)
-		if err != nil || !strings.HasPrefix(id, "msg/INGEST/") {
-			t.Errorf("unkeyed Idempotency-Key %q, want msg/INGEST/<seq>", id)
+		seq, stamp, ok := parseUnkeyedID(id)
+		if !ok || stamp <= 0 || id != "msg/"+envelopeID(seq, stamp) {
+			t.Errorf("unkeyed Idempotency-Key %q, want msg/INGEST/<seq>/<stored at, unix ns>", id)
 			continue
 		}
 		if header(t, m, "Nats-Msg-Id") != id {

@@ -13,9 +13,14 @@
 // headers such as Nats-Expected-Stream are never passed on), Idempotency-Key and Dedupe-* (a publisher cannot forge
 // them). The pipeline sets:
 //
-//	Idempotency-Key  keyed: <tenant>:<source>:<key>; unkeyed: msg/<input stream>/<stream sequence>
-//	Nats-Msg-Id      keyed: <idempotency key>#<claim revision>; unkeyed: the idempotency key
+//	Idempotency-Key  keyed: <tenant>:<source>:<key>; unkeyed: msg/<envelope>
+//	Nats-Msg-Id      keyed: <idempotency key>#<envelope>; unkeyed: the idempotency key
 //	Dedupe-Key       the event key (when there is one)
+//	Dedupe-Input-Stream, Dedupe-Input-Seq  the input stream and the envelope's sequence in it
+//
+// where <envelope> is "<input stream>/<stream sequence>/<stored at, unix ns>" (unique across re-creations of the
+// input stream) and keys are written with keys.HeaderValue (percent-encoding of what a header value cannot carry).
+//
 //	Dedupe-Status    unique | unkeyed (| duplicate on duplicate copies)
 //	Dedupe-Reason    unkeyed only: no-dedupe, missing, too-large, not-json, unverified (and window-unavailable,
 //	                 only with ForwardWhenWindowDown)
@@ -44,10 +49,14 @@
 // order.
 //
 // At least once in, exactly once per claim out: the consumer has explicit acks and no delivery limit, so an
-// envelope is redelivered until its outcome is stored. A claim records the envelope's stream sequence as claimant;
-// a redelivery after a crash between claim and ack finds its own claim (Owned) and publishes again with the same
-// Nats-Msg-Id, which the output stream's duplicate window (Provision: max(2m, 4×AckWait)) collapses. The same event
-// claimed again after its TTL gets a new revision, hence a new Nats-Msg-Id, and is published again.
+// envelope is redelivered until its outcome is stored. A claim records the envelope's identity (stream sequence and
+// stored-at time) and the delivery that holds it; a redelivery after a crash between claim and ack finds its own
+// claim, takes it over (Owned) and publishes again with the same Nats-Msg-Id, which the output stream's duplicate
+// window (Provision: max(2m, 4×AckWait)) collapses; an earlier delivery than the claim's is Stale and does nothing.
+// The Nats-Msg-Id derives from the envelope alone, so a redelivery that claims anew after the TTL still collapses;
+// another envelope of the same event admitted after its TTL is published again. A delivery held past MaxHold, or
+// across a pause of the process, is handed back instead of published, so that no publish of this pipeline reaches
+// the output stream after the duplicate window of another replica's publish of the same envelope.
 //
 // Window down: a claim that fails (error wrapping kvwindow.ErrUnavailable, a timeout, anything but an invalid
 // claim) is never taken for "not a duplicate". The envelope is NAKed with a growing delay (250ms doubling to 5s),

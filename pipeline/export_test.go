@@ -22,8 +22,8 @@ type noWindow struct{}
 func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
 	return kvwindow.Outcome{}, kvwindow.ErrUnavailable
 }
-func (noWindow) Forget(context.Context, string, string, string) (int, error) {
-	return 0, kvwindow.ErrUnavailable
+func (noWindow) Release(context.Context, string, string, string, uint64) (bool, error) {
+	return false, kvwindow.ErrUnavailable
 }
 func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
 
@@ -42,16 +42,16 @@ func NewHandler(cfg Config) (*Handler, error) {
 	return &Handler{w: p.newWorker(context.Background())}, nil
 }
 
-// Prepare inspects a delivery with stream sequence seq and builds the message the pipeline would publish for it,
-// assuming a won claim with revision rev when it has a key. The message is reused by the next call.
-func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq, rev uint64) *nats.Msg {
+// Prepare inspects a delivery with stream sequence seq (stored at unix nanoseconds stamp) and builds the message
+// the pipeline would publish for it. The message is reused by the next call.
+func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint64, stamp int64) *nats.Msg {
 	w := h.w
-	w.p.inspect(&w.e, subject, hdr, body, seq)
-	switch {
-	case w.e.dead != "":
+	w.p.inspect(&w.e, subject, hdr, body, seq, stamp)
+	if w.e.dead != "" {
 		return w.buildDeadLetter(subject, hdr, body, w.e.dead, w.e.deadErr)
-	case w.e.key == "":
-		return w.buildOutput(subject, hdr, body, rebuildUnkeyed)
 	}
-	return w.buildOutput(subject, hdr, body, rev)
+	return w.buildOutput(subject, hdr, body, w.e.key != "")
 }
+
+// Unpublishable says why the pipeline would dead-letter msg instead of claiming ("" when it would not).
+func (h *Handler) Unpublishable(msg *nats.Msg) string { return h.w.p.unpublishable(msg) }

@@ -28,7 +28,8 @@ func TestCrashBetweenClaimAndAck(t *testing.T) {
 		t.Fatal(err)
 	}
 	claim := func(key string, seq uint64) uint64 {
-		out, err := w.Claim(ctx(t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour, Claimant: seq})
+		out, err := w.Claim(ctx(t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour,
+			Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: kvwindow.Delivery{Count: 1}})
 		if err != nil || out.Status != kvwindow.Won {
 			t.Fatalf("claim %s: %v %v", key, out, err)
 		}
@@ -36,11 +37,12 @@ func TestCrashBetweenClaimAndAck(t *testing.T) {
 	}
 	// Crashed after the claim, before the publish.
 	seq1 := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "c-1"), []byte("one"))
-	rev1 := claim("c-1", seq1)
+	stamp1 := e.stamp(seq1)
+	claim("c-1", seq1)
 	// Crashed after the publish, before the ack.
 	seq2 := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "c-2"), []byte("two"))
-	rev2 := claim("c-2", seq2)
-	id2 := "t1:gh:c-2#" + strconv.FormatUint(rev2, 10)
+	id2 := "t1:gh:c-2#" + envelopeID(seq2, e.stamp(seq2))
+	claim("c-2", seq2)
 	pub := nats.NewMsg("deduped.t1.gh")
 	pub.Header.Set("Nats-Msg-Id", id2)
 	pub.Data = []byte("two")
@@ -58,7 +60,7 @@ func TestCrashBetweenClaimAndAck(t *testing.T) {
 	for _, m := range out {
 		ids[header(t, m, "Nats-Msg-Id")] = true
 	}
-	if want := "t1:gh:c-1#" + strconv.FormatUint(rev1, 10); !ids[want] || !ids[id2] {
+	if want := "t1:gh:c-1#" + envelopeID(seq1, stamp1); !ids[want] || !ids[id2] {
 		t.Errorf("Nats-Msg-Ids %v, want %s and %s", ids, want, id2)
 	}
 	if n := e.metric("dedupeworker_envelopes_total", "outcome", "unique"); n != 2 {
@@ -255,7 +257,7 @@ func TestOutputRejectsForGood(t *testing.T) {
 	}
 	m := dl[0]
 	if m.Subject != "dedupe.dlq.output-reject" || len(m.Data) != 2048 || header(t, m, "X-A") != "b" ||
-		!strings.Contains(header(t, m, "Dedupe-Error"), "message size exceeds maximum") {
+		!strings.Contains(header(t, m, "Dedupe-Error"), "maximum message size of 1024") {
 		t.Errorf("dead letter %s %v (%d bytes)", m.Subject, m.Header, len(m.Data))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -368,7 +369,46 @@ func (e *env) preload(n int, mk func(j int) *nats.Msg) {
 	case <-time.After(30 * time.Second):
 		e.t.Fatal("preload: publishes not acknowledged")
 	}
-	if got := e.count(pipeline.DefaultInputStream); got < uint64(n) {
-		e.t.Fatalf("preload: input stream holds %d, want at least %d", got, n)
+	st, err := e.js.Stream(ctx(e.t), pipeline.DefaultInputStream)
+	if err != nil {
+		e.t.Fatal(err)
 	}
+	// LastSeq, not Msgs: a work-queue input stream drops what a running pipeline already acknowledged.
+	if got := st.CachedInfo().State.LastSeq; got < uint64(n) {
+		e.t.Fatalf("preload: input stream stored %d, want at least %d", got, n)
+	}
+}
+
+// stamp is the input stream's timestamp (unix ns) of the envelope at seq: with seq, its identity.
+func (e *env) stamp(seq uint64) int64 {
+	e.t.Helper()
+	st, err := e.js.Stream(ctx(e.t), pipeline.DefaultInputStream)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	m, err := st.GetMsg(ctx(e.t), seq)
+	if err != nil {
+		e.t.Fatalf("input message %d: %v", seq, err)
+	}
+	return m.Time.UnixNano()
+}
+
+// envelopeID is the envelope identity the pipeline puts in its ids: INGEST/<seq>/<stamp>.
+func envelopeID(seq uint64, stamp int64) string {
+	return fmt.Sprintf("%s/%d/%d", pipeline.DefaultInputStream, seq, stamp)
+}
+
+// parseUnkeyedID splits msg/INGEST/<seq>/<stamp>.
+func parseUnkeyedID(id string) (seq uint64, stamp int64, ok bool) {
+	rest, ok := strings.CutPrefix(id, "msg/"+pipeline.DefaultInputStream+"/")
+	if !ok {
+		return 0, 0, false
+	}
+	a, b, ok := strings.Cut(rest, "/")
+	if !ok {
+		return 0, 0, false
+	}
+	seq, err1 := strconv.ParseUint(a, 10, 64)
+	stamp, err2 := strconv.ParseInt(b, 10, 64)
+	return seq, stamp, err1 == nil && err2 == nil
 }

@@ -18,6 +18,10 @@ type Metrics struct {
 	sourcesWithoutDedupe prometheus.Gauge
 	consumerPending      prometheus.Gauge
 	ready                prometheus.Gauge
+	ackFailures          *prometheus.CounterVec
+	stale                prometheus.Counter
+	streamMessages       *prometheus.GaugeVec
+	streamBytes          *prometheus.GaugeVec
 }
 
 // Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason}.
@@ -31,6 +35,10 @@ const (
 	NakPublish    = "publish"            // the output stream did not take the event (full, unavailable, timeout)
 	NakDeadLetter = "dead_letter"        // the dead-letter stream did not take the dead letter
 	NakShutdown   = "shutdown"           // pulled but not finished before shutdown
+	NakHeld       = "held_too_long"      // held past the hold bound: publishing now could outlive the output's duplicate window
+
+	AckRefused = "refused" // the server refused the ack (a permissions violation on $JS.ACK.>)
+	AckError   = "error"   // the client could not send the ack (connection closed or lost)
 )
 
 // NewMetrics builds the collectors and registers them with reg (nil: not registered). A collector that reg already
@@ -79,8 +87,24 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		})),
 		ready: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_ready",
-			Help: "1 when the pipeline is connected, bound to its consumer and the window is reachable.",
+			Help: "1 when the pipeline is connected, bound to its consumer, the window is reachable and publishes and acks succeed.",
 		})),
+		ackFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "dedupeworker_ack_failures_total",
+			Help: "Acknowledgements that did not reach the consumer, by reason (refused: a permissions violation; error: not sent). Each such envelope is redelivered after the ack wait.",
+		}, []string{"reason"})),
+		stale: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dedupeworker_stale_deliveries_total",
+			Help: "Deliveries skipped because a later delivery of the same envelope holds its claim (a replica that was paused or lost its pull).",
+		})),
+		streamMessages: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedupeworker_stream_messages",
+			Help: "Messages held by the input, output and dead-letter streams (refreshed by the status poll).",
+		}, []string{"stream"})),
+		streamBytes: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "dedupeworker_stream_bytes",
+			Help: "Bytes held by the input, output and dead-letter streams (refreshed by the status poll).",
+		}, []string{"stream"})),
 	}
 }
 

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -16,18 +18,26 @@ import (
 // changes what exists: fix it, or delete it and let Provision create it.
 var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incompatible")
 
+// ErrConsumerStart is wrapped by Provision's error when the consumer is missing and the input stream keeps
+// envelopes that were already processed (retention other than work-queue): creating the consumer there would
+// deliver them again and, once the output's duplicate window has passed, publish again every event whose claim is
+// still live. Config.ConsumerStart says where to start instead.
+var ErrConsumerStart = errors.New("pipeline: consumer start needed")
+
 // Provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
 // storage, cfg.Replicas) and the durable pull consumer on the input stream. Existing streams and consumers are
 // never changed: one that cannot work is an error wrapping ErrIncompatible, one that works but differs from what
 // Provision would create (a shorter duplicate window, another ack wait, a delivery limit) is logged at warn.
 //
 // What it creates:
-//   - InputStream: subjects "<InputPrefix>.>".
+//   - InputStream: subjects "<InputPrefix>.>", work-queue retention: an envelope is removed once acknowledged, so
+//     the stream never keeps what was processed and a consumer created again delivers only what was not.
 //   - OutputStream: subjects "<OutputPrefix>.>" (and "<DuplicatesPrefix>.>" when set), duplicate window
-//     max(2m, 4×AckWait), so that republishing one claim collapses into one message.
-//   - DLQStream: subjects "<DLQPrefix>.>".
+//     max(2m, 4×AckWait), so that republishing one envelope collapses into one message; age limit OutputMaxAge.
+//   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending max(1000,
-//     4×MaxInFlight), filter "<InputPrefix>.>", deliver all.
+//     4×MaxInFlight), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
+//     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart).
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if js != nil {
 		cfg.JetStream = js
@@ -51,6 +61,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			Name:        cfg.InputStream,
 			Description: "dedupeworker: raw webhook deliveries",
 			Subjects:    []string{cfg.InputPrefix + ".>"},
+			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 		}, []string{cfg.InputPrefix + ".*.*"}},
@@ -61,6 +72,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			Duplicates:  duplicateWindow(cfg.AckWait),
+			MaxAge:      cfg.OutputMaxAge,
 		}, outNeeds},
 		{jetstream.StreamConfig{
 			Name:        cfg.DLQStream,
@@ -68,12 +80,17 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			Subjects:    []string{cfg.DLQPrefix + ".>"},
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
+			MaxAge:      cfg.DLQMaxAge,
 		}, []string{cfg.DLQPrefix + ".*"}},
 	}
+	var input *jetstream.StreamInfo
 	for _, s := range streams {
 		info, err := ensureStream(ctx, js, log, s.cfg)
 		if err != nil {
 			return err
+		}
+		if info.Config.Name == cfg.InputStream {
+			input = info
 		}
 		for _, need := range s.needs {
 			if !coveredBy(need, info.Config.Subjects) {
@@ -86,7 +103,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
-	return ensureConsumer(ctx, js, cfg)
+	return ensureConsumer(ctx, js, cfg, input)
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger, want jetstream.StreamConfig) (*jetstream.StreamInfo, error) {
@@ -108,7 +125,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger,
 	return s.CachedInfo(), nil
 }
 
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, input *jetstream.StreamInfo) error {
 	want := jetstream.ConsumerConfig{
 		Durable:       cfg.Consumer,
 		Description:   "dedupeworker: consume, key, claim, republish, ack",
@@ -117,15 +134,24 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config) err
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: maxAckPending(cfg.MaxInFlight),
-		FilterSubject: cfg.InputPrefix + ".>",
 		Replicas:      cfg.Replicas,
+	}
+	// A filter equal to the stream's own subjects adds nothing, and nats-server 2.15.2's filtered consumers never
+	// deliver some subjects the stream stores (a token holding byte 0x7f): such envelopes would be stuck, neither
+	// processed nor dead-lettered. Without a filter every stored envelope is delivered.
+	if subj := input.Config.Subjects; len(subj) != 1 || subj[0] != cfg.InputPrefix+".>" {
+		want.FilterSubject = cfg.InputPrefix + ".>"
 	}
 	c, err := js.Consumer(ctx, cfg.InputStream, cfg.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if err := startFrom(&want, cfg, input); err != nil {
+			return err
+		}
 		c, err = js.CreateConsumer(ctx, cfg.InputStream, want)
 		if err == nil {
 			cfg.Logger.Info("pipeline: created consumer", "stream", cfg.InputStream, "consumer", cfg.Consumer,
-				"ack_wait", want.AckWait, "max_ack_pending", want.MaxAckPending)
+				"ack_wait", want.AckWait, "max_ack_pending", want.MaxAckPending, "deliver", want.DeliverPolicy.String(),
+				"filter", want.FilterSubject)
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
@@ -155,11 +181,69 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config) err
 	if got.AckWait != cfg.AckWait {
 		warn("ack wait differs from the configured one", "ack_wait", got.AckWait, "configured", cfg.AckWait)
 	}
+	if input.Config.Retention != jetstream.WorkQueuePolicy {
+		warn("is on a stream that keeps processed envelopes: should the consumer ever be deleted, creating it again needs DEDUPE_CONSUMER_START",
+			"retention", input.Config.Retention.String())
+	}
+	if got.FilterSubject != "" && want.FilterSubject == "" {
+		warn("filters on the stream's own subjects: nats-server 2.15.2 never delivers some stored subjects to such a consumer (a token with byte 0x7f); remove the filter (nats consumer edit) or re-create the consumer",
+			"filter", got.FilterSubject)
+	}
 	if got.MaxAckPending > 0 && got.MaxAckPending < cfg.MaxInFlight {
 		warn("MaxAckPending is below MaxInFlight: fewer envelopes will be in flight",
 			"max_ack_pending", got.MaxAckPending, "max_in_flight", cfg.MaxInFlight)
 	}
 	return nil
+}
+
+// startFrom sets where a new consumer starts. On a work-queue stream (nothing processed is kept) it starts at the
+// first envelope; on any other it starts where ConsumerStart says, and without ConsumerStart only while the stream
+// is empty.
+func startFrom(want *jetstream.ConsumerConfig, cfg Config, input *jetstream.StreamInfo) error {
+	start, _ := parseConsumerStart(cfg.ConsumerStart)
+	if start == nil {
+		if input.Config.Retention == jetstream.WorkQueuePolicy || input.State.Msgs == 0 {
+			return nil
+		}
+		st := input.State
+		return fmt.Errorf("%w: consumer %s > %s is missing and stream %s keeps processed envelopes (retention %s; %d messages, sequences %d-%d): "+
+			"creating it from the start would deliver them again and republish every event whose claim is still live. "+
+			"Set DEDUPE_CONSUMER_START to seq:<first sequence not yet processed> (the last output's Dedupe-Input-Seq + 1 is an upper bound), "+
+			"time:<RFC 3339>, new, or all (nothing was processed yet)",
+			ErrConsumerStart, cfg.InputStream, cfg.Consumer, cfg.InputStream, input.Config.Retention, st.Msgs, st.FirstSeq, st.LastSeq)
+	}
+	want.DeliverPolicy = start.DeliverPolicy
+	want.OptStartSeq = start.OptStartSeq
+	want.OptStartTime = start.OptStartTime
+	return nil
+}
+
+// parseConsumerStart reads Config.ConsumerStart: nil for "", else the deliver policy to create the consumer with.
+func parseConsumerStart(s string) (*jetstream.ConsumerConfig, error) {
+	bad := func(why string) error {
+		return fmt.Errorf("pipeline: ConsumerStart: %s, got %q (want all, new, seq:<n> or time:<RFC 3339>)", why, s)
+	}
+	switch {
+	case s == "":
+		return nil, nil
+	case s == "all":
+		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}, nil
+	case s == "new":
+		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverNewPolicy}, nil
+	case strings.HasPrefix(s, "seq:"):
+		n, err := strconv.ParseUint(s[4:], 10, 64)
+		if err != nil || n == 0 {
+			return nil, bad("the sequence must be a positive integer")
+		}
+		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: n}, nil
+	case strings.HasPrefix(s, "time:"):
+		t, err := time.Parse(time.RFC3339Nano, s[5:])
+		if err != nil {
+			return nil, bad("the time must be RFC 3339")
+		}
+		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t}, nil
+	}
+	return nil, bad("unknown form")
 }
 
 // coveredBy reports whether every subject matching pattern also matches one of filters.

@@ -26,6 +26,7 @@ const (
 	HeaderError          = "Dedupe-Error"
 	HeaderSubject        = "Dedupe-Subject"
 	HeaderInputSeq       = "Dedupe-Input-Seq"
+	HeaderInputStream    = "Dedupe-Input-Stream"
 	HeaderTruncated      = "Dedupe-Truncated"
 	HeaderVerified       = "Ingest-Verified"
 )
@@ -48,7 +49,9 @@ const (
 
 // envelope is what inspection decides about one delivery, before any network round trip.
 type envelope struct {
-	seq            uint64
+	seq            uint64        // sequence in the input stream
+	stamp          int64         // the input stream's timestamp of the message (unix ns): with seq, the envelope's identity
+	received       time.Duration // when the consume handler received the delivery (p.clock)
 	tenant, source string
 	src            *sourceState
 	key            string      // the event key ("" when unkeyed)
@@ -58,8 +61,8 @@ type envelope struct {
 }
 
 // inspect parses the subject, checks the ids and finds the key: everything that needs no network.
-func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []byte, seq uint64) {
-	*e = envelope{seq: seq, src: p.other}
+func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []byte, seq uint64, stamp int64) {
+	*e = envelope{seq: seq, stamp: stamp, src: p.other}
 	rest, ok := strings.CutPrefix(subject, p.inPrefixDot)
 	dot := strings.IndexByte(rest, '.')
 	if !ok || dot < 0 || strings.IndexByte(rest[dot+1:], '.') >= 0 {
@@ -93,10 +96,25 @@ func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []
 	}
 }
 
-// unverified reports whether the ingest service marked the delivery's signature as not verified.
+// unverified reports whether the delivery may not claim a key: some value of Ingest-Verified, under any letter
+// case of the name, says anything but "true". A sender that adds "Ingest-Verified: true" beside the ingest
+// service's "false" (a second value, or another spelling of the name) must not win; a delivery without the header
+// counts as verified (the ingest service did not mark it).
 func unverified(hdr nats.Header) bool {
-	v, ok := keys.NATSHeaders(hdr).Get(HeaderVerified)
-	return ok && strings.EqualFold(strings.TrimSpace(v), "false")
+	for name, vals := range hdr {
+		if len(name) != len(HeaderVerified) || !strings.EqualFold(name, HeaderVerified) {
+			continue
+		}
+		if len(vals) == 0 {
+			return true
+		}
+		for _, v := range vals {
+			if !strings.EqualFold(strings.TrimSpace(v), "true") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ttl is the claim TTL of a spec: its own or the default, in whole seconds, at least one.
@@ -105,6 +123,16 @@ func (p *Pipeline) ttl(spec keys.Spec) time.Duration {
 	return max(time.Second, (d+time.Second-1)/time.Second*time.Second)
 }
 
+// outMsg is one outbound message with the storage of the header values the worker sets. Once handed to the client
+// library it belongs to the library until JetStream answered; a worker that stops waiting takes a fresh one, so
+// that a message the library still holds never shares a buffer with the next envelope.
+type outMsg struct {
+	msg  nats.Msg
+	vals [8]string
+}
+
+func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header, 16)}} }
+
 // worker processes one envelope at a time. Its buffers (the outbound message and header map, the value slices)
 // are reused from one envelope to the next once JetStream has answered the publish that used them.
 type worker struct {
@@ -112,22 +140,21 @@ type worker struct {
 	ctx   context.Context
 	timer *time.Timer
 	e     envelope
-	msg   *nats.Msg
-	vals  [6]string
+	out   *outMsg
 	buf   []byte
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	return &worker{p: p, ctx: ctx, timer: t, msg: &nats.Msg{Header: make(nats.Header, 16)}, buf: make([]byte, 0, 256)}
+	return &worker{p: p, ctx: ctx, timer: t, out: newOutMsg(), buf: make([]byte, 0, 256)}
 }
 
 func (w *worker) loop(rs *runState) {
 	for {
 		select {
-		case m := <-rs.work:
-			w.handle(m)
+		case d := <-rs.work:
+			w.handle(d.m, d.at)
 		case <-rs.quit:
 			return
 		}
@@ -135,8 +162,9 @@ func (w *worker) loop(rs *runState) {
 }
 
 // handle takes one envelope through inspect → claim → publish → ack. Every path ends in exactly one of Ack (the
-// outcome is durable), NakWithDelay (retry later) or, at shutdown, Nak.
-func (w *worker) handle(m jetstream.Msg) {
+// outcome is durable), NakWithDelay (retry later), Nak (shutdown), or — for a stale delivery, one that a later
+// delivery of the same envelope has taken over — nothing: that later delivery decides.
+func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 	p := w.p
 	p.m.inFlight.Inc()
 	defer p.m.inFlight.Dec()
@@ -147,19 +175,29 @@ func (w *worker) handle(m jetstream.Msg) {
 		return
 	}
 	e := &w.e
-	p.inspect(e, m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream)
+	p.inspect(e, m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream, meta.Timestamp.UnixNano())
+	e.received = received
 	if e.dead != "" {
 		w.deadLetter(m, meta, e.dead, e.deadErr)
 		return
 	}
 	if e.key == "" {
-		w.forward(m, meta, rebuildUnkeyed)
+		w.forward(m, meta, false, 0)
+		return
+	}
+	// Decide before claiming whether the output stream can take the event at all: a copy that can never be
+	// published must not hold the claim, or a well-formed copy arriving meanwhile would be dropped as a duplicate.
+	out := w.buildOutput(m.Subject(), m.Headers(), m.Data(), true)
+	if why := p.unpublishable(out); why != "" {
+		w.deadLetter(m, meta, DeadOutputReject, why)
 		return
 	}
 
 	start := time.Now()
-	out, err := p.cfg.Window.Claim(w.ctx, kvwindow.Claim{
-		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec), Claimant: e.seq,
+	res, err := p.cfg.Window.Claim(w.ctx, kvwindow.Claim{
+		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
+		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
+		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: meta.NumDelivered},
 		FirstDelivery: meta.NumDelivered == 1,
 	})
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
@@ -173,7 +211,7 @@ func (w *worker) handle(m jetstream.Msg) {
 			p.windowDown(err)
 			if p.cfg.ForwardWhenWindowDown {
 				e.reason = ReasonWindowUnavailable
-				w.forward(m, meta, rebuildUnkeyed)
+				w.forward(m, meta, false, 0)
 				return
 			}
 			w.nak(m, nakDelay(meta.NumDelivered), p.nakWindow)
@@ -181,28 +219,49 @@ func (w *worker) handle(m jetstream.Msg) {
 		return
 	}
 	p.windowUp()
-	switch out.Status {
+	switch res.Status {
 	case kvwindow.Won, kvwindow.Owned:
-		w.forward(m, meta, out.Revision)
+		w.forward(m, meta, true, res.Revision)
 	case kvwindow.Duplicate:
 		w.duplicate(m, meta)
+	case kvwindow.Stale:
+		p.m.stale.Inc()
+		p.log.Debug("pipeline: stale delivery skipped: a later delivery of the envelope holds its claim",
+			"seq", e.seq, "delivered", meta.NumDelivered, "tenant", e.tenant, "source", e.source)
 	default:
-		p.log.Error("pipeline: window returned an unknown claim status", "status", out.Status)
+		p.log.Error("pipeline: window returned an unknown claim status", "status", res.Status)
 		w.nak(m, nakDelay(meta.NumDelivered), p.nakWindow)
 	}
 }
 
-// rebuildUnkeyed, passed as the revision, asks forward for the unkeyed form.
-const rebuildUnkeyed = 0
-
-// forward publishes the envelope as a unique event (rev > 0: the claim's revision) or unkeyed (rev 0), then acks.
-func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, rev uint64) {
+// forward publishes the envelope as a unique event (keyed, holding the claim at revision rev) or unkeyed, then
+// acks. A keyed event's output was built before the claim; an unkeyed one is built here.
+func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, keyed bool, rev uint64) {
 	p, e := w.p, &w.e
-	out := w.buildOutput(m.Subject(), m.Headers(), m.Data(), rev)
+	var out *nats.Msg
+	if keyed {
+		out = &w.out.msg
+	} else {
+		out = w.buildOutput(m.Subject(), m.Headers(), m.Data(), false)
+		if why := p.unpublishable(out); why != "" {
+			w.deadLetter(m, meta, DeadOutputReject, why)
+			return
+		}
+	}
+	// The last moment to give up: once handed to the client library the publish goes out even if this process is
+	// paused right after. A delivery held too long (or across a pause of the process) may meanwhile have been
+	// redelivered to another replica and published there more than the output's duplicate window ago.
+	if why := p.tooOld(e.received); why != "" {
+		if ok, n := p.heldLog.allow(); ok {
+			p.log.Warn("pipeline: delivery handed back instead of published", "seq", e.seq, "why", why, "since_last_log", n)
+		}
+		w.nak(m, 0, p.nakHeld)
+		return
+	}
 	err := w.publish(out)
 	if err == nil {
 		w.ack(m)
-		if rev != rebuildUnkeyed {
+		if keyed {
 			e.src.unique.Inc()
 		} else {
 			e.src.unkeyedN.Inc()
@@ -214,7 +273,7 @@ func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, rev uint6
 		}
 		return
 	}
-	w.publishFailed(m, meta, err, rev != rebuildUnkeyed)
+	w.publishFailed(m, meta, err, keyed, rev)
 }
 
 // duplicate acks a copy of an event already claimed, after publishing the optional duplicate copy.
@@ -224,7 +283,7 @@ func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
 		out := w.buildDuplicate(m.Subject(), m.Headers(), m.Data())
 		if err := w.publish(out); err != nil {
 			if !permanent(err) || w.ctx.Err() != nil {
-				w.publishFailed(m, meta, err, false)
+				w.publishFailed(m, meta, err, false, 0)
 				return
 			}
 			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
@@ -238,33 +297,31 @@ func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
 }
 
 // publishFailed handles a failed publish of the envelope's outcome: dead letter when the output stream will never
-// take it, otherwise hand it back for a later attempt. claimed says the envelope holds the event's claim.
-func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err error, claimed bool) {
+// take it, otherwise hand it back for a later attempt. claimed says the envelope holds the event's claim, at rev.
+func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err error, claimed bool, rev uint64) {
 	p := w.p
 	if w.ctx.Err() != nil {
 		w.nak(m, 0, p.nakShutdown)
 		return
 	}
 	if permanent(err) {
-		w.deadLetterAndRelease(m, meta, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err), claimed)
+		w.deadLetterAndRelease(m, meta, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err), claimed, rev)
 		return
 	}
-	if ok, n := p.publishLog.allow(); ok {
-		p.log.Warn("pipeline: publish failed; envelopes are handed back (NAK with backoff)",
-			"stream", p.cfg.OutputStream, "err", err, "failures_since_last_log", n)
-	}
+	p.publishDown(err)
 	w.nak(m, nakDelay(meta.NumDelivered), p.nakPublish)
 }
 
 // deadLetter publishes the envelope to "<dlq prefix>.<reason>" and acks it; if even that fails it is handed back.
 func (w *worker) deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string) {
-	w.deadLetterAndRelease(m, meta, reason, why, false)
+	w.deadLetterAndRelease(m, meta, reason, why, false, 0)
 }
 
-// deadLetterAndRelease is deadLetter that, with release, also gives up the envelope's claim once the dead letter
-// is stored and before the ack: the event never reached the output stream, so a later, well-formed copy of it must
-// be admitted. A failed release is logged; the claim then lapses at its TTL.
-func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string, release bool) {
+// deadLetterAndRelease is deadLetter that, with release, also gives up the envelope's claim (at revision rev)
+// once the dead letter is stored and before the ack: the event never reached the output stream, so a later,
+// well-formed copy of it must be admitted. The release removes the claim only while it is still this envelope's
+// (revision-checked), never another envelope's. A failed release is logged; the claim then lapses at its TTL.
+func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string, release bool, rev uint64) {
 	p, e := w.p, &w.e
 	out := w.buildDeadLetter(m.Subject(), m.Headers(), m.Data(), reason, why)
 	err := w.publish(out)
@@ -289,7 +346,7 @@ func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetada
 		return
 	}
 	if release {
-		if _, err := p.cfg.Window.Forget(w.ctx, e.tenant, e.source, e.key); err != nil {
+		if _, err := p.cfg.Window.Release(w.ctx, e.tenant, e.source, e.key, rev); err != nil {
 			p.log.Warn("pipeline: claim of a dead-lettered event not released; copies are suppressed until it expires",
 				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "err", err)
 		}
@@ -302,7 +359,7 @@ func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetada
 func (w *worker) ack(m jetstream.Msg) {
 	if err := m.Ack(); err != nil {
 		// The outcome is durable; the redelivery will find it (Owned / Nats-Msg-Id) and ack again.
-		w.p.log.Debug("pipeline: ack failed", "subject", m.Subject(), "err", err)
+		w.p.ackFailed(AckError, err)
 	}
 }
 
@@ -321,32 +378,70 @@ func (w *worker) nak(m jetstream.Msg, delay time.Duration, c interface{ Inc() })
 
 var errPublishTimeout = errors.New("pipeline: no publish acknowledgement in time")
 
-// publish sends out and waits for JetStream's answer. When it returns without an answer (timeout, shutdown) the
-// message still belongs to the client library, so the worker takes fresh buffers for its next envelope.
+// publish sends out and waits for JetStream's answer. The client library gives up on the publish after
+// PublishTimeout by itself (and forgets it, so that unanswered publishes never pile up to its limit); the worker's
+// own timer is only a backstop. When it returns without an answer the message may still be held by the library,
+// so the worker takes fresh buffers for its next envelope.
 func (w *worker) publish(out *nats.Msg) error {
 	p := w.p
 	start := time.Now()
-	f, err := p.js.PublishMsgAsync(out)
+	f, err := p.pub.PublishMsgAsync(out)
 	if err != nil {
+		w.out = newOutMsg()
 		return err
 	}
-	w.timer.Reset(p.cfg.PublishTimeout)
+	w.timer.Reset(p.cfg.PublishTimeout + time.Second)
 	select {
 	case <-f.Ok():
 		w.timer.Stop()
 		p.m.publishDuration.Observe(time.Since(start).Seconds())
+		p.publishUp()
 		return nil
 	case err := <-f.Err():
 		w.timer.Stop()
+		w.out = newOutMsg()
 		return err
 	case <-w.timer.C:
-		w.msg = &nats.Msg{Header: make(nats.Header, 16)}
+		w.out = newOutMsg()
 		return errPublishTimeout
 	case <-w.ctx.Done():
 		w.timer.Stop()
-		w.msg = &nats.Msg{Header: make(nats.Header, 16)}
+		w.out = newOutMsg()
 		return w.ctx.Err()
 	}
+}
+
+// unpublishable says why out can never be stored by the output stream ("" when it can): its header block over
+// JetStream's 64 KiB, or headers and body over the server's maximum payload or the stream's maximum message size.
+func (p *Pipeline) unpublishable(out *nats.Msg) string {
+	hdr := headerSize(out.Header)
+	if hdr > maxHeaderBlock {
+		return fmt.Sprintf("the event's header block would be %d bytes, over JetStream's limit of %d", hdr, maxHeaderBlock)
+	}
+	size := int64(hdr + len(out.Data))
+	if mp := p.js.Conn().MaxPayload(); mp > 0 && size > mp {
+		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over the server's maximum payload of %d",
+			size, hdr, len(out.Data), mp)
+	}
+	if mm := p.outMaxMsgSize.Load(); mm > 0 && size > mm {
+		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over stream %s's maximum message size of %d",
+			size, hdr, len(out.Data), p.cfg.OutputStream, mm)
+	}
+	return ""
+}
+
+// maxHeaderBlock is the largest header block JetStream stores (error 10097 beyond it).
+const maxHeaderBlock = 1<<16 - 1
+
+// headerSize is the size of h as the client writes it: "NATS/1.0\r\n", "Name: value\r\n" per value, "\r\n".
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
 }
 
 // permanent reports whether a publish can never succeed, so retrying is pointless: the message is too large for
@@ -384,7 +479,7 @@ func hasPrefixFold(s, prefix string) bool {
 // headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones.
 // Value slices are shared with the inbound message (neither side modifies them).
 func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempotency bool) *nats.Msg {
-	out := w.msg
+	out := &w.out.msg
 	h := out.Header
 	clear(h)
 	for k, v := range in {
@@ -397,30 +492,44 @@ func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempo
 }
 
 func (w *worker) set(i int, name, value string) {
-	w.vals[i] = value
-	w.msg.Header[name] = w.vals[i : i+1 : i+1]
+	vals := &w.out.vals
+	vals[i] = value
+	w.out.msg.Header[name] = vals[i : i+1 : i+1]
 }
 
-// buildOutput builds the unique (rev > 0) or unkeyed (rev 0) event for the output stream.
-func (w *worker) buildOutput(subject string, in nats.Header, body []byte, rev uint64) *nats.Msg {
+// envelopeID appends the envelope's identity, "<input stream>/<seq>/<stamp>": its sequence and the time the input
+// stream stored it, so that ids stay distinct when the stream is deleted and re-created (sequences restart).
+func (w *worker) envelopeID(b []byte) []byte {
+	b = append(b, w.p.cfg.InputStream...)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, w.e.seq, 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, w.e.stamp, 10)
+}
+
+// buildOutput builds the unique (keyed) or unkeyed event for the output stream. Every id derives from the envelope
+// alone, so every delivery of one envelope publishes under the same Nats-Msg-Id, whatever the claim's revision.
+func (w *worker) buildOutput(subject string, in nats.Header, body []byte, keyed bool) *nats.Msg {
 	p, e := w.p, &w.e
 	w.headers(p.outPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
-	if rev != rebuildUnkeyed {
+	if keyed {
+		hk := keys.HeaderValue(e.key)
 		b := append(w.buf[:0], e.tenant...)
 		b = append(b, ':')
 		b = append(b, e.source...)
 		b = append(b, ':')
-		b = append(b, e.key...)
+		b = append(b, hk...)
 		n := len(b)
 		b = append(b, '#')
-		b = strconv.AppendUint(b, rev, 10)
+		b = w.envelopeID(b)
 		id := string(b)
 		w.buf = b[:0]
 		w.set(0, HeaderIdempotencyKey, id[:n])
 		w.set(1, HeaderMsgID, id)
-		w.set(2, HeaderKey, e.key)
+		w.set(2, HeaderKey, hk)
 		w.set(3, HeaderStatus, StatusUnique)
-		return w.msg
+		w.setOrigin()
+		return &w.out.msg
 	}
 	id := w.seqID(p.unkeyedIDPrefix)
 	w.set(0, HeaderIdempotencyKey, id)
@@ -428,20 +537,28 @@ func (w *worker) buildOutput(subject string, in nats.Header, body []byte, rev ui
 	w.set(3, HeaderStatus, StatusUnkeyed)
 	w.set(4, HeaderReason, string(e.reason))
 	if e.key != "" {
-		w.set(2, HeaderKey, e.key)
+		w.set(2, HeaderKey, keys.HeaderValue(e.key))
 	}
-	return w.msg
+	w.setOrigin()
+	return &w.out.msg
+}
+
+// setOrigin records where an output came from: the input stream and the envelope's sequence in it.
+func (w *worker) setOrigin() {
+	w.set(5, HeaderInputStream, w.p.cfg.InputStream)
+	w.set(6, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
 }
 
 // buildDuplicate builds the copy of a duplicate for "<duplicates prefix>.<tenant>.<source>".
 func (w *worker) buildDuplicate(subject string, in nats.Header, body []byte) *nats.Msg {
 	p, e := w.p, &w.e
 	w.headers(p.dupPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
-	w.set(0, HeaderIdempotencyKey, keys.IdempotencyKey(e.tenant, e.source, e.key))
+	w.set(0, HeaderIdempotencyKey, keys.IdempotencyHeader(e.tenant, e.source, e.key))
 	w.set(1, HeaderMsgID, w.seqID(p.dupIDPrefix))
-	w.set(2, HeaderKey, e.key)
+	w.set(2, HeaderKey, keys.HeaderValue(e.key))
 	w.set(3, HeaderStatus, StatusDuplicate)
-	return w.msg
+	w.setOrigin()
+	return &w.out.msg
 }
 
 // buildDeadLetter builds the dead letter for "<dlq prefix>.<reason>".
@@ -451,8 +568,8 @@ func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, re
 	w.set(0, HeaderError, why)
 	w.set(1, HeaderSubject, subject)
 	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
-	w.set(3, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
-	return w.msg
+	w.setOrigin()
+	return &w.out.msg
 }
 
 // trimmedRoom is what a trimmed dead letter leaves of the server's max payload for its subject and headers.
@@ -473,16 +590,16 @@ func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []b
 	w.set(0, HeaderError, why)
 	w.set(1, HeaderSubject, subject)
 	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
-	w.set(3, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
+	w.setOrigin()
 	w.set(4, HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
 		hdrBytes, len(kept), len(body), w.e.seq, p.cfg.InputStream))
-	return w.msg
+	return &w.out.msg
 }
 
-// seqID is prefix followed by the envelope's stream sequence.
+// seqID is prefix followed by the envelope's identity.
 func (w *worker) seqID(prefix string) string {
 	b := append(w.buf[:0], prefix...)
-	b = strconv.AppendUint(b, w.e.seq, 10)
+	b = w.envelopeID(b)
 	w.buf = b[:0]
 	return string(b)
 }

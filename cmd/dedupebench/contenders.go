@@ -49,16 +49,22 @@ type workerSpec struct {
 	replicas    int
 	maxInFlight int  // 0: the worker's default
 	pprof       bool // DEDUPE_PPROF=true: serve /debug/pprof/ on DEDUPE_HTTP_ADDR
+	// consumerStart is DEDUPE_CONSUMER_START ("": unset); see inputRetention.workerConsumerStart.
+	consumerStart string
 }
 
-// createInput creates INGEST the way ingest would: every ingest.> subject, file storage. dupWindow > 0 turns on
-// JetStream's own dedupe (the native contender).
-func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Duration) error {
-	_, err := js.CreateStream(ctx, jetstream.StreamConfig{
+// createInput creates INGEST the way ingest would: every ingest.> subject, file storage, the retention of
+// -input-retention. dupWindow > 0 turns on JetStream's own dedupe (the native contender).
+func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Duration, ret inputRetention) error {
+	cfg := jetstream.StreamConfig{
 		Name: inputStream, Subjects: []string{"ingest.>"}, Storage: jetstream.FileStorage,
 		Duplicates: dupWindow,
-	})
-	return err
+	}
+	ret.apply(&cfg)
+	if _, err := js.CreateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("create %s (retention %s): %w", inputStream, ret, err)
+	}
+	return nil
 }
 
 // createClientSide creates what the worker would provision for itself, for the in-process contenders: DEDUPED,
@@ -343,6 +349,9 @@ func workerEnv(url string, httpPort int, spec workerSpec) []string {
 	}
 	if spec.pprof {
 		env = append(env, "DEDUPE_PPROF=true")
+	}
+	if spec.consumerStart != "" {
+		env = append(env, "DEDUPE_CONSUMER_START="+spec.consumerStart)
 	}
 	return env
 }

@@ -37,6 +37,7 @@ type options struct {
 	profileSeconds           int
 	settle, timeout, stall   time.Duration
 	workerBin, serverBin     string
+	inputRetention           inputRetention
 }
 
 var allContenders = []string{cFloor, cNative, cWorker, cNaive, cWorker2}
@@ -72,6 +73,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.stall, "stall", 60*time.Second, "fail a run that makes no progress for this long")
 	fs.StringVar(&o.workerBin, "worker-bin", "", "use this dedupeworker binary instead of building ./cmd/dedupeworker")
 	fs.StringVar(&o.serverBin, "nats-server-bin", "", "use this nats-server binary instead of building it from the module")
+	fs.Var(&o.inputRetention, "input-retention", retentionUsage)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, flag.ErrHelp
@@ -321,7 +323,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	b.deferred.Wait()
 	results := b.results
 
-	fmt.Fprintln(stdout)
+	fmt.Fprintf(stdout, "\n%s\n", opts.inputRetention.reportLine()) // just above the table, so that it is quoted with it
 	if err := writeTable(stdout, results); err != nil {
 		return err
 	}
@@ -389,6 +391,7 @@ func writeHeader(w io.Writer, o options, wl *Workload) {
 		parts = append(parts, fmt.Sprintf("%s %.1f%%", s.id, 100*float64(st.BySource[s.id])/float64(st.Envelopes)))
 	}
 	fmt.Fprintf(w, "sources: %s; live: %d envelopes at %d/s; naive drain: %d envelopes\n", strings.Join(parts, ", "), o.liveN, o.rate, o.naiveN)
+	fmt.Fprintln(w, o.inputRetention.reportLine())
 }
 
 // medianRun returns the run with the median rate (the lower middle one for an even count). The heap figures
@@ -464,7 +467,7 @@ func (b *bench) startContender(ctx context.Context, kind, url string, w *Workloa
 			},
 		}, nil
 	case cWorker, cWorker2:
-		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprof: b.opts.cpuprofile != ""}
+		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprof: b.opts.cpuprofile != "", consumerStart: b.opts.inputRetention.workerConsumerStart()}
 		if kind == cWorker2 {
 			spec.replicas = 2
 		}
@@ -579,7 +582,7 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	if native {
 		dupWindow = windowTTL
 	}
-	if err := createInput(ctx, js, dupWindow); err != nil {
+	if err := createInput(ctx, js, dupWindow, b.opts.inputRetention); err != nil {
 		return nil, err
 	}
 	if inProc {
@@ -777,7 +780,7 @@ func (b *bench) live(ctx context.Context, kind string, w *Workload) (*Result, er
 		return nil, err
 	}
 	defer nc.Close()
-	if err := createInput(ctx, js, 0); err != nil {
+	if err := createInput(ctx, js, 0, b.opts.inputRetention); err != nil {
 		return nil, err
 	}
 	inProc := kind == cFloor || kind == cNaive

@@ -105,7 +105,7 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		out = struct {
 			Key            string `json:"key"`
 			IdempotencyKey string `json:"idempotency_key"`
-		}{key, keys.IdempotencyKey(*tenant, *source, key)}
+		}{key, keys.IdempotencyHeader(*tenant, *source, key)}
 	}
 	return writeJSON(stdout, out)
 }

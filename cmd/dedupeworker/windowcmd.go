@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -20,18 +23,37 @@ import (
 
 const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --key K
-  dedupeworker window forget --tenant T --source S --key K
+  dedupeworker window get    --tenant T --source S --dedupe-key V
+  dedupeworker window get    --idempotency-key V
+  dedupeworker window forget (any of the three forms of get)
   dedupeworker window forget --tenant T [--source S] --all --yes
 
-get prints {"claimed": true, "claimant_seq": N, "revision": R, "claimed_at": "...", "expires_in_seconds": X}
-or {"claimed": false}. forget removes claims, so that the next delivery of the event is published again (a
-deliberate replay), and prints {"forgotten": N}. K is the event key as the worker computed it (what
-'dedupeworker key' prints and what the Dedupe-Key header carries).
+A claim is named by its tenant, source and event key, in exactly one of three forms:
+  --key K              the exact event key, as the worker computed it ("key" in what 'dedupeworker key' prints)
+  --dedupe-key V       the Dedupe-Key header of a published event, as a consumer reads it; needs --tenant and
+                       --source. The header percent-encodes what a header cannot carry: %25 is '%', %0D%0A a CR
+                       LF, %20 a space at either end; any percent escape (two hex digits, either case) is decoded
+  --idempotency-key V  the Idempotency-Key header of a published event, <tenant>:<source>:<key as in Dedupe-Key>;
+                       gives tenant, source and key (--tenant and --source, when given, must agree with it)
+
+get prints {"claimed": true, "claimant_seq": N, "claimant_stamp": "...", "delivery_count": D, "revision": R,
+"claimed_at": "...", "expires_in_seconds": X} or {"claimed": false}. claimant_seq and claimant_stamp identify the
+input envelope holding the claim (its sequence in the input stream and when the stream stored it; no
+claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that envelope that made
+or last took over the claim (0: not recorded). forget removes claims, so that the next delivery of the event is
+published again (a deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
 
 Connection settings are the worker's: DEDUPE_NATS_URL (when empty, the embedded server's address
 DEDUPE_EMBEDDED_LISTEN), DEDUPE_NATS_CREDS, DEDUPE_NATS_NKEY_SEED_FILE, DEDUPE_NATS_TLS_*, and DEDUPE_BUCKET.
 
 `
+
+// windowTarget is what a window command acts on: one claim (tenant, source, key) or, with all, every claim of a
+// tenant (and source).
+type windowTarget struct {
+	tenant, source, key string
+	all                 bool
+}
 
 func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
@@ -47,33 +69,9 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usageErr("window: unknown subcommand %q (get or forget)", sub)
 	}
-	fs := newFlagSet("window "+sub, windowUsage, stderr)
-	tenant := fs.String("tenant", "", "tenant id")
-	source := fs.String("source", "", "source id")
-	key := fs.String("key", "", "event key")
-	all := fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
-	yes := fs.Bool("yes", false, "confirm --all")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	tg, err := parseWindowArgs(sub, args[1:], stderr)
+	if err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
-	}
-	if !keys.ValidID(*tenant) {
-		return usageErr("window %s: --tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", sub, *tenant)
-	}
-	if *source != "" && !keys.ValidID(*source) {
-		return usageErr("window %s: --source %q: must be 1-64 characters of [A-Za-z0-9_-]", sub, *source)
-	}
-	switch {
-	case sub == "get" && *all:
-		return usageErr("window get: --all is only for forget")
-	case *all && *key != "":
-		return usageErr("window forget: --all and --key exclude each other")
-	case *all && !*yes:
-		return usageErr("window forget: --all removes every claim of tenant %q; add --yes to confirm", *tenant)
-	case !*all && (*source == "" || *key == ""):
-		return usageErr("window %s: --source and --key are required", sub)
 	}
 
 	cfg, err := config.Load()
@@ -102,35 +100,177 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
 	w, err := kvwindow.New(ctx, js, kvwindow.Config{Bucket: cfg.Bucket, Provision: false})
 	if err != nil {
+		// kvwindow's own message suggests enabling provisioning, which these commands never do.
+		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); errors.Is(serr, jetstream.ErrStreamNotFound) {
+			return failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no claim was ever made in it; check "+
+				"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
+				"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
+		}
 		return failErr(err)
 	}
 	if sub == "get" {
-		e, ok, err := w.Get(ctx, *tenant, *source, *key)
+		e, ok, err := w.Get(ctx, tg.tenant, tg.source, tg.key)
 		if err != nil {
 			return failErr(err)
 		}
 		if !ok {
 			return writeJSON(stdout, map[string]any{"claimed": false})
 		}
-		return writeJSON(stdout, struct {
-			Claimed     bool   `json:"claimed"`
-			ClaimantSeq uint64 `json:"claimant_seq"`
-			Revision    uint64 `json:"revision"`
-			ClaimedAt   string `json:"claimed_at"`
-			ExpiresIn   int64  `json:"expires_in_seconds"`
-		}{true, e.Claimant, e.Revision, e.ClaimedAt.UTC().Format(time.RFC3339Nano),
-			int64(math.Max(0, math.Ceil(time.Until(e.ExpiresAt()).Seconds())))})
+		return writeJSON(stdout, windowEntryJSON(e, time.Now()))
 	}
 	var n int
-	if *all {
-		n, err = w.ForgetAll(ctx, *tenant, *source)
+	if tg.all {
+		n, err = w.ForgetAll(ctx, tg.tenant, tg.source)
 	} else {
-		n, err = w.Forget(ctx, *tenant, *source, *key)
+		n, err = w.Forget(ctx, tg.tenant, tg.source, tg.key)
 	}
 	if err != nil {
 		return failErr(err)
 	}
 	return writeJSON(stdout, map[string]int{"forgotten": n})
+}
+
+// windowEntry is what window get prints for a held claim.
+type windowEntry struct {
+	Claimed       bool   `json:"claimed"`
+	ClaimantSeq   uint64 `json:"claimant_seq"`
+	ClaimantStamp string `json:"claimant_stamp,omitempty"` // RFC 3339 time the input stream stored the envelope
+	DeliveryCount uint64 `json:"delivery_count"`           // 0: not recorded (a claim written by an older worker)
+	Revision      uint64 `json:"revision"`
+	ClaimedAt     string `json:"claimed_at"`
+	ExpiresIn     int64  `json:"expires_in_seconds"`
+}
+
+func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
+	out := windowEntry{
+		Claimed:       true,
+		ClaimantSeq:   e.Claimant.Seq,
+		DeliveryCount: e.Delivery.Count,
+		Revision:      e.Revision,
+		ClaimedAt:     e.ClaimedAt.UTC().Format(time.RFC3339Nano),
+		ExpiresIn:     int64(math.Max(0, math.Ceil(e.ExpiresAt().Sub(now).Seconds()))),
+	}
+	if e.Claimant.Stamp != 0 {
+		out.ClaimantStamp = time.Unix(0, e.Claimant.Stamp).UTC().Format(time.RFC3339Nano)
+	}
+	return out
+}
+
+// parseWindowArgs parses and checks the flags of window get/forget (everything after the subcommand). Each error
+// says exactly what is missing or wrong.
+func parseWindowArgs(sub string, args []string, stderr io.Writer) (windowTarget, error) {
+	fs := newFlagSet("window "+sub, windowUsage, stderr)
+	tenant := fs.String("tenant", "", "tenant id")
+	source := fs.String("source", "", "source id")
+	key := fs.String("key", "", "the exact event key")
+	dedupeKey := fs.String("dedupe-key", "", "the Dedupe-Key header value (percent-encoded key); needs --tenant and --source")
+	idemKey := fs.String("idempotency-key", "", "the Idempotency-Key header value: <tenant>:<source>:<percent-encoded key>")
+	all := fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
+	yes := fs.Bool("yes", false, "confirm --all")
+	if err := parseFlags(fs, args); err != nil {
+		return windowTarget{}, err
+	}
+	if fs.NArg() > 0 {
+		return windowTarget{}, usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var forms []string // the key forms given, in usage order
+	for _, name := range []string{"key", "dedupe-key", "idempotency-key"} {
+		if set[name] {
+			forms = append(forms, "--"+name)
+		}
+	}
+	bad := func(format string, a ...any) error {
+		return usageErr("window %s: %s", sub, fmt.Sprintf(format, a...))
+	}
+	if *tenant != "" && !keys.ValidID(*tenant) {
+		return windowTarget{}, bad("--tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
+	}
+	if *source != "" && !keys.ValidID(*source) {
+		return windowTarget{}, bad("--source %q: must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	}
+
+	if *all {
+		switch {
+		case sub == "get":
+			return windowTarget{}, bad("--all is only for forget")
+		case len(forms) > 0:
+			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
+		case *tenant == "":
+			return windowTarget{}, bad("--all needs --tenant")
+		case !*yes:
+			return windowTarget{}, bad("--all removes every claim of tenant %q; add --yes to confirm", *tenant)
+		}
+		return windowTarget{tenant: *tenant, source: *source, all: true}, nil
+	}
+	switch len(forms) {
+	case 0:
+		var miss []string
+		if *tenant == "" {
+			miss = append(miss, "--tenant")
+		}
+		if *source == "" {
+			miss = append(miss, "--source")
+		}
+		miss = append(miss, "--key")
+		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(miss))
+	case 1:
+	default:
+		return windowTarget{}, bad("%s exclude each other: give one", joinFlags(forms))
+	}
+
+	if set["idempotency-key"] {
+		t, s, k, err := keys.ParseIdempotencyHeader(*idemKey)
+		switch {
+		case err != nil:
+			return windowTarget{}, bad("--idempotency-key: %v", err)
+		case *tenant != "" && *tenant != t:
+			return windowTarget{}, bad("--tenant %q disagrees with tenant %q of --idempotency-key %q", *tenant, t, *idemKey)
+		case *source != "" && *source != s:
+			return windowTarget{}, bad("--source %q disagrees with source %q of --idempotency-key %q", *source, s, *idemKey)
+		}
+		return windowTarget{tenant: t, source: s, key: k}, nil
+	}
+
+	form, k := "--key", *key
+	if set["dedupe-key"] {
+		form = "--dedupe-key"
+		var err error
+		if k, err = keys.ParseHeaderValue(*dedupeKey); err != nil {
+			return windowTarget{}, bad("--dedupe-key: %v", err)
+		}
+	}
+	var miss []string
+	if *tenant == "" {
+		miss = append(miss, "--tenant")
+	}
+	if *source == "" {
+		miss = append(miss, "--source")
+	}
+	switch {
+	case len(miss) > 0:
+		return windowTarget{}, bad("%s required with %s (or --idempotency-key alone)", isAre(miss), form)
+	case k == "":
+		return windowTarget{}, bad("%s is empty: an event key never is", form)
+	}
+	return windowTarget{tenant: *tenant, source: *source, key: k}, nil
+}
+
+// joinFlags lists flag names in prose: "--a and --b", "--a, --b and --c".
+func joinFlags(names []string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+}
+
+// isAre is joinFlags with its verb: "--a is", "--a and --b are".
+func isAre(names []string) string {
+	if len(names) == 1 {
+		return names[0] + " is"
+	}
+	return joinFlags(names) + " are"
 }
 
 const sourcesUsage = `Usage: dedupeworker sources check [FILE]

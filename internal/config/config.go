@@ -56,6 +56,10 @@ type Config struct {
 	MaxJSONBytes          int           `split_words:"true" default:"1048576" desc:"largest body read for json and payload keys"`
 	MaxInFlight           int           `split_words:"true" default:"1024" desc:"envelopes processed at once per replica"`
 	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait"`
+	ConsumerStart         string        `split_words:"true" desc:"where a consumer created on a non-empty input stream that keeps processed envelopes starts: all, new, seq:<n> or time:<RFC 3339>"`
+	OutputMaxAge          time.Duration `split_words:"true" default:"168h" desc:"age limit of the output stream when the worker creates it"`
+	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it"`
+	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window"`
 	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable"`
 	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables"`
 	Pprof                 bool          `default:"false" desc:"serve Go's /debug/pprof/ profiles on DEDUPE_HTTP_ADDR"`
@@ -90,6 +94,7 @@ var (
 	bucketName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,240}$`)
 	// A prefix is one or more subject tokens without wildcards.
 	subjectPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	consumerStart = regexp.MustCompile(`^(|all|new|seq:[1-9][0-9]*|time:\d{4}-\d\d-\d\dT\S+)$`)
 )
 
 // Validate checks every setting and joins all problems, each naming its variable.
@@ -165,6 +170,18 @@ func (c Config) Validate() error {
 	}
 	if c.AckWait < time.Second {
 		bad("ACK_WAIT", "must be at least 1s, got %s", c.AckWait)
+	}
+	if dup := max(2*time.Minute, 4*c.AckWait); c.OutputMaxAge < dup {
+		bad("OUTPUT_MAX_AGE", "must be at least the output's duplicate window max(2m, 4 x DEDUPE_ACK_WAIT) = %s, got %s", dup, c.OutputMaxAge)
+	}
+	if c.DLQMaxAge < time.Minute {
+		bad("DLQ_MAX_AGE", "must be at least 1m, got %s", c.DLQMaxAge)
+	}
+	if c.MaxHold < 0 {
+		bad("MAX_HOLD", "must not be negative, got %s", c.MaxHold)
+	}
+	if !consumerStart.MatchString(c.ConsumerStart) {
+		bad("CONSUMER_START", "must be all, new, seq:<n> or time:<RFC 3339>, got %q", c.ConsumerStart)
 	}
 	if c.HTTPAddr != "" {
 		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {

@@ -47,6 +47,10 @@ func Connect(cfg Config) (*nats.Conn, error) {
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
 		nats.PingInterval(10 * time.Second),
+		// No reconnect buffer: a publish made while disconnected fails at once (the envelope is handed back)
+		// instead of going out whenever the connection comes back, possibly after the output stream's duplicate
+		// window, when another replica has long published the same event.
+		nats.ReconnectBufSize(-1),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				log.Warn("disconnected from NATS", "err", err)

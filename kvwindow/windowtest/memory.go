@@ -14,12 +14,14 @@ import (
 // Claimer is what the conformance suite exercises.
 type Claimer interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
 }
 
 type scopeKey struct{ tenant, source, key string }
 
 type memEntry struct {
-	claimant uint64
+	claimant kvwindow.Claimant
+	delivery kvwindow.Delivery
 	revision uint64
 	at       time.Time
 	ttl      time.Duration
@@ -27,7 +29,7 @@ type memEntry struct {
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
 // seconds, as the real window does) by the clock given to SetClock (time.Now by default). Revisions grow by one for
-// every claim made, like stream sequences.
+// every claim made or taken over, like stream sequences.
 type Memory struct {
 	mu          sync.Mutex
 	now         func() time.Time
@@ -60,7 +62,7 @@ func (m *Memory) SetUnavailable(down bool) {
 	m.unavailable = down
 }
 
-// Claims is the number of Claim calls that reached a decision (Won, Owned or Duplicate).
+// Claims is the number of Claim calls that reached a decision (Won, Owned, Duplicate or Stale).
 func (m *Memory) Claims() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -118,20 +120,53 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 	}
 	m.claims++
 	k := scopeKey{c.Tenant, c.Source, c.Key}
+	status := kvwindow.Won
 	if e, ok := m.live(k); ok {
-		if e.claimant == c.Claimant {
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision}, nil
+		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
+		if e.claimant.Seq != c.Claimant.Seq || (e.claimant.Stamp != c.Claimant.Stamp && e.claimant.Stamp != 0) {
+			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision}, nil
 		}
-		return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision}, nil
+		switch {
+		case e.delivery == c.Delivery:
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision}, nil
+		case c.Delivery.Before(e.delivery):
+			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision}, nil
+		}
+		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
+		// rewrite of the claim.
+		status = kvwindow.Owned
 	}
 	m.rev++
 	m.entries[k] = memEntry{
 		claimant: c.Claimant,
+		delivery: c.Delivery,
 		revision: m.rev,
 		at:       m.now(),
 		ttl:      time.Duration(c.TTLSeconds()) * time.Second,
 	}
-	return kvwindow.Outcome{Status: kvwindow.Won, Revision: m.rev}, nil
+	return kvwindow.Outcome{Status: status, Revision: m.rev}, nil
+}
+
+// Release drops the claim on key only while it is still revision rev, as kvwindow.Window.Release: true when it
+// dropped it, false when the key holds another claim or none.
+func (m *Memory) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
+	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		return false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	k := scopeKey{tenant, source, key}
+	if e, ok := m.live(k); !ok || e.revision != rev {
+		return false, nil
+	}
+	delete(m.entries, k)
+	return true, nil
 }
 
 // Get returns the live claim on key, as kvwindow.Window.Get.
@@ -150,7 +185,7 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 	}
 	return kvwindow.Entry{
 		Tenant: tenant, Source: source, Key: key,
-		Claimant: e.claimant, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
+		Claimant: e.claimant, Delivery: e.delivery, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
 	}, true, nil
 }
 

@@ -22,10 +22,13 @@ func TestMemorySharedConformance(t *testing.T) {
 func TestMemoryUnavailable(t *testing.T) {
 	ctx := context.Background()
 	m := windowtest.NewMemory()
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: kvwindow.Claimant{Seq: 1, Stamp: 1}}
 	m.SetUnavailable(true)
 	if _, err := m.Claim(ctx, c); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim while unavailable: %v", err)
+	}
+	if _, err := m.Release(ctx, "t", "s", "k", 1); !errors.Is(err, kvwindow.ErrUnavailable) {
+		t.Fatalf("release while unavailable: %v", err)
 	}
 	if err := m.Ping(ctx); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("ping while unavailable: %v", err)
@@ -49,13 +52,24 @@ func TestMemoryClock(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	m := windowtest.NewMemory()
 	m.SetClock(func() time.Time { return now })
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: 1500 * time.Millisecond, Claimant: 1}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: 1500 * time.Millisecond,
+		Claimant: kvwindow.Claimant{Seq: 1, Stamp: 10}, Delivery: kvwindow.Delivery{Consumer: 20, Count: 1}}
 	first, _ := m.Claim(ctx, c)
 	e, ok, err := m.Get(ctx, "t", "s", "k")
-	if err != nil || !ok || e.Claimant != 1 || e.TTL != 2*time.Second || !e.ClaimedAt.Equal(now) || e.Revision != first.Revision {
+	if err != nil || !ok || e.Claimant != c.Claimant || e.Delivery != c.Delivery || e.TTL != 2*time.Second ||
+		!e.ClaimedAt.Equal(now) || e.Revision != first.Revision {
 		t.Fatalf("get: %+v %v %v (TTL is rounded up to whole seconds)", e, ok, err)
 	}
-	c.Claimant = 2
+	// A takeover restarts the claim's TTL from its own time, as the real window's rewrite does.
+	now = now.Add(time.Second)
+	c.Delivery.Count = 2
+	took, _ := m.Claim(ctx, c)
+	if e, _, _ := m.Get(ctx, "t", "s", "k"); took.Status != kvwindow.Owned || e.Revision != took.Revision ||
+		e.Delivery != c.Delivery || !e.ExpiresAt().Equal(now.Add(2*time.Second)) {
+		t.Fatalf("takeover: %+v, entry %+v", took, e)
+	}
+	first = took
+	c.Claimant = kvwindow.Claimant{Seq: 2, Stamp: 11}
 	now = now.Add(1999 * time.Millisecond)
 	if out, _ := m.Claim(ctx, c); out.Status != kvwindow.Duplicate {
 		t.Fatalf("before expiry: %+v", out)
@@ -65,7 +79,7 @@ func TestMemoryClock(t *testing.T) {
 	if out.Status != kvwindow.Won || out.Revision <= first.Revision {
 		t.Fatalf("after expiry: %+v", out)
 	}
-	if m.Len() != 1 || m.Claims() != 3 {
+	if m.Len() != 1 || m.Claims() != 4 {
 		t.Fatalf("len %d claims %d", m.Len(), m.Claims())
 	}
 }
@@ -77,7 +91,7 @@ func TestMemoryForget(t *testing.T) {
 		{Tenant: "a", Source: "s1", Key: "k1"}, {Tenant: "a", Source: "s1", Key: "k2"},
 		{Tenant: "a", Source: "s2", Key: "k1"}, {Tenant: "b", Source: "s1", Key: "k1"},
 	} {
-		c.TTL, c.Claimant = time.Minute, 1
+		c.TTL, c.Claimant = time.Minute, kvwindow.Claimant{Seq: 1}
 		if _, err := m.Claim(ctx, c); err != nil {
 			t.Fatal(err)
 		}

@@ -15,6 +15,20 @@ import (
 
 var tenantSeq atomic.Uint64
 
+// Claimant stamps and consumer creation times as JetStream would report them (unix nanoseconds).
+const (
+	stampBase = int64(1_700_000_000_000_000_000)
+	consumer1 = int64(1_700_000_500_000_000_000)
+)
+
+// claimant is the envelope stored at seq in the input stream.
+func claimant(seq uint64) kvwindow.Claimant {
+	return kvwindow.Claimant{Seq: seq, Stamp: stampBase + int64(seq)*1000}
+}
+
+// delivery is the n-th delivery by the (first) consumer.
+func delivery(n uint64) kvwindow.Delivery { return kvwindow.Delivery{Consumer: consumer1, Count: n} }
+
 // tenant returns a tenant id unique to this process, so that subtests sharing one window never see each other's
 // claims.
 func tenant(t *testing.T) string {
@@ -27,7 +41,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 	t.Run("FirstWinsThenOwnedThenDuplicate", func(t *testing.T) {
 		t.Parallel()
 		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "src", Key: "evt-1", TTL: time.Minute, Claimant: 7}
+		c := kvwindow.Claim{Tenant: tenant(t), Source: "src", Key: "evt-1", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won || first.Revision == 0 {
 			t.Fatalf("first claim: %+v, want Won with a revision", first)
@@ -37,7 +51,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("same claimant again: %+v, want Owned rev %d", again, first.Revision)
 		}
 		other := c
-		other.Claimant = 8
+		other.Claimant = claimant(8)
 		dup := mustClaim(t, w, other)
 		if dup != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
 			t.Fatalf("other claimant: %+v, want Duplicate rev %d", dup, first.Revision)
@@ -53,15 +67,15 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		t.Parallel()
 		w := newWindow(t)
 		ta, tb := tenant(t), tenant(t)
-		base := kvwindow.Claim{Tenant: ta, Source: "s1", Key: "same-key", TTL: time.Minute, Claimant: 1}
+		base := kvwindow.Claim{Tenant: ta, Source: "s1", Key: "same-key", TTL: time.Minute, Claimant: claimant(1)}
 		if got := mustClaim(t, w, base); got.Status != kvwindow.Won {
 			t.Fatalf("base claim: %+v", got)
 		}
 		for name, c := range map[string]kvwindow.Claim{
-			"other tenant":          {Tenant: tb, Source: "s1", Key: "same-key", TTL: time.Minute, Claimant: 2},
-			"other source":          {Tenant: ta, Source: "s2", Key: "same-key", TTL: time.Minute, Claimant: 3},
-			"source prefix":         {Tenant: ta, Source: "s", Key: "same-key", TTL: time.Minute, Claimant: 4},
-			"tenant+source shifted": {Tenant: ta + "-s1", Source: "x", Key: "same-key", TTL: time.Minute, Claimant: 5},
+			"other tenant":          {Tenant: tb, Source: "s1", Key: "same-key", TTL: time.Minute, Claimant: claimant(2)},
+			"other source":          {Tenant: ta, Source: "s2", Key: "same-key", TTL: time.Minute, Claimant: claimant(3)},
+			"source prefix":         {Tenant: ta, Source: "s", Key: "same-key", TTL: time.Minute, Claimant: claimant(4)},
+			"tenant+source shifted": {Tenant: ta + "-s1", Source: "x", Key: "same-key", TTL: time.Minute, Claimant: claimant(5)},
 		} {
 			if got := mustClaim(t, w, c); got.Status != kvwindow.Won {
 				t.Errorf("%s: %+v, want Won", name, got)
@@ -82,7 +96,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 		revs := map[uint64]string{}
 		for i, k := range keys {
-			c := kvwindow.Claim{Tenant: tn, Source: "s", Key: k, TTL: time.Minute, Claimant: uint64(100 + i)}
+			c := kvwindow.Claim{Tenant: tn, Source: "s", Key: k, TTL: time.Minute, Claimant: claimant(uint64(100 + i)), Delivery: delivery(1)}
 			got := mustClaim(t, w, c)
 			if got.Status != kvwindow.Won {
 				t.Errorf("key %q: %+v, want Won (keys must not collide)", k, got)
@@ -92,7 +106,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				t.Errorf("key %q got revision %d, already given to %q", k, got.Revision, prev)
 			}
 			revs[got.Revision] = k
-			c.Claimant++
+			c.Claimant = claimant(uint64(1000 + i))
 			if got2 := mustClaim(t, w, c); got2.Status != kvwindow.Duplicate || got2.Revision != got.Revision {
 				t.Errorf("key %q second claimant: %+v, want Duplicate rev %d", k, got2, got.Revision)
 			}
@@ -105,16 +119,16 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		tn := tenant(t)
 		ctx := testCtx(t)
 		for name, c := range map[string]kvwindow.Claim{
-			"empty tenant":    {Tenant: "", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1},
-			"dot in tenant":   {Tenant: "a.b", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1},
-			"wildcard tenant": {Tenant: "*", Source: "s", Key: "k", TTL: time.Minute, Claimant: 1},
-			"long tenant":     {Tenant: strings.Repeat("t", 65), Source: "s", Key: "k", TTL: time.Minute, Claimant: 1},
-			"empty source":    {Tenant: tn, Source: "", Key: "k", TTL: time.Minute, Claimant: 1},
-			"gt source":       {Tenant: tn, Source: ">", Key: "k", TTL: time.Minute, Claimant: 1},
-			"space in source": {Tenant: tn, Source: "a b", Key: "k", TTL: time.Minute, Claimant: 1},
-			"empty key":       {Tenant: tn, Source: "s", Key: "", TTL: time.Minute, Claimant: 1},
-			"zero ttl":        {Tenant: tn, Source: "s", Key: "k", TTL: 0, Claimant: 1},
-			"sub-second ttl":  {Tenant: tn, Source: "s", Key: "k", TTL: 500 * time.Millisecond, Claimant: 1},
+			"empty tenant":    {Tenant: "", Source: "s", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"dot in tenant":   {Tenant: "a.b", Source: "s", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"wildcard tenant": {Tenant: "*", Source: "s", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"long tenant":     {Tenant: strings.Repeat("t", 65), Source: "s", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"empty source":    {Tenant: tn, Source: "", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"gt source":       {Tenant: tn, Source: ">", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"space in source": {Tenant: tn, Source: "a b", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
+			"empty key":       {Tenant: tn, Source: "s", Key: "", TTL: time.Minute, Claimant: claimant(1)},
+			"zero ttl":        {Tenant: tn, Source: "s", Key: "k", TTL: 0, Claimant: claimant(1)},
+			"sub-second ttl":  {Tenant: tn, Source: "s", Key: "k", TTL: 500 * time.Millisecond, Claimant: claimant(1)},
 		} {
 			got, err := w.Claim(ctx, c)
 			if err == nil {
@@ -130,13 +144,13 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 	t.Run("TTLExpiryReadmits", func(t *testing.T) {
 		t.Parallel()
 		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "short-lived", TTL: time.Second, Claimant: 1}
+		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "short-lived", TTL: time.Second, Claimant: claimant(1), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won {
 			t.Fatalf("first claim: %+v", first)
 		}
 		next := c
-		next.Claimant = 2
+		next.Claimant = claimant(2)
 		next.TTL = time.Minute
 		var won kvwindow.Outcome
 		poll(t, 20*time.Second, func() error {
@@ -182,7 +196,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				go func() {
 					defer wg.Done()
 					<-start
-					outs[i], errs[i] = w.Claim(ctx, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: uint64(1000*round + i + 1)})
+					outs[i], errs[i] = w.Claim(ctx, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute,
+						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)})
 				}()
 			}
 			close(start)
@@ -207,6 +222,226 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				if outs[i] != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: outs[winner].Revision}) {
 					t.Fatalf("round %d claim %d: %+v, want Duplicate rev %d", round, i, outs[i], outs[winner].Revision)
 				}
+			}
+		}
+	})
+
+	t.Run("LaterDeliveryTakesOver", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "redelivered", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
+		first := mustClaim(t, w, c)
+		if first.Status != kvwindow.Won {
+			t.Fatalf("first delivery: %+v, want Won", first)
+		}
+		second := c
+		second.Delivery = delivery(2)
+		took := mustClaim(t, w, second)
+		if took.Status != kvwindow.Owned || took.Revision <= first.Revision {
+			t.Fatalf("second delivery: %+v, want Owned with a revision after %d", took, first.Revision)
+		}
+		if got := mustClaim(t, w, second); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: took.Revision}) {
+			t.Fatalf("second delivery again: %+v, want Owned rev %d", got, took.Revision)
+		}
+		if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: took.Revision}) {
+			t.Fatalf("first delivery after the takeover: %+v, want Stale rev %d", got, took.Revision)
+		}
+		other := c
+		other.Claimant, other.Delivery = claimant(8), delivery(9)
+		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+			t.Fatalf("other claimant: %+v, want Duplicate rev %d", got, took.Revision)
+		}
+		// A re-created consumer restarts its delivery counts: its first delivery is later than any of the old one's.
+		recreated := c
+		recreated.Delivery = kvwindow.Delivery{Consumer: consumer1 + 1, Count: 1}
+		again := mustClaim(t, w, recreated)
+		if again.Status != kvwindow.Owned || again.Revision <= took.Revision {
+			t.Fatalf("first delivery by a re-created consumer: %+v, want Owned with a revision after %d", again, took.Revision)
+		}
+		second.Delivery = delivery(5)
+		if got := mustClaim(t, w, second); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: again.Revision}) {
+			t.Fatalf("old consumer's delivery 5: %+v, want Stale rev %d", got, again.Revision)
+		}
+	})
+
+	t.Run("ClaimantIdentity", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		tn := tenant(t)
+		oldFormat := kvwindow.Claimant{Seq: 7} // what a worker wrote before claims carried stamps and deliveries
+		for i, tc := range []struct {
+			name            string
+			held            kvwindow.Claimant
+			heldDelivery    kvwindow.Delivery
+			claim           kvwindow.Claimant
+			claimDelivery   kvwindow.Delivery
+			want            kvwindow.Status
+			wantNewRevision bool // the claim was taken over (a new revision) rather than left as it was
+		}{
+			{"same claimant same delivery", claimant(7), delivery(1), claimant(7), delivery(1), kvwindow.Owned, false},
+			{"other sequence", claimant(7), delivery(1), claimant(8), delivery(1), kvwindow.Duplicate, false},
+			{"same sequence other stamp (re-created input stream)", claimant(7), delivery(1),
+				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(1), kvwindow.Duplicate, false},
+			{"same sequence other stamp, later delivery", claimant(7), delivery(1),
+				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2), kvwindow.Duplicate, false},
+			{"old-format claim matches by sequence", oldFormat, kvwindow.Delivery{}, claimant(7), delivery(1), kvwindow.Owned, true},
+			{"old-format claim, unknown delivery", oldFormat, kvwindow.Delivery{}, claimant(7), kvwindow.Delivery{}, kvwindow.Owned, false},
+			{"old-format claim, other sequence", oldFormat, kvwindow.Delivery{}, claimant(8), delivery(1), kvwindow.Duplicate, false},
+			{"unstamped claimant against a stamped claim", claimant(7), delivery(1), oldFormat, delivery(2), kvwindow.Duplicate, false},
+		} {
+			key := fmt.Sprintf("identity-%d", i)
+			held := mustClaim(t, w, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: tc.held, Delivery: tc.heldDelivery})
+			if held.Status != kvwindow.Won {
+				t.Fatalf("%s: held claim: %+v", tc.name, held)
+			}
+			got := mustClaim(t, w, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: tc.claim, Delivery: tc.claimDelivery})
+			if got.Status != tc.want || (got.Revision != held.Revision) != tc.wantNewRevision {
+				t.Errorf("%s: %+v, want %v (held revision %d, new revision %v)", tc.name, got, tc.want, held.Revision, tc.wantNewRevision)
+			}
+		}
+		// A takeover of an old-format claim records the stamp: the sequence alone no longer matches.
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "identity-upgraded", TTL: time.Minute, Claimant: oldFormat}
+		mustClaim(t, w, c)
+		c.Claimant, c.Delivery = claimant(7), delivery(1)
+		took := mustClaim(t, w, c)
+		c.Claimant, c.Delivery = kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2)
+		if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+			t.Fatalf("other stamp after the takeover of an old-format claim: %+v, want Duplicate rev %d", got, took.Revision)
+		}
+	})
+
+	t.Run("ReleaseOnlyOwnRevision", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		tn := tenant(t)
+		ctx := testCtx(t)
+		release := func(key string, rev uint64) bool {
+			t.Helper()
+			ok, err := w.Release(ctx, tn, "s", key, rev)
+			if err != nil {
+				t.Fatalf("release %s rev %d: %v", key, rev, err)
+			}
+			return ok
+		}
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(1), Delivery: delivery(1)}
+		won := mustClaim(t, w, c)
+		c.Delivery = delivery(2)
+		took := mustClaim(t, w, c)
+		if took.Status != kvwindow.Owned {
+			t.Fatalf("takeover: %+v", took)
+		}
+		// The first delivery's revision is stale: releasing it must not free the second delivery's claim.
+		if release("released", won.Revision) {
+			t.Fatal("release with a stale revision reported success")
+		}
+		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(2), Delivery: delivery(1)}
+		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+			t.Fatalf("after a stale release: %+v, want Duplicate rev %d", got, took.Revision)
+		}
+		if !release("released", took.Revision) {
+			t.Fatal("release with the holder's revision did nothing")
+		}
+		if release("released", took.Revision) {
+			t.Fatal("second release reported success")
+		}
+		next := mustClaim(t, w, other)
+		if next.Status != kvwindow.Won || next.Revision <= took.Revision {
+			t.Fatalf("claim after release: %+v, want Won after revision %d", next, took.Revision)
+		}
+		// The released revision cannot free the new holder's claim either.
+		if release("released", took.Revision) {
+			t.Fatal("release of an old revision freed the new holder's claim")
+		}
+		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: next.Revision}) {
+			t.Fatalf("new holder after a stale release: %+v, want Owned rev %d", got, next.Revision)
+		}
+		if release("never-claimed", next.Revision) {
+			t.Fatal("release of a key never claimed reported success")
+		}
+		for name, bad := range map[string]struct {
+			tenant, source, key string
+			rev                 uint64
+		}{
+			"wildcard tenant": {"*", "s", "k", 1},
+			"dot in source":   {tn, "a.b", "k", 1},
+			"empty key":       {tn, "s", "", 1},
+			"revision 0":      {tn, "s", "released", 0},
+		} {
+			if _, err := w.Release(ctx, bad.tenant, bad.source, bad.key, bad.rev); !errors.Is(err, kvwindow.ErrInvalid) {
+				t.Errorf("release with %s: %v, want ErrInvalid", name, err)
+			}
+		}
+	})
+
+	t.Run("ConcurrentDeliveriesOneClaimant", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		tn := tenant(t)
+		const n = 16
+		for round := range 3 {
+			key := fmt.Sprintf("deliveries-%d", round)
+			c := kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: claimant(uint64(round + 1))}
+			var wg sync.WaitGroup
+			outs := make([]kvwindow.Outcome, n)
+			errs := make([]error, n)
+			start := make(chan struct{})
+			ctx := testCtx(t)
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					c := c
+					c.Delivery = delivery(uint64(i + 1))
+					<-start
+					outs[i], errs[i] = w.Claim(ctx, c)
+				}()
+			}
+			close(start)
+			wg.Wait()
+			won := 0
+			holders := map[uint64]int{} // revision written → delivery index that wrote it
+			for i := range n {
+				if errs[i] != nil {
+					t.Fatalf("round %d delivery %d: %v", round, i+1, errs[i])
+				}
+				switch outs[i].Status {
+				case kvwindow.Won, kvwindow.Owned:
+					if outs[i].Status == kvwindow.Won {
+						won++
+					}
+					if j, dup := holders[outs[i].Revision]; dup {
+						t.Fatalf("round %d: deliveries %d and %d both hold revision %d", round, j+1, i+1, outs[i].Revision)
+					}
+					holders[outs[i].Revision] = i
+				case kvwindow.Stale:
+				default:
+					t.Fatalf("round %d delivery %d: %+v, want Won, Owned or Stale", round, i+1, outs[i])
+				}
+			}
+			if won != 1 {
+				t.Fatalf("round %d: %d Won, want exactly 1: %+v", round, won, outs)
+			}
+			// A Stale delivery was told of a later delivery's claim.
+			for i := range n {
+				if outs[i].Status != kvwindow.Stale {
+					continue
+				}
+				if j, ok := holders[outs[i].Revision]; !ok || j <= i {
+					t.Fatalf("round %d delivery %d: Stale rev %d, which no later delivery holds (%+v)", round, i+1, outs[i].Revision, outs)
+				}
+			}
+			// The last delivery holds the claim in the end.
+			last := outs[n-1]
+			if last.Status != kvwindow.Won && last.Status != kvwindow.Owned {
+				t.Fatalf("round %d: last delivery %+v", round, last)
+			}
+			c.Delivery = delivery(n)
+			if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: last.Revision}) {
+				t.Fatalf("round %d: last delivery again: %+v, want Owned rev %d", round, got, last.Revision)
+			}
+			c.Delivery = delivery(n - 1)
+			if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
+				t.Fatalf("round %d: delivery %d again: %+v, want Stale rev %d", round, n-1, got, last.Revision)
 			}
 		}
 	})
