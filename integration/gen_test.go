@@ -195,15 +195,24 @@ func jsonKey(body []byte, path []string) string {
 func Oracle(subject string, h nats.Header, body []byte) Expect {
 	e := Expect{Subject: subject, Body: BodyHash(body)}
 	parts := strings.Split(subject, ".")
-	if len(parts) != 3 || parts[0] != InputPrefix || !validID(parts[1]) || !validID(parts[2]) {
+	// <prefix>.<tenant>.<source>[.<more>...]; a subject with an empty token never reaches the stream.
+	if len(parts) < 3 || parts[0] != InputPrefix || !validID(parts[1]) || !validID(parts[2]) {
 		e.Kind = DeadLetter
 		return e
 	}
 	tenant, source := parts[1], parts[2]
-	// Ingest-Verified: false wins over every other reason (the worker checks it before the source's spec).
-	if v, ok := headerValue(h, "Ingest-Verified"); ok && strings.EqualFold(strings.TrimSpace(v), "false") {
-		e.Kind, e.Reason = Unkeyed, "unverified"
-		return e
+	// Ingest-Verified saying anything but "true" — in any value, under any spelling of the name — wins over every
+	// other reason (the worker checks it before the source's spec).
+	for name, vals := range h {
+		if !strings.EqualFold(name, "Ingest-Verified") {
+			continue
+		}
+		for _, v := range vals {
+			if !strings.EqualFold(strings.TrimSpace(v), "true") {
+				e.Kind, e.Reason = Unkeyed, "unverified"
+				return e
+			}
+		}
 	}
 	spec, declared := standard[source]
 	if !declared || spec.kind == srcNone {

@@ -88,7 +88,7 @@ func TestOracleAgreesWithKeys(t *testing.T) {
 		if reason != keys.ReasonNone {
 			got = Expect{Kind: Unkeyed, Reason: string(reason)}
 		} else {
-			got = Expect{Kind: Keyed, Key: keys.IdempotencyKey(parts[1], parts[2], key)}
+			got = Expect{Kind: Keyed, Key: keys.IdempotencyHeader(parts[1], parts[2], key)}
 		}
 		if got.Kind != e.Exp.Kind || got.Key != e.Exp.Key || got.Reason != e.Exp.Reason {
 			bad++

@@ -230,8 +230,8 @@ func TestDeadLetters(t *testing.T) {
 	e.start(e.config(memWindow()))
 	long := strings.Repeat("t", 65)
 	cases := []struct{ subject, reason, err string }{
-		{"ingest.onlytenant", "bad-subject", `subject "ingest.onlytenant" is not of the form ingest.<tenant>.<source>`},
-		{"ingest.a.b.c", "bad-subject", `subject "ingest.a.b.c" is not of the form ingest.<tenant>.<source>`},
+		{"ingest.onlytenant", "bad-subject", `subject "ingest.onlytenant" is not of the form ingest.<tenant>.<source>[.<more>...]`},
+		{"ingest.t1.s+rc.push", "bad-source", `source "s+rc" must be 1-64 characters of [A-Za-z0-9_-]`},
 		{"ingest.ten@nt.gh", "bad-tenant", `tenant "ten@nt" must be 1-64 characters of [A-Za-z0-9_-]`},
 		{"ingest." + long + ".gh", "bad-tenant", `tenant "` + long + `" must be 1-64 characters of [A-Za-z0-9_-]`},
 		{"ingest.t1.s+rc", "bad-source", `source "s+rc" must be 1-64 characters of [A-Za-z0-9_-]`},
@@ -311,5 +311,34 @@ func TestTTLExpiryReadmits(t *testing.T) {
 	id0, id1 := header(t, out[0], "Nats-Msg-Id"), header(t, out[1], "Nats-Msg-Id")
 	if id0 == id1 || !strings.HasPrefix(id1, "t1:short:ev-1#") {
 		t.Errorf("Nats-Msg-Ids %q and %q: the re-admitted event needs a new one", id0, id1)
+	}
+}
+
+// TestDeeperSubjects: an ingest service may add tokens after the source; they stay on the output subject, while
+// the window's scope stays tenant and source.
+func TestDeeperSubjects(t *testing.T) {
+	e := newEnv(t)
+	e.start(e.config(e.kvWindow()))
+	e.publish("ingest.t1.gh.push", hdr("X-GitHub-Delivery", "deep-1"), []byte("push"))
+	e.drained(10 * time.Second)
+	e.publish("ingest.t1.gh.pull_request.opened", hdr("X-GitHub-Delivery", "deep-1"), []byte("again"))
+	e.publish("ingest.t1.legacy.a.b", nil, []byte("unkeyed"))
+	e.drained(10 * time.Second)
+	out := e.messages(pipeline.DefaultOutputStream)
+	if len(out) != 2 {
+		t.Fatalf("output holds %d, want 2 (the copy on another event subject is a duplicate)", len(out))
+	}
+	subjects := map[string]bool{}
+	for _, m := range out {
+		subjects[m.Subject] = true
+		if got := header(t, m, "Dedupe-Input-Seq"); got == "" {
+			t.Errorf("%s: no Dedupe-Input-Seq", m.Subject)
+		}
+	}
+	if !subjects["deduped.t1.gh.push"] || !subjects["deduped.t1.legacy.a.b"] {
+		t.Errorf("output subjects %v, want deduped.t1.gh.push and deduped.t1.legacy.a.b", subjects)
+	}
+	if got := header(t, out[0], "Idempotency-Key"); out[0].Subject == "deduped.t1.gh.push" && got != "t1:gh:deep-1" {
+		t.Errorf("Idempotency-Key %q, want t1:gh:deep-1", got)
 	}
 }

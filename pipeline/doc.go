@@ -4,7 +4,7 @@
 //
 // # Wire contract
 //
-// Inbound, an ingest service publishes each delivery to "<InputPrefix>.<tenant>.<source>" (stream InputStream,
+// Inbound, an ingest service publishes each delivery to "<InputPrefix>.<tenant>.<source>[.<more>...]" (stream InputStream,
 // default INGEST on "ingest.>"): NATS headers are the HTTP headers, data is the raw body. Tenant and source are
 // 1–64 characters of [A-Za-z0-9_-].
 //

@@ -63,14 +63,19 @@ type envelope struct {
 // inspect parses the subject, checks the ids and finds the key: everything that needs no network.
 func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []byte, seq uint64, stamp int64) {
 	*e = envelope{seq: seq, stamp: stamp, src: p.other}
+	// <prefix>.<tenant>.<source>[.<more>...]: extra tokens (an event type, say) are kept on the output subject; the
+	// window's scope stays tenant and source.
 	rest, ok := strings.CutPrefix(subject, p.inPrefixDot)
 	dot := strings.IndexByte(rest, '.')
-	if !ok || dot < 0 || strings.IndexByte(rest[dot+1:], '.') >= 0 {
+	if !ok || dot < 0 {
 		e.dead = DeadBadSubject
-		e.deadErr = fmt.Sprintf("subject %q is not of the form %s<tenant>.<source>", subject, p.inPrefixDot)
+		e.deadErr = fmt.Sprintf("subject %q is not of the form %s<tenant>.<source>[.<more>...]", subject, p.inPrefixDot)
 		return
 	}
 	e.tenant, e.source = rest[:dot], rest[dot+1:]
+	if end := strings.IndexByte(e.source, '.'); end >= 0 {
+		e.source = e.source[:end]
+	}
 	e.src = p.source(e.source)
 	if !keys.ValidID(e.tenant) {
 		e.dead = DeadBadTenant
