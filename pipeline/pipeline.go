@@ -34,10 +34,10 @@ type Pipeline struct {
 
 	running     atomic.Bool
 	bound       atomic.Bool
-	consumerErr atomic.Pointer[error] // last consumer info failure (nil: fine)
-	windowErr   atomic.Pointer[error] // last window failure (nil: reachable)
+	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
+	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
-	ackFailedAt atomic.Int64          // p.clock() of the last ack that failed (0: none)
+	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)
 
 	consumerCreated atomic.Int64 // creation time (unix ns) of the consumer bound now: orders deliveries in claims
 	rebind          atomic.Bool  // the status poll saw another consumer under the name: bind again
