@@ -99,6 +99,8 @@ type Outcome struct {
 // Entry describes a claim held in the window.
 type Entry struct {
 	Tenant, Source, Key string
+	// KVKey is the key under which the bucket stores the claim (see KVKey), for `nats kv get|history`.
+	KVKey string
 	Claimant            Claimant
 	Delivery            Delivery // zero for a claim written before deliveries were recorded
 	Revision            uint64

@@ -393,16 +393,24 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 	if m == nil || isTombstone(m) {
 		return Entry{}, false, nil
 	}
-	e := Entry{Tenant: tenant, Source: source, Key: key, Revision: m.Sequence, ClaimedAt: m.Time}
+	e := entryOf(m.Data, m.Header, m.Sequence, m.Time)
+	e.Tenant, e.Source, e.Key, e.KVKey = tenant, source, key, k
+	return e, true, nil
+}
+
+// entryOf decodes a stored claim (its value, headers, revision and store time); the caller sets the scope.
+func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
+	e := Entry{Revision: rev, ClaimedAt: at}
 	var v claimValue
-	if json.Unmarshal(m.Data, &v) == nil {
+	if json.Unmarshal(data, &v) == nil {
 		e.Claimant, e.Delivery = v.claimant(), v.delivery()
 		e.TTL = time.Duration(v.TTL) * time.Second
+		e.Key = v.Key
 	}
-	if ttl, err := strconv.ParseInt(m.Header.Get(jetstream.MsgTTLHeader), 10, 64); err == nil && ttl > 0 {
+	if ttl, err := strconv.ParseInt(h.Get(jetstream.MsgTTLHeader), 10, 64); err == nil && ttl > 0 {
 		e.TTL = time.Duration(ttl) * time.Second
 	}
-	return e, true, nil
+	return e
 }
 
 // Release gives up the claim this delivery holds on (tenant, source, key): rev is the revision its Claim returned

@@ -25,6 +25,7 @@ const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --key K
   dedupeworker window get    --tenant T --source S --dedupe-key V
   dedupeworker window get    --idempotency-key V
+  dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV]
   dedupeworker window forget (any of the three forms of get)
   dedupeworker window forget --tenant T [--source S] --all --yes
 
@@ -58,16 +59,18 @@ type windowTarget struct {
 func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, windowUsage)
-		return usageErr("window: a subcommand is required: get or forget")
+		return usageErr("window: a subcommand is required: get, ls or forget")
 	}
 	sub := args[0]
 	switch sub {
+	case "ls":
+		return runWindowList(ctx, args[1:], stdout, stderr)
 	case "get", "forget":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, windowUsage)
 		return errHelpShown
 	default:
-		return usageErr("window: unknown subcommand %q (get or forget)", sub)
+		return usageErr("window: unknown subcommand %q (get, ls or forget)", sub)
 	}
 	tg, err := parseWindowArgs(sub, args[1:], stderr)
 	if err != nil {
@@ -116,7 +119,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !ok {
 			return writeJSON(stdout, map[string]any{"claimed": false})
 		}
-		return writeJSON(stdout, windowEntryJSON(e, time.Now()))
+		return writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -130,20 +133,32 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return writeJSON(stdout, map[string]int{"forgotten": n})
 }
 
-// windowEntry is what window get prints for a held claim.
+// windowEntry is what window get (and each line of window ls) prints for a held claim.
 type windowEntry struct {
 	Claimed       bool   `json:"claimed"`
+	Tenant        string `json:"tenant"`
+	Source        string `json:"source"`
+	Key           string `json:"key"`
+	Bucket        string `json:"bucket"`
+	KVKey         string `json:"kv_key"` // nats kv get|history <bucket> <kv_key>
 	ClaimantSeq   uint64 `json:"claimant_seq"`
 	ClaimantStamp string `json:"claimant_stamp,omitempty"` // RFC 3339 time the input stream stored the envelope
 	DeliveryCount uint64 `json:"delivery_count"`           // 0: not recorded (a claim written by an older worker)
 	Revision      uint64 `json:"revision"`
 	ClaimedAt     string `json:"claimed_at"`
+	AgeSeconds    int64  `json:"age_seconds"`
 	ExpiresIn     int64  `json:"expires_in_seconds"`
 }
 
-func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
+func windowEntryJSON(e kvwindow.Entry, bucket string, now time.Time) windowEntry {
 	out := windowEntry{
 		Claimed:       true,
+		Tenant:        e.Tenant,
+		Source:        e.Source,
+		Key:           e.Key,
+		Bucket:        bucket,
+		KVKey:         e.KVKey,
+		AgeSeconds:    int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
 		ClaimantSeq:   e.Claimant.Seq,
 		DeliveryCount: e.Delivery.Count,
 		Revision:      e.Revision,

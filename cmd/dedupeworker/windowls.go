@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+const windowListUsage = `Usage: dedupeworker window ls --tenant T [--source S] [--limit N] [--from REV]
+
+Lists the live claims of a tenant (and source), oldest revision first, one JSON object per line (the fields of
+window get), at most --limit (default 100, at most 10000). When more remain, a last line {"next": REV} says where
+the next page starts: run again with --from REV. It reads only the scope's claims, never the whole bucket, and
+never creates the bucket.
+
+`
+
+// runWindowList is "window ls".
+func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("window ls", windowListUsage, stderr)
+	tenant := fs.String("tenant", "", "tenant id (required)")
+	source := fs.String("source", "", "source id (default: every source of the tenant)")
+	limit := fs.Int("limit", 100, "most claims to print")
+	from := fs.Uint64("from", 0, "first revision to list (the next of a previous page)")
+	conn := addConnFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return usageErr("window ls: unexpected argument %q", fs.Arg(0))
+	case *tenant == "":
+		return usageErr("window ls: --tenant is required")
+	case !kvwindow.ValidID(*tenant):
+		return usageErr("window ls: --tenant %q must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
+	case *source != "" && !kvwindow.ValidID(*source):
+		return usageErr("window ls: --source %q must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	case *limit < 1 || *limit > kvwindow.MaxList:
+		return usageErr("window ls: --limit must be between 1 and %d, got %d", kvwindow.MaxList, *limit)
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", nil)
+	if err != nil {
+		return failErr(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return failErr(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	w, err := kvwindow.New(ctx, js, kvwindow.Config{Bucket: cfg.Bucket, Provision: false})
+	if err != nil {
+		return failErr(fmt.Errorf("window ls: %w", err))
+	}
+	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
+	if err != nil {
+		return failErr(err)
+	}
+	now := time.Now()
+	for _, e := range entries {
+		if err := writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, now)); err != nil {
+			return err
+		}
+	}
+	if next != 0 {
+		return writeJSON(stdout, map[string]uint64{"next": next})
+	}
+	return nil
+}
