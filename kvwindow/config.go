@@ -41,6 +41,14 @@ type Config struct {
 	MaxBytes int64
 	// Timeout bounds every operation (a Claim with its retries, a Get, a Forget, a Ping). Default 5s.
 	Timeout time.Duration
+	// Shards is the number of buckets the window is spread over (1–64; 0 or 1: the single bucket Bucket, as
+	// always). With K > 1 the buckets are "<Bucket>-00" … "<Bucket>-<K-1>" and a key lives in exactly one, chosen
+	// by a stable hash of its KV key, so that no server has to hold every live key. K is fixed for a deployment:
+	// New refuses buckets that were created for another K.
+	Shards int
+	// Placement, when set, places the buckets New creates: shard i gets Placement[i % len(Placement)] (a cluster
+	// and/or tags), so that with more servers than replicas each server holds only its share.
+	Placement []jetstream.Placement
 }
 
 // DefaultConfig is the recommended configuration: the default bucket, provisioned when missing.
@@ -69,6 +77,9 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
 	}
+	if c.Shards == 0 {
+		c.Shards = 1
+	}
 	return c
 }
 
@@ -96,5 +107,19 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 {
 		return fmt.Errorf("kvwindow: timeout: must be positive, got %s", c.Timeout)
 	}
+	if c.Shards < 1 || c.Shards > MaxShards {
+		return fmt.Errorf("kvwindow: shards: must be between 1 and %d, got %d", MaxShards, c.Shards)
+	}
+	if c.Shards > 1 && len(c.Bucket) > 240 {
+		return fmt.Errorf("kvwindow: bucket: must be at most 240 characters with shards (a suffix -NN is added), got %d", len(c.Bucket))
+	}
+	for i, p := range c.Placement {
+		if p.Cluster == "" && len(p.Tags) == 0 {
+			return fmt.Errorf("kvwindow: placement[%d]: needs a cluster or tags", i)
+		}
+	}
 	return nil
 }
+
+// MaxShards is the most buckets a window may be spread over.
+const MaxShards = 64

@@ -3,7 +3,6 @@ package kvwindow
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 
@@ -13,19 +12,10 @@ import (
 // MaxList is the most claims one List call returns.
 const MaxList = 10_000
 
-// List returns up to limit live claims of tenant (and of source; "" = every source of the tenant), in revision
-// order, starting at revision from (0: the first). next is the revision to pass as from for the next page, 0 when
-// there is none. It reads the bucket's stream with a short-lived ordered consumer filtered on the scope, so its cost
-// is the scope's claims (and expiry markers) from from on, never the whole bucket; a claim taken over or released
-// meanwhile may be missed or listed at its new revision. Keys longer than MaxRawKey are listed with the exact key
-// their claim value records. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit).
-func (w *Window) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
-	if err := validateScope(tenant, source, true); err != nil {
-		return nil, 0, err
-	}
-	if limit < 1 || limit > MaxList {
-		return nil, 0, fmt.Errorf("%w: limit: must be between 1 and %d, got %d", ErrInvalid, MaxList, limit)
-	}
+// list returns up to limit live claims of the scope held by this bucket, in revision order from revision from (0:
+// the first), and the revision where the next page starts (0: none). Keys longer than MaxRawKey are listed with
+// the exact key their claim value records.
+func (w *shard) list(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
 	filter := w.prefix + tenant + ".>"
 	if source != "" {
 		filter = w.prefix + tenant + "." + source + ".>"

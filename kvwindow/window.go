@@ -14,12 +14,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Window is the claim window over one JetStream KV bucket. It is safe for concurrent use and keeps no per-key
-// state: every claim lives in the bucket.
-type Window struct {
+// shard is the claim window over one JetStream KV bucket: the whole window when it is not sharded, one of its
+// buckets when it is. It is safe for concurrent use and keeps no per-key state: every claim lives in the bucket.
+type shard struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	cfg     Config
+	cfg     Config // cfg.Bucket is this shard's bucket
+	kvCfg   jetstream.KeyValueConfig // what bind creates when the bucket is missing (its name aside)
 	stream  string           // KV_<bucket>
 	prefix  string           // "$KV.<bucket>."
 	api     string           // JetStream API prefix, e.g. "$JS.API."
@@ -40,21 +41,15 @@ type stats struct {
 // the same envelope (rare: it takes several deliveries of one envelope alive at once).
 const maxClaimAttempts = 5
 
-// New binds to the window's bucket, creating it when it is missing and cfg.Provision is set. It fails when the
-// bucket is missing and provisioning is off, or when the existing bucket cannot carry per-key TTLs (the error
-// says how to fix it). An existing bucket is never modified.
-func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if js == nil {
-		return nil, errors.New("kvwindow: jetstream: must not be nil")
-	}
-	w := &Window{
+// newShard binds to the bucket cfg.Bucket, creating it (as create says) when it is missing and cfg.Provision is
+// set. It fails when the bucket is missing and provisioning is off, or when the existing bucket cannot carry
+// per-key TTLs (the error says how to fix it). An existing bucket is never modified.
+func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create jetstream.KeyValueConfig) (*shard, error) {
+	w := &shard{
 		js:     js,
 		nc:     js.Conn(),
 		cfg:    cfg,
+		kvCfg:  create,
 		stream: "KV_" + cfg.Bucket,
 		prefix: "$KV." + cfg.Bucket + ".",
 		api:    apiPrefix(js.Options()),
@@ -93,11 +88,11 @@ func apiPrefix(o jetstream.JetStreamOptions) string {
 	return jetstream.DefaultAPIPrefix
 }
 
-func (w *Window) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, w.cfg.Timeout)
 }
 
-func (w *Window) bind(ctx context.Context) (jetstream.Stream, error) {
+func (w *shard) bind(ctx context.Context) (jetstream.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		octx, cancel := w.opCtx(ctx)
 		st, err := w.js.Stream(octx, w.stream)
@@ -116,15 +111,9 @@ func (w *Window) bind(ctx context.Context) (jetstream.Stream, error) {
 			return nil, fmt.Errorf("%w: bucket %q: created but not found", ErrUnavailable, w.cfg.Bucket)
 		}
 		octx, cancel = w.opCtx(ctx)
-		_, err = w.js.CreateKeyValue(octx, jetstream.KeyValueConfig{
-			Bucket:         w.cfg.Bucket,
-			Description:    "dedupeworker claim window",
-			History:        1,
-			Replicas:       w.cfg.Replicas,
-			Storage:        w.cfg.Storage,
-			MaxBytes:       w.cfg.MaxBytes,
-			LimitMarkerTTL: w.cfg.MarkerTTL,
-		})
+		kvc := w.kvCfg
+		kvc.Bucket = w.cfg.Bucket
+		_, err = w.js.CreateKeyValue(octx, kvc)
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
@@ -134,7 +123,7 @@ func (w *Window) bind(ctx context.Context) (jetstream.Stream, error) {
 }
 
 // compatible checks that an existing bucket can hold the window. It never changes the bucket.
-func (w *Window) compatible(info *jetstream.StreamInfo) error {
+func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	c := info.Config
 	fix := fmt.Sprintf("delete and recreate it with per-key TTLs (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
 		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
@@ -158,11 +147,6 @@ func (w *Window) compatible(info *jetstream.StreamInfo) error {
 	return nil
 }
 
-// Bucket is the KV bucket name.
-func (w *Window) Bucket() string { return w.cfg.Bucket }
-
-// MarkerTTL is the bucket's limit marker TTL as found at New.
-func (w *Window) MarkerTTL() time.Duration { return w.markTTL }
 
 // claimValue is the stored value of a claim. Claims written before ts, con and dlv existed lack them; they read
 // as zero (unknown stamp, earliest delivery).
@@ -211,7 +195,7 @@ func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
 // stored revision, with the full TTL) and gets Owned with the new revision, and an earlier delivery gets Stale.
 // Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is
 // never a "not a duplicate".
-func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -313,7 +297,7 @@ func pause(ctx context.Context, d time.Duration) error {
 	}
 }
 
-func (w *Window) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64) (uint64, error) {
+func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64) (uint64, error) {
 	m := &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
 		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expected, 10)},
 		jetstream.MsgTTLHeader:              []string{ttl},
@@ -362,7 +346,7 @@ func isTombstone(m *jetstream.RawStreamMsg) bool {
 }
 
 // latest reads the last message on subj from the stream leader; nil when there is none.
-func (w *Window) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
 	return latest(ctx, w.leader, subj)
 }
 
@@ -374,12 +358,12 @@ func latest(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.R
 	return m, err
 }
 
-func (w *Window) unavailable(op, subj string, err error) error {
+func (w *shard) unavailable(op, subj string, err error) error {
 	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
 }
 
 // Get returns the live claim on (tenant, source, key), read from the stream leader.
-func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
+func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
 	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return Entry{}, false, err
@@ -422,7 +406,7 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 // over or replaced), which is not an error. The purge marker it leaves lives for the bucket's marker TTL, like
 // an expiry marker, and the next Claim of the key writes over it. Errors wrap ErrUnavailable (or ErrInvalid for
 // bad arguments, including rev 0); after a timeout the release may still have happened.
-func (w *Window) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
+func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
 	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return false, err
@@ -459,7 +443,7 @@ func (w *Window) Release(ctx context.Context, tenant, source, key string, rev ui
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
-func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+func (w *shard) Forget(ctx context.Context, tenant, source, key string) (int, error) {
 	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return 0, err
@@ -483,7 +467,7 @@ func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
 // purge; it never lists the bucket. It returns the number of keys purged: live claims, plus keys whose claim
 // expired less than the marker TTL ago (their marker is purged too).
-func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+func (w *shard) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
 	if err := validateScope(tenant, source, true); err != nil {
 		return 0, err
 	}
@@ -502,7 +486,7 @@ func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, err
 
 // purge is a subject-filtered stream purge; the client's Stream.Purge does not return the count, so this sends
 // the API request itself.
-func (w *Window) purge(ctx context.Context, filter string) (uint64, error) {
+func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 	// A request made while disconnected sits in the client's reconnect buffer and would be sent after the
 	// caller was told it failed; a purge must not run behind the caller's back.
 	if !w.nc.IsConnected() {
@@ -533,7 +517,7 @@ func (w *Window) purge(ctx context.Context, filter string) (uint64, error) {
 }
 
 // Ping checks that the bucket answers (one stream info request); errors wrap ErrUnavailable.
-func (w *Window) Ping(ctx context.Context) error {
+func (w *shard) Ping(ctx context.Context) error {
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	if _, err := w.js.Stream(ctx, w.stream); err != nil {

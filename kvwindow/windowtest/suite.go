@@ -94,7 +94,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			strings.Repeat("x", kvwindow.MaxRawKey), strings.Repeat("x", kvwindow.MaxRawKey+1),
 			long, long[:199] + "j", "stripe:evt_123", "type:" + strings.Repeat("ab", 32),
 		}
-		revs := map[uint64]string{}
+		// Won for every key proves that no two keys share a stored claim. (Revisions are not compared across keys:
+		// a sharded window numbers each bucket's claims on its own.)
 		for i, k := range keys {
 			c := kvwindow.Claim{Tenant: tn, Source: "s", Key: k, TTL: time.Minute, Claimant: claimant(uint64(100 + i)), Delivery: delivery(1)}
 			got := mustClaim(t, w, c)
@@ -102,10 +103,6 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				t.Errorf("key %q: %+v, want Won (keys must not collide)", k, got)
 				continue
 			}
-			if prev, dup := revs[got.Revision]; dup {
-				t.Errorf("key %q got revision %d, already given to %q", k, got.Revision, prev)
-			}
-			revs[got.Revision] = k
 			c.Claimant = claimant(uint64(1000 + i))
 			if got2 := mustClaim(t, w, c); got2.Status != kvwindow.Duplicate || got2.Revision != got.Revision {
 				t.Errorf("key %q second claimant: %+v, want Duplicate rev %d", k, got2, got.Revision)
