@@ -100,12 +100,12 @@ type Outcome struct {
 type Entry struct {
 	Tenant, Source, Key string
 	// KVKey is the key under which the bucket stores the claim (see KVKey), for `nats kv get|history`.
-	KVKey string
-	Claimant            Claimant
-	Delivery            Delivery // zero for a claim written before deliveries were recorded
-	Revision            uint64
-	ClaimedAt           time.Time
-	TTL                 time.Duration
+	KVKey     string
+	Claimant  Claimant
+	Delivery  Delivery // zero for a claim written before deliveries were recorded
+	Revision  uint64
+	ClaimedAt time.Time
+	TTL       time.Duration
 }
 
 // ExpiresAt is when the claim lapses.

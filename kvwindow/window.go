@@ -19,14 +19,14 @@ import (
 type shard struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	cfg     Config // cfg.Bucket is this shard's bucket
+	cfg     Config                   // cfg.Bucket is this shard's bucket
 	kvCfg   jetstream.KeyValueConfig // what bind creates when the bucket is missing (its name aside)
-	stream  string           // KV_<bucket>
-	prefix  string           // "$KV.<bucket>."
-	api     string           // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream // reads through the stream leader's API (never a direct get)
-	any     jetstream.Stream // reads by direct get when the bucket allows it (any replica may answer)
-	async   bool             // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
+	stream  string                   // KV_<bucket>
+	prefix  string                   // "$KV.<bucket>."
+	api     string                   // JetStream API prefix, e.g. "$JS.API."
+	leader  jetstream.Stream         // reads through the stream leader's API (never a direct get)
+	any     jetstream.Stream         // reads by direct get when the bucket allows it (any replica may answer)
+	async   bool                     // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
 	markTTL time.Duration
 	stats   stats
 }
@@ -146,7 +146,6 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	}
 	return nil
 }
-
 
 // claimValue is the stored value of a claim. Claims written before ts, con and dlv existed lack them; they read
 // as zero (unknown stamp, earliest delivery).
