@@ -211,6 +211,17 @@ func (w *Window) Release(ctx context.Context, tenant, source, key string, rev ui
 	return s.Release(ctx, tenant, source, key, rev)
 }
 
+// MarkPublished records in the claim c made (at revision rev) that its event was published; see shard.MarkPublished.
+func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64) (bool, error) {
+	if len(w.shards) == 1 {
+		return w.shards[0].MarkPublished(ctx, c, rev)
+	}
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).MarkPublished(ctx, c, rev)
+}
+
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
 func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, error) {

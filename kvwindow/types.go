@@ -94,6 +94,9 @@ type Outcome struct {
 	// with the idempotency key it identifies one claim. A takeover gives the claim a new revision, so an id that
 	// must stay the same across deliveries of one envelope (a Nats-Msg-Id) cannot be built from it.
 	Revision uint64
+	// Published, with Owned, says that an earlier delivery of this envelope recorded that it published the event
+	// (MarkPublished): the event is in the output and need not be published again.
+	Published bool
 }
 
 // Entry describes a claim held in the window.

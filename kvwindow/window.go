@@ -157,6 +157,7 @@ type claimValue struct {
 	At  int64  `json:"at"`  // claim time, unix milliseconds (worker clock)
 	TTL int64  `json:"ttl"` // seconds
 	Key string `json:"key"` // the event key, for operators
+	Pub bool   `json:"pub"` // the event was published (MarkPublished)
 }
 
 func (v claimValue) claimant() Claimant { return Claimant{Seq: v.Seq, Stamp: v.TS} }
@@ -168,7 +169,7 @@ func sameEnvelope(held, c Claimant) bool {
 	return held.Seq == c.Seq && (held.Stamp == c.Stamp || held.Stamp == 0)
 }
 
-func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
+func appendClaimValue(dst []byte, c Claim, now time.Time, published bool) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendUint(dst, c.Claimant.Seq, 10)
 	dst = append(dst, `,"ts":`...)
@@ -181,6 +182,9 @@ func appendClaimValue(dst []byte, c Claim, now time.Time) []byte {
 	dst = strconv.AppendInt(dst, now.UnixMilli(), 10)
 	dst = append(dst, `,"ttl":`...)
 	dst = strconv.AppendInt(dst, c.TTLSeconds(), 10)
+	if published {
+		dst = append(dst, `,"pub":true`...)
+	}
 	dst = append(dst, `,"key":`...)
 	k, _ := json.Marshal(c.Key) // a string always marshals; invalid UTF-8 becomes U+FFFD
 	dst = append(dst, k...)
@@ -201,20 +205,22 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	val := appendClaimValue(make([]byte, 0, 160+len(c.Key)), c, time.Now())
+	now := time.Now()
+	val := appendClaimValue(make([]byte, 0, 160+len(c.Key)), c, now, false)
 	ttl := strconv.FormatInt(c.TTLSeconds(), 10)
 
 	var (
-		expected uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
-		takeover bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
-		retried  bool
-		lastErr  error
+		expected  uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
+		takeover  bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
+		published bool   // the claim taken over records that the event was published
+		retried   bool
+		lastErr   error
 	)
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		rev, err := w.create(ctx, subj, val, ttl, expected)
 		if err == nil {
 			if takeover {
-				return Outcome{Status: Owned, Revision: rev}, nil
+				return Outcome{Status: Owned, Revision: rev, Published: published}, nil
 			}
 			return Outcome{Status: Won, Revision: rev}, nil
 		}
@@ -273,7 +279,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		held := v.delivery()
 		switch {
 		case held == c.Delivery:
-			return Outcome{Status: Owned, Revision: m.Sequence}, nil
+			return Outcome{Status: Owned, Revision: m.Sequence, Published: v.Pub}, nil
 		case c.Delivery.Before(held):
 			return Outcome{Status: Stale, Revision: m.Sequence}, nil
 		}
@@ -281,6 +287,10 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		// so that a still later delivery's takeover is never overwritten (ours then loses and reads again).
 		w.stats.takeovers.Add(1)
 		expected, takeover = m.Sequence, true
+		if v.Pub != published {
+			published = v.Pub
+			val = appendClaimValue(val[:0], c, now, published) // a takeover keeps the record of the publish
+		}
 	}
 	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
 }
@@ -523,4 +533,29 @@ func (w *shard) Ping(ctx context.Context) error {
 		return fmt.Errorf("%w: ping bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
 	}
 	return nil
+}
+
+// MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (the
+// one Claim returned to this delivery); a later delivery of the envelope that finds the mark gets Owned with
+// Published and need not publish again — which matters once the output's duplicate window no longer remembers the
+// first publish (acks refused for minutes, a consumer created again over kept envelopes). It reports false when
+// the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again.
+func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (bool, error) {
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		return false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
+	val := appendClaimValue(make([]byte, 0, 160+len(c.Key)), c, time.Now(), true)
+	if _, err := w.create(ctx, subj, val, strconv.FormatInt(c.TTLSeconds(), 10), rev); err != nil {
+		if _, conflict := wrongLastSeq(err); conflict {
+			return false, nil
+		}
+		return false, w.unavailable("mark published", subj, err)
+	}
+	return true, nil
 }

@@ -23,6 +23,10 @@ type Window interface {
 	// pipeline calls it only for an event it claimed and then had to dead-letter because the output stream refused
 	// it for good, so that a well-formed retry of the event is not suppressed.
 	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	// MarkPublished records in the claim (still at revision rev) that its event was published, so that a later
+	// delivery finds Owned with Published and does not publish again. The pipeline calls it after a redelivery
+	// published.
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error)
 	Ping(ctx context.Context) error
 }
 
@@ -93,6 +97,11 @@ type Config struct {
 	MaxHold time.Duration
 	// MaxInFlight bounds the envelopes being processed at once. Default 1024.
 	MaxInFlight int
+	// MaxAckPending is the consumer's limit of delivered, unacknowledged envelopes: for the whole fleet, since every
+	// replica shares the consumer. Zero (the default): a consumer Provision creates gets DefaultFleet ×
+	// MaxInFlight, and an existing one is left as it is. Set, it is what Provision creates, and an existing
+	// consumer with another value has that one field updated (logged).
+	MaxAckPending int
 	// AckWait is the consumer's ack wait when Provision creates it. Default 30s.
 	AckWait time.Duration
 	// PublishTimeout bounds the wait for JetStream's ack of one publish; a timeout is retried (NAK). Default 10s.
@@ -237,6 +246,9 @@ func (c Config) Validate() error {
 	if _, err := parseConsumerStart(c.ConsumerStart); err != nil {
 		return err
 	}
+	if c.MaxAckPending < 0 {
+		return fmt.Errorf("pipeline: MaxAckPending: must not be negative, got %d", c.MaxAckPending)
+	}
 	if c.MaxHold < 0 {
 		return fmt.Errorf("pipeline: MaxHold: must not be negative, got %s", c.MaxHold)
 	}
@@ -274,8 +286,14 @@ func duplicateWindow(ackWait time.Duration) time.Duration {
 	return max(2*time.Minute, 4*ackWait)
 }
 
-// maxAckPending is the consumer's MaxAckPending Provision uses: room for a few replicas' worth of in-flight
-// envelopes plus the pull buffer.
-func maxAckPending(maxInFlight int) int {
-	return max(1000, 4*maxInFlight)
+// DefaultFleet is the number of replicas the default MaxAckPending leaves room for: each replica keeps up to
+// MaxInFlight envelopes delivered and unacknowledged, so a smaller limit would leave added replicas idle.
+const DefaultFleet = 10
+
+// maxAckPending is the consumer's MaxAckPending Provision uses.
+func maxAckPending(cfg Config) int {
+	if cfg.MaxAckPending > 0 {
+		return cfg.MaxAckPending
+	}
+	return max(1000, DefaultFleet*cfg.MaxInFlight)
 }

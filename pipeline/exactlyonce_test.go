@@ -207,6 +207,43 @@ func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
 	}
 }
 
+// TestRefusedAcksPastDuplicateWindow: every ack is refused for longer than the output's duplicate window; the
+// envelope is redelivered again and again, yet published once: the redelivery that republished within the window
+// records the publish in the claim, and later deliveries only try to ack.
+func TestRefusedAcksPastDuplicateWindow(t *testing.T) {
+	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
+		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}}}
+	}))
+	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("worker", "pw"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, srv, nc, js)
+	e.shortDupWindow(2 * time.Second)
+	cfg := e.config(e.kvWindow())
+	cfg.AckWait = time.Second
+	cfg.MaxHold = 10 * time.Second // the redeliveries themselves are quick; this test is about the window
+	e.start(cfg)
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "refused"), []byte("x"))
+	natstest.Eventually(t, 30*time.Second, func() error {
+		info, err := e.consumerInfo()
+		if err != nil {
+			return err
+		}
+		if info.Delivered.Consumer < 7 { // 7 deliveries: well over twice the 2s duplicate window
+			return fmt.Errorf("%d deliveries", info.Delivered.Consumer)
+		}
+		return nil
+	})
+	if n := e.count(pipeline.DefaultOutputStream); n != 1 {
+		t.Errorf("output holds %d copies of one envelope after its acks were refused past the duplicate window, want 1", n)
+	}
+}
+
 // newEnvOn is newEnv on a given server and connection.
 func newEnvOn(t *testing.T, srv *natstest.Server, nc *nats.Conn, js jetstream.JetStream) *env {
 	e := newEnv(t)

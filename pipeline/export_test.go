@@ -25,6 +25,9 @@ func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error)
 func (noWindow) Release(context.Context, string, string, string, uint64) (bool, error) {
 	return false, kvwindow.ErrUnavailable
 }
+func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64) (bool, error) {
+	return false, kvwindow.ErrUnavailable
+}
 func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
 
 // NewHandler builds a pipeline from cfg (JetStream and Window may be nil) and returns one worker of it.

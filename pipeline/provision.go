@@ -35,8 +35,8 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //   - OutputStream: subjects "<OutputPrefix>.>" (and "<DuplicatesPrefix>.>" when set), duplicate window
 //     max(2m, 4×AckWait), so that republishing one envelope collapses into one message; age limit OutputMaxAge.
 //   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
-//   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending max(1000,
-//     4×MaxInFlight), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
+//   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending (default max(1000,
+//     10×MaxInFlight): room for a fleet of ten replicas), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
 //     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart).
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if js != nil {
@@ -133,7 +133,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: maxAckPending(cfg.MaxInFlight),
+		MaxAckPending: maxAckPending(cfg),
 		Replicas:      cfg.Replicas,
 	}
 	// A filter equal to the stream's own subjects adds nothing, and nats-server 2.15.2's filtered consumers never
@@ -188,6 +188,19 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 	if got.FilterSubject != "" && want.FilterSubject == "" {
 		warn("filters on the stream's own subjects: nats-server 2.15.2 never delivers some stored subjects to such a consumer (a token with byte 0x7f); remove the filter (nats consumer edit) or re-create the consumer",
 			"filter", got.FilterSubject)
+	}
+	if cfg.MaxAckPending > 0 && got.MaxAckPending != cfg.MaxAckPending {
+		// The one field the worker changes on an existing consumer, and only when told to: the server updates it
+		// in place, and a fleet that grew needs it.
+		upd := got
+		upd.MaxAckPending = cfg.MaxAckPending
+		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, upd); err != nil {
+			return fmt.Errorf("pipeline: consumer %s > %s: update MaxAckPending %d -> %d: %w",
+				cfg.InputStream, cfg.Consumer, got.MaxAckPending, cfg.MaxAckPending, err)
+		}
+		cfg.Logger.Info("pipeline: consumer MaxAckPending updated", "stream", cfg.InputStream, "consumer", cfg.Consumer,
+			"from", got.MaxAckPending, "to", cfg.MaxAckPending)
+		got.MaxAckPending = cfg.MaxAckPending
 	}
 	if got.MaxAckPending > 0 && got.MaxAckPending < cfg.MaxInFlight {
 		warn("MaxAckPending is below MaxInFlight: fewer envelopes will be in flight",

@@ -147,6 +147,8 @@ type worker struct {
 	e     envelope
 	out   *outMsg
 	buf   []byte
+	// published says the last forward stored its event in the output stream.
+	published bool
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
@@ -199,12 +201,13 @@ func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 	}
 
 	start := time.Now()
-	res, err := p.cfg.Window.Claim(w.ctx, kvwindow.Claim{
+	claim := kvwindow.Claim{
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
 		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: meta.NumDelivered},
 		FirstDelivery: meta.NumDelivered == 1,
-	})
+	}
+	res, err := p.cfg.Window.Claim(w.ctx, claim)
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		switch {
@@ -225,7 +228,23 @@ func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 	}
 	p.windowUp()
 	switch res.Status {
-	case kvwindow.Won, kvwindow.Owned:
+	case kvwindow.Owned:
+		if res.Published {
+			// An earlier delivery of this envelope published the event and recorded it: publishing again could
+			// outlive the output's duplicate window (acks refused for minutes). Only the ack is missing.
+			w.ack(m)
+			e.src.unique.Inc()
+			return
+		}
+		w.forward(m, meta, true, res.Revision)
+		if w.published && meta.NumDelivered > 1 {
+			// A redelivery published: record it in the claim, so that a further redelivery (its ack lost again)
+			// does not publish once more after the duplicate window has passed.
+			if _, err := p.cfg.Window.MarkPublished(w.ctx, claim, res.Revision); err != nil {
+				p.log.Debug("pipeline: publish not recorded in the claim", "seq", e.seq, "key", e.key, "err", err)
+			}
+		}
+	case kvwindow.Won:
 		w.forward(m, meta, true, res.Revision)
 	case kvwindow.Duplicate:
 		w.duplicate(m, meta)
@@ -243,6 +262,7 @@ func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 // acks. A keyed event's output was built before the claim; an unkeyed one is built here.
 func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, keyed bool, rev uint64) {
 	p, e := w.p, &w.e
+	w.published = false
 	var out *nats.Msg
 	if keyed {
 		out = &w.out.msg
@@ -265,6 +285,7 @@ func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, keyed boo
 	}
 	err := w.publish(out)
 	if err == nil {
+		w.published = true
 		w.ack(m)
 		if keyed {
 			e.src.unique.Inc()

@@ -15,16 +15,18 @@ import (
 type Claimer interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
 	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error)
 }
 
 type scopeKey struct{ tenant, source, key string }
 
 type memEntry struct {
-	claimant kvwindow.Claimant
-	delivery kvwindow.Delivery
-	revision uint64
-	at       time.Time
-	ttl      time.Duration
+	claimant  kvwindow.Claimant
+	delivery  kvwindow.Delivery
+	revision  uint64
+	at        time.Time
+	ttl       time.Duration
+	published bool
 }
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
@@ -121,6 +123,7 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 	m.claims++
 	k := scopeKey{c.Tenant, c.Source, c.Key}
 	status := kvwindow.Won
+	published := false
 	if e, ok := m.live(k); ok {
 		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
 		if e.claimant.Seq != c.Claimant.Seq || (e.claimant.Stamp != c.Claimant.Stamp && e.claimant.Stamp != 0) {
@@ -128,23 +131,48 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 		}
 		switch {
 		case e.delivery == c.Delivery:
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision}, nil
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published}, nil
 		case c.Delivery.Before(e.delivery):
 			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision}, nil
 		}
 		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
 		// rewrite of the claim.
-		status = kvwindow.Owned
+		status, published = kvwindow.Owned, e.published
 	}
 	m.rev++
 	m.entries[k] = memEntry{
-		claimant: c.Claimant,
-		delivery: c.Delivery,
-		revision: m.rev,
-		at:       m.now(),
-		ttl:      time.Duration(c.TTLSeconds()) * time.Second,
+		claimant:  c.Claimant,
+		delivery:  c.Delivery,
+		revision:  m.rev,
+		at:        m.now(),
+		ttl:       time.Duration(c.TTLSeconds()) * time.Second,
+		published: published,
 	}
-	return kvwindow.Outcome{Status: status, Revision: m.rev}, nil
+	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published}, nil
+}
+
+// MarkPublished records that c's event was published while the claim is still revision rev, as
+// kvwindow.Window.MarkPublished (a new revision and the full TTL from now).
+func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error) {
+	if err := c.Validate(); err != nil {
+		return false, err
+	}
+	if rev == 0 {
+		return false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return false, err
+	}
+	k := scopeKey{c.Tenant, c.Source, c.Key}
+	if e, ok := m.live(k); !ok || e.revision != rev {
+		return false, nil
+	}
+	m.rev++
+	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
+		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true}
+	return true, nil
 }
 
 // Release drops the claim on key only while it is still revision rev, as kvwindow.Window.Release: true when it

@@ -83,6 +83,37 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
+	t.Run("MarkPublished", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		c := kvwindow.Claim{Tenant: tenant(t), Source: "src", Key: "pub-1", TTL: time.Minute, Claimant: claimant(41), Delivery: delivery(1)}
+		first := mustClaim(t, w, c)
+		if first.Status != kvwindow.Won || first.Published {
+			t.Fatalf("first claim: %+v", first)
+		}
+		ok, err := w.MarkPublished(testCtx(t), c, first.Revision)
+		if err != nil || !ok {
+			t.Fatalf("MarkPublished at the claim's revision: %v %v", ok, err)
+		}
+		if ok, err := w.MarkPublished(testCtx(t), c, first.Revision); err != nil || ok {
+			t.Errorf("MarkPublished at a revision that moved on: %v %v, want false", ok, err)
+		}
+		c.Delivery = delivery(2)
+		later := mustClaim(t, w, c)
+		if later.Status != kvwindow.Owned || !later.Published {
+			t.Fatalf("a later delivery after the mark: %+v, want Owned and Published", later)
+		}
+		c.Delivery = delivery(3)
+		if again := mustClaim(t, w, c); again.Status != kvwindow.Owned || !again.Published {
+			t.Errorf("the mark survives a takeover: %+v", again)
+		}
+		other := c
+		other.Claimant = claimant(42)
+		if dup := mustClaim(t, w, other); dup.Status != kvwindow.Duplicate || dup.Published {
+			t.Errorf("another envelope: %+v, want Duplicate", dup)
+		}
+	})
+
 	t.Run("ArbitraryKeyBytes", func(t *testing.T) {
 		t.Parallel()
 		w := newWindow(t)
