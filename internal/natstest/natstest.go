@@ -115,6 +115,13 @@ type Cluster struct {
 // RunCluster starts an n-node JetStream cluster and waits for a meta leader with every peer known.
 func RunCluster(tb testing.TB, n int) *Cluster {
 	tb.Helper()
+	return RunClusterWith(tb, n, nil)
+}
+
+// RunClusterWith is RunCluster with each node's options adjusted by opt (node i, from 0) before it starts: server
+// tags for placement tests, limits.
+func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *Cluster {
+	tb.Helper()
 	clientPorts := make([]int, n)
 	routePorts := make([]int, n)
 	var routes []string
@@ -140,6 +147,9 @@ func RunCluster(tb testing.TB, n int) *Cluster {
 				Port: routePorts[i],
 			},
 			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
+		}
+		if opt != nil {
+			opt(i, o)
 		}
 		s := &Server{Opts: o, tb: tb}
 		c.Servers = append(c.Servers, s)

@@ -1,0 +1,139 @@
+package kvwindow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// BytesPerKey is the server heap one live claim costs on each server that holds a replica of its bucket, as
+// measured (OPERATIONS.md, "Sizing"): the stream's per-subject index and the message's cache entry.
+const BytesPerKey = 180
+
+// BucketStatus is what one of the window's buckets holds, and where.
+type BucketStatus struct {
+	Bucket   string   `json:"bucket"`
+	Leader   string   `json:"leader"`   // the server leading the bucket's stream ("" on a single server)
+	Replicas []string `json:"replicas"` // every server holding a replica, the leader first
+	Keys     uint64   `json:"keys"`     // subjects with a message: live claims and expiry markers
+	Bytes    uint64   `json:"bytes"`
+	// MemoryEstimate is the server heap the bucket's keys cost on each server holding a replica: Keys × BytesPerKey.
+	MemoryEstimate uint64 `json:"memory_estimate_bytes"`
+}
+
+// Status reports every bucket of the window, in shard order.
+func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
+	out := make([]BucketStatus, 0, len(w.shards))
+	for _, s := range w.shards {
+		octx, cancel := s.opCtx(ctx)
+		st, err := s.js.Stream(octx, s.stream)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, s.cfg.Bucket, err)
+		}
+		info := st.CachedInfo()
+		b := BucketStatus{Bucket: s.cfg.Bucket, Keys: info.State.NumSubjects, Bytes: info.State.Bytes}
+		if info.Cluster != nil {
+			b.Leader = info.Cluster.Leader
+			if b.Leader != "" {
+				b.Replicas = append(b.Replicas, b.Leader)
+			}
+			for _, p := range info.Cluster.Replicas {
+				b.Replicas = append(b.Replicas, p.Name)
+			}
+		}
+		b.MemoryEstimate = b.Keys * BytesPerKey
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Move is one leader change Rebalance makes (or would make): the bucket's stream leader moves from From to To.
+type Move struct {
+	Bucket string `json:"bucket"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+}
+
+// Rebalance spreads the buckets' stream leaders over the servers holding them, so that no server leads more than
+// its share (nats-server does not spread leaders by itself): bucket by bucket, the leader goes to the replica that
+// leads the fewest buckets so far, the current leader winning ties. With apply it asks each stream to step down in
+// favour of that server (a preferred step-down) and waits for the change; without, it only plans. Leadership is
+// moved one bucket at a time; claims pause for each bucket's election (well under a second on a healthy cluster).
+func (w *Window) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
+	status, err := w.Status(ctx)
+	if err != nil {
+		return nil, err
+	}
+	led := map[string]int{}
+	var moves []Move
+	for _, b := range status {
+		if b.Leader == "" || len(b.Replicas) < 2 {
+			continue
+		}
+		best := b.Leader
+		for _, p := range b.Replicas {
+			if led[p] < led[best] {
+				best = p
+			}
+		}
+		led[best]++
+		if best != b.Leader {
+			moves = append(moves, Move{Bucket: b.Bucket, From: b.Leader, To: best})
+		}
+	}
+	if !apply {
+		return moves, nil
+	}
+	for i, m := range moves {
+		if err := w.stepDown(ctx, m); err != nil {
+			return moves[:i], err
+		}
+	}
+	return moves, nil
+}
+
+// stepDown asks the bucket's stream leader to hand over to m.To and waits until it has.
+func (w *Window) stepDown(ctx context.Context, m Move) error {
+	s := w.shards[slices.IndexFunc(w.shards, func(s *shard) bool { return s.cfg.Bucket == m.Bucket })]
+	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": m.To}})
+	octx, cancel := s.opCtx(ctx)
+	msg, err := s.nc.RequestWithContext(octx, s.api+"STREAM.LEADER.STEPDOWN."+s.stream, req)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
+	}
+	var resp struct {
+		Success bool                `json:"success"`
+		Error   *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(msg.Data, &resp); err != nil {
+		return fmt.Errorf("kvwindow: step down %s: %w", m.Bucket, err)
+	}
+	if resp.Error != nil {
+		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, resp.Error)
+	}
+	deadline := time.Now().Add(max(w.cfg.Timeout, 10*time.Second))
+	for {
+		octx, cancel := s.opCtx(ctx)
+		st, err := s.js.Stream(octx, s.stream)
+		cancel()
+		if err == nil && st.CachedInfo().Cluster != nil && st.CachedInfo().Cluster.Leader == m.To {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = errors.New("leader did not move")
+			}
+			return fmt.Errorf("%w: step down %s to %s: %w", ErrUnavailable, m.Bucket, m.To, err)
+		}
+		if err := pause(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
+}
