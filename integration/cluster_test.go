@@ -12,6 +12,16 @@ import (
 // Scenario 3: a three-node cluster, everything at three replicas; the node leading the window bucket's stream is
 // stopped mid-stream and brought back later. Claims must keep exactly one winner.
 func TestClusterLeaderLoss(t *testing.T) {
+	testClusterLeaderLoss(t, 1)
+}
+
+// Scenario 3s: the same with the window sharded over four buckets (DEDUPE_WINDOW_SHARDS=4); the stopped node is
+// the leader of the first shard.
+func TestClusterLeaderLossSharded(t *testing.T) {
+	testClusterLeaderLoss(t, 4)
+}
+
+func testClusterLeaderLoss(t *testing.T, shards int) {
 	needWorker(t)
 	n := scale(6_000, 40_000)
 	rounds := scale(1, 4)
@@ -23,11 +33,16 @@ func TestClusterLeaderLoss(t *testing.T) {
 	vars := baseEnv(cl.URLs())
 	vars["DEDUPE_REPLICAS"] = "3"
 	vars["DEDUPE_ACK_WAIT"] = "2s"
+	vars["DEDUPE_WINDOW_SHARDS"] = fmt.Sprint(shards)
+	bucket := "KV_dedupe-window"
+	if shards > 1 {
+		bucket += "-00"
+	}
 	ws := StartWorkers(t, 2, vars)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	for _, name := range []string{InputStream, OutputStream, DLQStream, "KV_dedupe-window"} {
+	for _, name := range []string{InputStream, OutputStream, DLQStream, bucket} {
 		st, err := c.JS.Stream(ctx, name)
 		if err != nil {
 			t.Fatalf("stream %s: %v", name, err)
@@ -44,7 +59,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 	for k := range rounds {
 		<-marks[2*k]
 		// The bucket's leader; in chaos runs the later rounds take the input's and the output's leaders too.
-		target := []string{"KV_dedupe-window", InputStream, "KV_dedupe-window", OutputStream}[k%4]
+		target := []string{bucket, InputStream, bucket, OutputStream}[k%4]
 		leader := cl.StreamLeader(target, 30*time.Second)
 		down := time.Now()
 		leader.Shutdown()
@@ -72,5 +87,5 @@ func TestClusterLeaderLoss(t *testing.T) {
 			t.Errorf("worker %s is not running after the leader changes", w.Name)
 		}
 	}
-	t.Logf("FIGURES scenario=cluster envelopes=%d leader_stops=%d elapsed=%s ledger=%q", n, rounds, time.Since(start).Round(time.Second), r.Summary())
+	t.Logf("FIGURES scenario=cluster shards=%d envelopes=%d leader_stops=%d elapsed=%s ledger=%q", shards, n, rounds, time.Since(start).Round(time.Second), r.Summary())
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -294,9 +295,9 @@ func (c *Client) Ledger(t *testing.T, envs []*Envelope, purged []Record) *Report
 	}
 	r := Balance(Expects(envs), append(append([]Record(nil), purged...), outs...), dlq)
 	r.Purged = len(purged)
-	if st, err := c.JS.Stream(ctx, "KV_dedupe-window"); err != nil {
+	if got, err := c.windowClaims(ctx); err != nil {
 		r.problem("window bucket: %v", err)
-	} else if got := st.CachedInfo().State.Msgs; got != uint64(r.WantUnique) {
+	} else if got != uint64(r.WantUnique) {
 		r.problem("window holds %d claims, want one per distinct key: %d", got, r.WantUnique)
 	}
 	t.Log(r.String())
@@ -392,4 +393,29 @@ func (c *Client) finish(t *testing.T, envs []*Envelope, pubDone <-chan PublishSt
 	q := c.WaitQuiet(t, uint64(len(envs)), 2*time.Minute)
 	t.Logf("quiet: %s", q)
 	return q, c.Ledger(t, envs, nil)
+}
+
+// windowClaims counts the messages of the window's bucket, or of all its shards (KV_dedupe-window-NN).
+func (c *Client) windowClaims(ctx context.Context) (uint64, error) {
+	var total uint64
+	found := false
+	names := c.JS.StreamNames(ctx)
+	for name := range names.Name() {
+		if name != "KV_dedupe-window" && !strings.HasPrefix(name, "KV_dedupe-window-") {
+			continue
+		}
+		st, err := c.JS.Stream(ctx, name)
+		if err != nil {
+			return 0, err
+		}
+		total += st.CachedInfo().State.Msgs
+		found = true
+	}
+	if err := names.Err(); err != nil {
+		return 0, err
+	}
+	if !found {
+		return 0, errors.New("no window bucket")
+	}
+	return total, nil
 }

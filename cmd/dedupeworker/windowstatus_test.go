@@ -1,0 +1,71 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+func TestWindowStatusSharded(t *testing.T) {
+	srv := natstest.Run(t)
+	t.Setenv("DEDUPE_NATS_URL", srv.URL())
+	t.Setenv("DEDUPE_WINDOW_SHARDS", "4")
+	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cfg := kvwindow.DefaultConfig()
+	cfg.Shards = 4
+	w, err := kvwindow.New(ctx, js, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
+		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, stdout, stderr := runCLI(t, "", "window", "status", "--json")
+	if code != 0 {
+		t.Fatalf("window status: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Buckets []kvwindow.BucketStatus `json:"buckets"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	var keys uint64
+	for i, b := range got.Buckets {
+		if b.Bucket != kvwindow.ShardBucket("dedupe-window", 4, i) {
+			t.Errorf("bucket %d: %s", i, b.Bucket)
+		}
+		keys += b.Keys
+	}
+	if len(got.Buckets) != 4 || keys != 8 {
+		t.Errorf("status: %d buckets, %d keys; want 4 and 8", len(got.Buckets), keys)
+	}
+	code, stdout, _ = runCLI(t, "", "window", "status")
+	if code != 0 || !strings.Contains(stdout, "dedupe-window-03") || !strings.Contains(stdout, "HEAP/REPLICA") {
+		t.Errorf("window status (table): exit %d\n%s", code, stdout)
+	}
+	code, stdout, _ = runCLI(t, "", "window", "rebalance")
+	if code != 0 || !strings.Contains(stdout, "nothing to move") {
+		t.Errorf("window rebalance on a single server: exit %d\n%s", code, stdout)
+	}
+	// The same buckets with another number of shards: refused, saying why.
+	t.Setenv("DEDUPE_WINDOW_SHARDS", "2")
+	code, _, stderr = runCLI(t, "", "window", "status")
+	if code != exitFailure || !strings.Contains(stderr, "was created with 4 shards, not 2") {
+		t.Errorf("window status with 2 shards over 4: exit %d, %s", code, stderr)
+	}
+}
