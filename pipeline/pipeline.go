@@ -313,7 +313,9 @@ func (p *Pipeline) holdBound(dupWindow time.Duration) time.Duration {
 // pauseThreshold is the gap between two ticks of the pause detector (every pauseTick) that counts as a pause of
 // the process rather than scheduling noise.
 func (p *Pipeline) pauseThreshold() time.Duration {
-	return min(5*time.Second, max(time.Second, time.Duration(p.maxHold.Load())/4))
+	// At least 2s: a tick delayed that long is no scheduling hiccup, even on a loaded machine under the race
+	// detector; a false alarm only costs redeliveries.
+	return min(5*time.Second, max(2*time.Second, time.Duration(p.maxHold.Load())/4))
 }
 
 const pauseTick = 100 * time.Millisecond
