@@ -1,0 +1,460 @@
+package main
+
+import (
+	"context"
+	"encoding/base64"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+)
+
+const dlqUsage = `Usage:
+  dedupeworker dlq ls     [SELECTION] [--limit N] [--json]
+  dedupeworker dlq show   SEQ [--body | --json]
+  dedupeworker dlq replay [SELECTION] [--limit N] [--truncated-ok] [--yes] [--json]
+
+Dead letters are the envelopes the worker could never process. They are kept in stream DEDUPE_DLQ_STREAM
+(DEDUPE_DLQ) on <DEDUPE_DLQ_PREFIX>.<reason> (dedupe.dlq.<reason>) with their headers and body, plus Dedupe-Error
+(why), Dedupe-Subject (where they were published) and Dedupe-Input-Seq (their sequence in the input stream).
+
+SELECTION is any of these flags, each narrowing it (--reason and --seq may be repeated or take comma lists):
+  --reason R   bad-subject, bad-tenant, bad-source, bad-claim or output-reject
+  --tenant T   the tenant in Dedupe-Subject (<input prefix>.<tenant>.<source>[.<more>])
+  --source S   the source in Dedupe-Subject
+  --seq LIST   dead-letter sequences: N, N-M, or N- (N and after)
+
+ls      lists the selected dead letters, oldest first: sequence, age, reason, subject, input sequence, error; at
+        most --limit of them (default 100, 0 for all), saying when more match. --json prints one object per line.
+show    prints one dead letter: its headers and a preview of its body. --body writes only the body, raw, to
+        standard output; --json prints one object with the headers and the body.
+replay  publishes each selected dead letter (at most --limit; default all) to its Dedupe-Subject with its original
+        headers and body (every Dedupe-* and Nats-* header removed), into the input stream (DEDUPE_INPUT_STREAM)
+        only, and removes it from the dead-letter stream once the input stream has stored it. Without --yes it is
+        a dry run: it prints what it would replay and changes nothing. A truncated dead letter (Dedupe-Truncated:
+        the sender's headers were dropped and the body cut) is refused unless --truncated-ok. Each envelope is
+        published with Nats-Msg-Id replay/<dlq stream>/<seq>/<stored at>, so a replay interrupted and run again
+        within the input stream's duplicate window stores it once. The running worker processes the replayed
+        envelopes like any delivery: one whose event was published meanwhile is a duplicate. With --yes, exit
+        status 1 when any selected dead letter was not replayed.
+
+Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
+DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's
+DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX, DEDUPE_INPUT_STREAM and DEDUPE_INPUT_PREFIX.
+
+`
+
+// dlqRequestTimeout bounds each JetStream request of the dlq commands (a read, a publish, a delete).
+var dlqRequestTimeout = 5 * time.Second
+
+// dlqOptions are the parsed flags of a dlq subcommand.
+type dlqOptions struct {
+	sel         dlqSelection
+	limit       int
+	asJSON      bool
+	body        bool   // show: the raw body only
+	seq         uint64 // show: the dead letter
+	yes         bool   // replay: act, not a dry run
+	truncatedOK bool   // replay: replay truncated dead letters too
+}
+
+func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, dlqUsage)
+		return usageErr("dlq: a subcommand is required: ls, show or replay")
+	}
+	sub := args[0]
+	switch sub {
+	case "ls", "show", "replay":
+	case "-h", "-help", "--help", "help":
+		fmt.Fprint(stderr, dlqUsage)
+		return errHelpShown
+	default:
+		return usageErr("dlq: unknown subcommand %q (ls, show or replay)", sub)
+	}
+	fs := newFlagSet("dlq "+sub, dlqUsage, stderr)
+	conn := addConnFlags(fs)
+	opts, err := parseDlqArgs(sub, fs, args[1:])
+	if err != nil {
+		return err
+	}
+
+	cfg, err := config.Load()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	nc, err := conn.connect(ctx, cfg, "dedupeworker dlq", log)
+	if err != nil {
+		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(dlqRequestTimeout))
+	if err != nil {
+		return failErr(err)
+	}
+	r, err := openDlqReader(ctx, js, cfg.DLQStream, cfg.DLQPrefix, cfg.InputPrefix)
+	if err != nil {
+		return failErr(err)
+	}
+	now := time.Now()
+	switch sub {
+	case "ls":
+		return dlqList(ctx, r, opts, now, stdout, stderr)
+	case "show":
+		return dlqShow(ctx, r, opts, now, stdout)
+	default:
+		rp := &dlqReplayer{js: js, r: r, opts: opts, inputStream: cfg.InputStream, now: now}
+		return rp.run(ctx, stdout, stderr)
+	}
+}
+
+// parseDlqArgs parses the flags of one subcommand; flags and the SEQ of show may come in any order.
+func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, error) {
+	var o dlqOptions
+	if sub != "show" {
+		fs.Func("reason", "a dead-letter `reason`, or a comma list of them (repeatable)", o.sel.addReasons)
+		fs.Func("tenant", "the `tenant` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.tenant, v) })
+		fs.Func("source", "the `source` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.source, v) })
+		fs.Func("seq", "dead-letter `sequences`: N, N-M or N-, comma separated (repeatable)", func(v string) error {
+			set, err := parseDlqSeqs(v)
+			if err == nil {
+				o.sel.seqs = append(o.sel.seqs, set...).merged()
+			}
+			return err
+		})
+		def, what := 100, "list at most `N` dead letters (0: all)"
+		if sub == "replay" {
+			def, what = 0, "replay at most `N` dead letters (0: all)"
+		}
+		fs.IntVar(&o.limit, "limit", def, what)
+	}
+	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per line")
+	if sub == "show" {
+		fs.BoolVar(&o.body, "body", false, "write only the body, raw, to standard output")
+	}
+	if sub == "replay" {
+		fs.BoolVar(&o.yes, "yes", false, "replay (without it: a dry run)")
+		fs.BoolVar(&o.truncatedOK, "truncated-ok", false, "replay truncated dead letters too (what was kept of them)")
+	}
+	var pos []string
+	for {
+		if err := parseFlags(fs, args); err != nil {
+			return o, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if sub != "show" {
+		if len(pos) > 0 {
+			return o, usageErr("dlq %s: unexpected argument %q (select dead letters with --seq)", sub, pos[0])
+		}
+		if o.limit < 0 {
+			return o, usageErr("dlq %s: --limit: must be 0 (all) or more, got %d", sub, o.limit)
+		}
+		return o, nil
+	}
+	switch {
+	case len(pos) == 0:
+		return o, usageErr("dlq show: SEQ is required: the dead letter's sequence, as dlq ls prints it")
+	case len(pos) > 1:
+		return o, usageErr("dlq show: one SEQ only, got %q", pos)
+	case o.body && o.asJSON:
+		return o, usageErr("dlq show: --body and --json exclude each other")
+	}
+	seq, err := parseDlqSeq(pos[0])
+	if err != nil {
+		return o, usageErr("dlq show: SEQ: %v", err)
+	}
+	o.seq = seq
+	return o, nil
+}
+
+// dlqToken checks a --tenant or --source value: one subject token. Not the id rules: a bad-tenant dead letter's
+// tenant breaks them, and may still be selected.
+func dlqToken(dst *string, v string) error {
+	if v == "" || strings.ContainsAny(v, ". \t\r\n*>") {
+		return fmt.Errorf("%q: must be one subject token (no dots, blanks or wildcards)", v)
+	}
+	*dst = v
+	return nil
+}
+
+// dlqRecord is a dead letter as dlq ls --json prints it.
+type dlqRecord struct {
+	Seq         uint64 `json:"seq"`
+	Stored      string `json:"stored"`
+	AgeSeconds  int64  `json:"age_seconds"`
+	Reason      string `json:"reason"`
+	Subject     string `json:"subject"`
+	Tenant      string `json:"tenant,omitempty"`
+	Source      string `json:"source,omitempty"`
+	Error       string `json:"error"`
+	InputStream string `json:"input_stream,omitempty"`
+	InputSeq    uint64 `json:"input_seq,omitempty"`
+	Truncated   string `json:"truncated,omitempty"`
+	BodyBytes   int    `json:"body_bytes"`
+}
+
+func (dl *deadLetter) record(now time.Time) dlqRecord {
+	return dlqRecord{
+		Seq: dl.seq, Stored: dl.stored.UTC().Format(time.RFC3339Nano), AgeSeconds: int64(max(0, now.Sub(dl.stored)/time.Second)),
+		Reason: dl.reason, Subject: dl.subject, Tenant: dl.tenant, Source: dl.source, Error: dl.err,
+		InputStream: dl.inputStream, InputSeq: dl.inputSeq, Truncated: dl.truncated, BodyBytes: len(dl.data),
+	}
+}
+
+// dlqTable writes the table of dead letters people read; its header is written with the first row.
+type dlqTable struct {
+	tw      *tabwriter.Writer
+	now     time.Time
+	extra   string // the title of a last column, if any
+	started bool
+}
+
+func newDlqTable(w io.Writer, now time.Time, extra string) *dlqTable {
+	return &dlqTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now, extra: extra}
+}
+
+func (t *dlqTable) row(dl *deadLetter, extra string) {
+	if !t.started {
+		t.started = true
+		fmt.Fprint(t.tw, "SEQ\tAGE\tREASON\tSUBJECT\tINPUT-SEQ\t")
+		if t.extra != "" {
+			fmt.Fprint(t.tw, t.extra+"\t")
+		}
+		fmt.Fprintln(t.tw, "ERROR")
+	}
+	in := "-"
+	if dl.inputSeq > 0 {
+		in = strconv.FormatUint(dl.inputSeq, 10)
+	}
+	why := dl.err
+	if dl.truncated != "" {
+		why = "[truncated] " + why
+	}
+	fmt.Fprintf(t.tw, "%d\t%s\t%s\t%s\t%s\t", dl.seq, dlqAge(t.now.Sub(dl.stored)), dlqCell(dl.reason, 24),
+		dlqCell(dl.subject, 48), in)
+	if t.extra != "" {
+		fmt.Fprint(t.tw, extra+"\t")
+	}
+	fmt.Fprintln(t.tw, dlqCell(why, 160))
+}
+
+func (t *dlqTable) flush() error { return t.tw.Flush() }
+
+func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
+	name := r.st.CachedInfo().Config.Name
+	if !o.asJSON {
+		counts, err := r.counts(ctx)
+		if err != nil {
+			return failErr(fmt.Errorf("dlq ls: stream %s: %w", name, err))
+		}
+		fmt.Fprintln(stdout, dlqCountLine(name, counts))
+	}
+	table := newDlqTable(stdout, now, "")
+	n, more, next := 0, false, uint64(0)
+	err := r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
+		if o.limit > 0 && n == o.limit {
+			more, next = true, dl.seq
+			return false, nil
+		}
+		n++
+		if o.asJSON {
+			return true, writeJSON(stdout, dl.record(now))
+		}
+		table.row(dl, "")
+		return true, nil
+	})
+	if ferr := table.flush(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return failErr(err)
+	}
+	note := stdout
+	if o.asJSON {
+		note = stderr // standard output holds only the objects
+	}
+	switch {
+	case more:
+		fmt.Fprintf(note, "more dead letters match: these are the first %d; go on with --seq %d- (or --limit 0 for all)\n", n, next)
+	case n == 0 && !o.asJSON:
+		fmt.Fprintln(note, "no dead letter matches the selection")
+	}
+	return nil
+}
+
+// dlqCountLine summarises the stream: "DEDUPE_DLQ holds 5 dead letters: bad-tenant 1, output-reject 4".
+func dlqCountLine(stream string, counts map[string]uint64) string {
+	var total uint64
+	reasons := make([]string, 0, len(counts))
+	for r, n := range counts {
+		total += n
+		reasons = append(reasons, r)
+	}
+	if total == 0 {
+		return stream + " holds no dead letters"
+	}
+	slices.Sort(reasons)
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = fmt.Sprintf("%s %d", r, counts[r])
+	}
+	return fmt.Sprintf("%s holds %d dead %s: %s", stream, total, plural(total, "letter", "letters"), strings.Join(parts, ", "))
+}
+
+func plural(n uint64, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// dlqShowRecord is a dead letter as dlq show --json prints it.
+type dlqShowRecord struct {
+	dlqRecord
+	DLQSubject string      `json:"dlq_subject"`
+	Headers    nats.Header `json:"headers"`
+	Body       *string     `json:"body,omitempty"`        // when the body is valid UTF-8
+	BodyBase64 string      `json:"body_base64,omitempty"` // otherwise
+}
+
+const dlqPreviewBytes = 1024
+
+func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout io.Writer) error {
+	name := r.st.CachedInfo().Config.Name
+	dl, found, err := r.get(ctx, o.seq)
+	if err != nil {
+		return failErr(err)
+	}
+	if !found {
+		return failErr(fmt.Errorf("dlq show: stream %s holds no message %d (never written, or removed: replayed, "+
+			"deleted, or past DEDUPE_DLQ_MAX_AGE)", name, o.seq))
+	}
+	if o.body {
+		_, err := stdout.Write(dl.data)
+		return err
+	}
+	if o.asJSON {
+		rec := dlqShowRecord{dlqRecord: dl.record(now), DLQSubject: r.dlqPrefix + "." + dl.reason, Headers: dl.header}
+		if utf8.Valid(dl.data) {
+			s := string(dl.data)
+			rec.Body = &s
+		} else {
+			rec.BodyBase64 = base64.StdEncoding.EncodeToString(dl.data)
+		}
+		return writeJSON(stdout, rec)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, dlqCell(v, 0)) }
+	field("seq:", fmt.Sprintf("%d of stream %s", dl.seq, name))
+	field("stored:", fmt.Sprintf("%s (%s ago)", dl.stored.UTC().Format(time.RFC3339), dlqAge(now.Sub(dl.stored))))
+	field("reason:", dl.reason)
+	field("subject:", dl.subject)
+	field("error:", dl.err)
+	if dl.inputSeq > 0 {
+		field("input:", fmt.Sprintf("message %d of stream %s", dl.inputSeq, dl.inputStream))
+	}
+	if dl.truncated != "" {
+		field("truncated:", dl.truncated)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "headers:")
+	names := make([]string, 0, len(dl.header))
+	for k := range dl.header {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, k := range names {
+		for _, v := range dl.header[k] {
+			fmt.Fprintf(stdout, "  %s: %s\n", dlqCell(k, 0), dlqCell(v, 0))
+		}
+	}
+	fmt.Fprint(stdout, dlqPreview(dl.data))
+	return nil
+}
+
+// dlqPreview is the body as show prints it: the first KiB as text when it is text, else quoted.
+func dlqPreview(body []byte) string {
+	head := body[:min(len(body), dlqPreviewBytes)]
+	if len(head) < len(body) && !utf8.Valid(head) {
+		// Perhaps only the last rune is cut by the preview: drop its first bytes.
+		for i := 1; i < utf8.UTFMax && i < len(head); i++ {
+			if utf8.Valid(head[:len(head)-i]) {
+				head = head[:len(head)-i]
+				break
+			}
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "body: %d bytes", len(body))
+	cut := len(head) < len(body)
+	if cut {
+		fmt.Fprintf(&b, " (the first %d shown; --body writes it whole)", len(head))
+	}
+	if len(body) == 0 {
+		b.WriteString("\n")
+		return b.String()
+	}
+	text := utf8.Valid(head) && !strings.ContainsFunc(string(head), func(r rune) bool {
+		return r != '\n' && r != '\r' && r != '\t' && !unicode.IsPrint(r) && !unicode.IsSpace(r)
+	})
+	if !text {
+		b.WriteString(", not text; quoted:\n")
+		b.WriteString(strconv.Quote(string(head)))
+	} else {
+		b.WriteString(":\n")
+		b.Write(head)
+	}
+	if cut {
+		b.WriteString(" …")
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// dlqCell prints a value in a table cell or a header line: quoted when it holds anything but printable characters
+// (a tab would break the table, a CR the line), and cut to at most limit runes (0: no limit).
+func dlqCell(s string, limit int) string {
+	if s == "" {
+		return "-"
+	}
+	if strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) || !utf8.ValidString(s) {
+		s = strconv.Quote(s)
+	}
+	if limit > 0 && utf8.RuneCountInString(s) > limit {
+		s = string([]rune(s)[:limit-1]) + "…"
+	}
+	return s
+}
+
+// dlqAge prints an age in its largest whole unit: 45s, 12m, 5h, 3d.
+func dlqAge(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(0, d/time.Second))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	default:
+		return fmt.Sprintf("%dd", d/(24*time.Hour))
+	}
+}
