@@ -32,7 +32,7 @@ import (
 )
 
 const (
-	k8sDir        = "k8s"
+	k8sDir        = "k8s/base" // the kustomize base; k8s/overlays/keda adds the ScaledObject
 	dashboardFile = "grafana/dedupeworker.json"
 	alertsFile    = "prometheus/alerts.yaml"
 	operationsMD  = "../OPERATIONS.md"
@@ -74,7 +74,7 @@ type kustomization struct {
 	Resources  []string `yaml:"resources"`
 }
 
-// loadManifests parses every YAML file under deploy/k8s (multi-document) and the kustomization.
+// loadManifests parses every YAML file of the base (multi-document), its kustomization and the generated Secrets.
 func loadManifests(t *testing.T) *manifests {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(k8sDir, "*.yaml"))
@@ -130,7 +130,7 @@ func loadManifests(t *testing.T) *manifests {
 			m.objects = append(m.objects, object{File: name, Doc: i, Kind: head.Kind, Name: head.Metadata.Name, Node: &n})
 		}
 	}
-	return m
+	return withGenerated(t, m)
 }
 
 // one returns the only object of a kind.
@@ -478,7 +478,7 @@ func TestKustomizationListsEveryManifest(t *testing.T) {
 	for _, o := range m.objects {
 		kinds[o.Kind] = true
 	}
-	for _, k := range []string{"Deployment", "ConfigMap", "Secret", "PodDisruptionBudget", "ScaledObject"} {
+	for _, k := range []string{"Deployment", "ConfigMap", "Secret", "PodDisruptionBudget"} { // ScaledObject: overlay
 		if !kinds[k] {
 			t.Errorf("deploy/k8s has no %s", k)
 		}
@@ -741,7 +741,7 @@ func TestPodDisruptionBudget(t *testing.T) {
 }
 
 func TestScaledObjectWatchesTheWorkersConsumer(t *testing.T) {
-	m := loadManifests(t)
+	m := loadKEDAOverlay(t)
 	w := loadWorker(t, m)
 	cfg, _ := manifestConfig(t, m, w)
 	def := defaultConfig(t)

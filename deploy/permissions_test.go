@@ -149,15 +149,18 @@ func TestNATSPermissionsFile(t *testing.T) {
 	}
 }
 
+// credsDoc generates the Secret that holds the worker's NATS creds; its comment states the permissions they need.
+const credsDoc = "k8s/base/kustomization.yaml"
+
 // docs are the files that document the worker's NATS permissions (or may come to): each must agree with
 // permissionsFile wherever it lists them.
-var permissionDocs = []string{"k8s/secret.yaml", operationsMD, "../README.md", "../RELIABILITY.md", permissionsFile}
+var permissionDocs = []string{credsDoc, operationsMD, "../README.md", "../RELIABILITY.md", permissionsFile}
 
 var wildcardSubject = regexp.MustCompile(`\$?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.>`)
 
 // TestNATSPermissionsDocumented: wherever a document lists the permissions (a line naming the output subjects and
 // the window's $KV subjects), it lists every publish subject of the file, and nothing the file does not allow.
-// The Secret's comment states the lists verbatim and points at the file.
+// The comment on the creds Secret's generator (credsDoc) states the lists verbatim and points at the file.
 func TestNATSPermissionsDocumented(t *testing.T) {
 	p, raw := loadPermissions(t)
 	cfg := defaultConfig(t)
@@ -170,7 +173,7 @@ func TestNATSPermissionsDocumented(t *testing.T) {
 	for _, doc := range permissionDocs {
 		data, err := os.ReadFile(doc)
 		if err != nil {
-			if os.IsNotExist(err) && doc != "k8s/secret.yaml" && doc != permissionsFile {
+			if os.IsNotExist(err) && doc != credsDoc && doc != permissionsFile {
 				continue
 			}
 			t.Fatal(err)
@@ -201,23 +204,23 @@ func TestNATSPermissionsDocumented(t *testing.T) {
 		t.Errorf("no document lists the NATS permissions")
 	}
 
-	// The Secret's comment: the two lists verbatim, and where they come from.
-	secret, err := os.ReadFile("k8s/secret.yaml")
+	// The creds Secret's comment: the two lists verbatim, and where they come from.
+	secret, err := os.ReadFile(credsDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	comment := commentLines(string(secret))
 	if !strings.Contains(comment, "deploy/"+permissionsFile) {
-		t.Errorf("k8s/secret.yaml: the comment does not point at deploy/%s", permissionsFile)
+		t.Errorf("%s: the comment does not point at deploy/%s", credsDoc, permissionsFile)
 	}
 	for what, want := range map[string][]string{"publish": p.Publish, "subscribe": p.Subscribe} {
 		m := regexp.MustCompile(`(?m)^\s*` + what + `:\s+(.+)$`).FindStringSubmatch(comment)
 		if m == nil {
-			t.Errorf("k8s/secret.yaml: the comment has no %q line listing the subjects", what+":")
+			t.Errorf("%s: the comment has no %q line listing the subjects", credsDoc, what+":")
 			continue
 		}
 		if got := splitList(m[1]); !slices.Equal(got, want) {
-			t.Errorf("k8s/secret.yaml: comment %s: %v, but deploy/%s says %v", what, got, permissionsFile, want)
+			t.Errorf("%s: comment %s: %v, but deploy/%s says %v", credsDoc, what, got, permissionsFile, want)
 		}
 	}
 
