@@ -26,6 +26,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 	placed := kvwindow.DefaultConfig()
 	placed.Bucket = "placed"
 	placed.Shards = 6
+	placed.Timeout = 30 * time.Second // bucket creation on a loaded machine, under the race detector
 	for _, z := range zones {
 		placed.Placement = append(placed.Placement, jetstream.Placement{Tags: []string{z}})
 	}
@@ -72,6 +73,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 	spread := kvwindow.DefaultConfig()
 	spread.Bucket = "spread"
 	spread.Shards = 6
+	spread.Timeout = 30 * time.Second
 	spread.Replicas = 3
 	w3 := newWindow(t, js, spread)
 	for _, b := range w3.Buckets() {
