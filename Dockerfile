@@ -1,10 +1,17 @@
 # Static, non-root image of dedupeworker.
-FROM golang:1.26 AS build
+FROM golang:1.26.8-bookworm AS build
 WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/dedupeworker ./cmd/dedupeworker
+# .dockerignore keeps .git out of the context, so the toolchain has no VCS information to stamp: `dedupeworker
+# version` reports what these arguments give, "unknown" otherwise. Build with
+#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
+#     --build-arg REVISION=$(git rev-parse HEAD) --build-arg REVISION_TIME=$(git log -1 --format=%cI) .
+ARG VERSION="" REVISION="" REVISION_TIME=""
+RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
+      -ldflags="-s -w -X main.buildVersion=${VERSION} -X main.buildRevision=${REVISION} -X main.buildTime=${REVISION_TIME}" \
+      -o /out/dedupeworker ./cmd/dedupeworker
 
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/dedupeworker /dedupeworker

@@ -8,12 +8,18 @@ FUZZTIME  ?= 5s
 
 all: build
 
+## build: a static binary; `bin/dedupeworker version` reports the module version and the git revision it was built
+## from (-buildvcs=auto: stamped inside a git checkout even where GOFLAGS says -buildvcs=false; BUILDVCS=false to skip).
+BUILDVCS  ?= auto
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/dedupeworker
+	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -o $(BIN) ./cmd/dedupeworker
 
 ## run: the worker with an embedded JetStream server (no NATS needed); set DEDUPE_NATS_URL to use your own.
-run:
-	$(GO) run ./cmd/dedupeworker run
+## The shell execs the binary, so the worker is make's own child: Ctrl-C, or SIGTERM to make, reaches it and it
+## shuts down cleanly (`go run` would leave it running when make is terminated). Metrics and health are served on
+## 127.0.0.1 only (DEDUPE_HTTP_ADDR overrides it).
+run: build
+	DEDUPE_HTTP_ADDR="$${DEDUPE_HTTP_ADDR-127.0.0.1:9464}" exec ./$(BIN) run
 
 ## test: everything CI runs — vet, unit and integration tests, the race detector on the concurrent packages,
 ## and a few seconds of each fuzz target so that a parser regression fails the build.

@@ -1,8 +1,13 @@
 package keys
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"sort"
+	"strconv"
+	"strings"
 
 	yaml "go.yaml.in/yaml/v3"
 )
@@ -56,7 +61,7 @@ func LoadSources(doc []byte) (Sources, error) {
 	out := Sources{Specs: map[string]Spec{}}
 	root, err := readDocument(doc)
 	if err != nil {
-		return Sources{}, fmt.Errorf("sources file: %v", err)
+		return Sources{}, fmt.Errorf("sources file: %v", syntaxErrorLine(doc, err))
 	}
 	if isNull(root) {
 		return out, nil
@@ -125,4 +130,78 @@ func loadSource(place string, v *yaml.Node) (Spec, error) {
 		}
 	}
 	return spec, nil
+}
+
+// syntaxErrorLine gives a YAML syntax error the line of the file it is on. The YAML library (go.yaml.in/yaml/v3)
+// reports, for the errors its parser finds, the 0-based line of the construct it was parsing instead of the
+// 1-based line of the fault: "  b: x" indented one space too far on line 6, inside a mapping that starts on line
+// 5, reads "line 4: did not find expected key"; on the first line it reports no line at all. Its messages carry
+// nothing else, so the line is found again: it is the line whose addition makes a prefix of whole lines fail with
+// the very same error (for a bracket or quote left open, the line that opens it, or the first one that cannot be
+// its contents). Lines are counted as in the file: '\n' ends one, so CRLF counts once. It runs only on a document
+// that does not parse, and parses O(log lines) prefixes.
+func syntaxErrorLine(doc []byte, err error) error {
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, "yaml: ")
+	if !ok {
+		return err // not the YAML library's syntax error ("more than one YAML document", ...)
+	}
+	from := 1
+	if l, after, ok := cutLine(rest); ok {
+		// The reported line is at most the line at fault; prefixes that end before it cannot fail the same way.
+		rest, from = after, max(1, l)
+	}
+	var ends []int // ends[i] is the end of line i+1
+	for end := 0; end < len(doc); {
+		if nl := bytes.IndexByte(doc[end:], '\n'); nl >= 0 {
+			end += nl + 1
+		} else {
+			end = len(doc)
+		}
+		ends = append(ends, end)
+	}
+	same := func(line int) bool {
+		perr := parseYAMLStream(doc[:ends[line-1]])
+		return perr != nil && perr.Error() == msg
+	}
+	if from > len(ends) || !same(len(ends)) {
+		return err
+	}
+	// The smallest line whose prefix fails the same way, the whole document being one such prefix.
+	lo, hi := from, len(ends)
+	for lo < hi {
+		if mid := lo + (hi-lo)/2; same(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	return fmt.Errorf("yaml: line %d: %s", lo, rest)
+}
+
+// cutLine splits "line N: rest" into N and rest.
+func cutLine(s string) (int, string, bool) {
+	num, rest, ok := strings.Cut(strings.TrimPrefix(s, "line "), ": ")
+	if !ok || !strings.HasPrefix(s, "line ") {
+		return 0, s, false
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil {
+		return 0, s, false
+	}
+	return n, rest, true
+}
+
+// parseYAMLStream parses every document of doc and returns the first error, as readDocument meets it.
+func parseYAMLStream(doc []byte) error {
+	dec := yaml.NewDecoder(bytes.NewReader(doc))
+	for {
+		var n yaml.Node
+		if err := dec.Decode(&n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
 }

@@ -3,7 +3,10 @@ package main
 import (
 	"context"
 	"flag"
+	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -12,32 +15,250 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
 
-// connFlags are the NATS connection flags of every command that talks to NATS.
+// connFlags are the NATS connection flags of every command that talks to NATS (run, window …, dlq …). With the
+// DEDUPE_NATS_* settings, the nats CLI's NATS_* variables and its saved contexts they make one connection, in this
+// order:
+//
+//  1. the flags -s/--server, --creds, --nkey, --tlsca and --tlscert with --tlskey, each over its own part (a
+//     credential flag replaces every other credential);
+//  2. with --context NAME: that context, the NATS_* variables over its fields as in the nats CLI (DEDUPE_NATS_* are
+//     not read);
+//  3. else, when any DEDUPE_NATS_* connection setting is set (URL, creds, nkey seed, TLS files): those settings
+//     alone (NATS_* variables and contexts are not read, so that a worker's own configuration never mixes with a
+//     person's nats CLI setup);
+//  4. else the NATS_* variables over the context NATS_CONTEXT names, else over the one `nats context select` chose;
+//  5. else no server is configured: run starts the embedded server; the other commands connect to
+//     nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings listens.
 type connFlags struct {
-	server string
+	cmd string // the command, as errors name it ("run", "window get", "dlq ls")
+
+	server, creds, nkey, tlsCA, tlsCert, tlsKey, context string
 }
 
 // addConnFlags registers the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
-	f := &connFlags{}
-	fs.StringVar(&f.server, "s", "", "NATS server URL(s)")
-	fs.StringVar(&f.server, "server", "", "NATS server URL(s)")
+	f := &connFlags{cmd: fs.Name()}
+	fs.StringVar(&f.server, "s", "", "NATS server URL(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
+	fs.StringVar(&f.server, "server", "", "same as -s")
+	fs.StringVar(&f.creds, "creds", "", "NATS credentials (.creds) `file`")
+	fs.StringVar(&f.nkey, "nkey", "", "nkey seed `file`")
+	fs.StringVar(&f.tlsCA, "tlsca", "", "PEM CA bundle `file` to verify the server")
+	fs.StringVar(&f.tlsCert, "tlscert", "", "PEM client certificate `file` (with --tlskey)")
+	fs.StringVar(&f.tlsKey, "tlskey", "", "PEM key `file` of the client certificate")
+	fs.StringVar(&f.context, "context", "", "the nats CLI context `NAME` (or path to its .json file) to connect with")
 	return f
 }
 
-// connect opens the connection of a command other than run: the flags, then the DEDUPE_NATS_* settings, then
-// the embedded server's listen address.
-func (f *connFlags) connect(_ context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, error) {
-	url := f.server
-	if url == "" {
-		url = cfg.NatsURL
+// connect opens the connection of a command other than run, after resolve; with no server configured anywhere, it
+// connects to the embedded server's listen address. The first connection is retried while the server is
+// unreachable, for DEDUPE_NATS_CONNECT_TIMEOUT (default 10s), logging each attempt on log (slog's default logger
+// when nil). Errors are *exitError already, status 2 for a bad flag, setting or context and 1 for a failed
+// connection: return them as they are.
+func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, error) {
+	nc, embedded, err := f.resolve(cfg)
+	if err != nil {
+		return nil, err
 	}
-	if url == "" {
-		url = "nats://" + cfg.EmbeddedListen
+	if embedded {
+		nc.URL = "nats://" + cfg.EmbeddedListen
+		nc.Origin = joinOrigin("url from DEDUPE_EMBEDDED_LISTEN (no NATS server configured)", nc.Origin)
 	}
-	return natsconn.Connect(natsconn.Config{
-		URL: url, Creds: cfg.NatsCreds, NkeySeedFile: cfg.NatsNkeySeedFile,
-		TLSCA: cfg.NatsTLSCa, TLSCert: cfg.NatsTLSCert, TLSKey: cfg.NatsTLSKey,
-		Name: name, ConnectTimeout: 5 * time.Second, Logger: log,
-	})
+	if log == nil {
+		log = slog.Default()
+	}
+	nc.Name, nc.Logger = name, log
+	nc.ConnectTimeout, nc.RetryFor = 5*time.Second, cfg.ConnectRetry(config.DefaultCommandConnectTimeout)
+	conn, err := natsconn.ConnectContext(ctx, nc)
+	if err != nil {
+		return nil, failErr(err)
+	}
+	return conn, nil
+}
+
+// connParts is a connection being assembled from the layers, with where each part came from.
+type connParts struct {
+	url, user, password, token, creds, nkey, ca, cert, key, inboxPrefix string
+	tlsFirst                                                            bool
+
+	urlFrom, authFrom, credsFrom, nkeyFrom, caFrom, certFrom, keyFrom string
+}
+
+// setAuth replaces every credential with one kind (user and password, token, creds or nkey).
+func (p *connParts) setAuth(from string, set func(p *connParts)) {
+	p.user, p.password, p.token, p.creds, p.nkey = "", "", "", "", ""
+	p.credsFrom, p.nkeyFrom = "", ""
+	set(p)
+	p.authFrom = from
+	if p.creds != "" {
+		p.credsFrom = from
+	}
+	if p.nkey != "" {
+		p.nkeyFrom = from
+	}
+}
+
+// resolve turns the flags and settings into the connection settings (see connFlags for the order), without
+// connecting. embedded is true when no layer names a server. Files named by flags, NATS_* variables or a context
+// must be readable. Errors are usage errors (*exitError, status 2) naming the command and where the value came from.
+func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool, err error) {
+	bad := func(format string, a ...any) error {
+		return usageErr("%s: %s", f.cmd, fmt.Sprintf(format, a...))
+	}
+	var p connParts
+	switch {
+	case f.context != "":
+		if p, err = cliLayer(f.context); err != nil {
+			return natsconn.Config{}, false, bad("--context: %v", err)
+		}
+	case cfg.NatsConfigured():
+		p = connParts{url: cfg.NatsURL, creds: cfg.NatsCreds, nkey: cfg.NatsNkeySeedFile,
+			ca: cfg.NatsTLSCa, cert: cfg.NatsTLSCert, key: cfg.NatsTLSKey}
+		p.urlFrom, p.credsFrom, p.nkeyFrom = ifSet(p.url, "DEDUPE_NATS_URL"), ifSet(p.creds, "DEDUPE_NATS_CREDS"), ifSet(p.nkey, "DEDUPE_NATS_NKEY_SEED_FILE")
+		p.authFrom = p.credsFrom + p.nkeyFrom // config.Validate refuses both
+		p.caFrom, p.certFrom, p.keyFrom = ifSet(p.ca, "DEDUPE_NATS_TLS_CA"), ifSet(p.cert, "DEDUPE_NATS_TLS_CERT"), ifSet(p.key, "DEDUPE_NATS_TLS_KEY")
+	default:
+		name, how := os.Getenv("NATS_CONTEXT"), "NATS_CONTEXT"
+		if name == "" {
+			var file string
+			if name, file, err = natsconn.SelectedContext(); err != nil {
+				return natsconn.Config{}, false, bad("%v", err)
+			}
+			how = "the context selected in " + file
+		}
+		if p, err = cliLayer(name); err != nil {
+			return natsconn.Config{}, false, bad("%s: %v (set DEDUPE_NATS_URL, or pass -s or --context, to connect elsewhere)", how, err)
+		}
+	}
+
+	// Flags, each over its own part.
+	if f.server != "" {
+		p.url, p.urlFrom = f.server, "-s"
+	}
+	switch {
+	case f.creds != "" && f.nkey != "":
+		return natsconn.Config{}, false, bad("--creds and --nkey exclude each other: give one")
+	case f.creds != "":
+		p.setAuth("--creds", func(p *connParts) { p.creds = f.creds })
+	case f.nkey != "":
+		p.setAuth("--nkey", func(p *connParts) { p.nkey = f.nkey })
+	}
+	if f.tlsCA != "" {
+		p.ca, p.caFrom = f.tlsCA, "--tlsca"
+	}
+	switch {
+	case (f.tlsCert == "") != (f.tlsKey == ""):
+		return natsconn.Config{}, false, bad("--tlscert and --tlskey go together: give both")
+	case f.tlsCert != "":
+		p.cert, p.certFrom, p.key, p.keyFrom = f.tlsCert, "--tlscert", f.tlsKey, "--tlskey"
+	}
+
+	if (p.cert == "") != (p.key == "") {
+		return natsconn.Config{}, false, bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
+			p.cert, orNone(p.certFrom), p.key, orNone(p.keyFrom))
+	}
+	for _, file := range []struct{ path, from string }{
+		{p.creds, p.credsFrom}, {p.nkey, p.nkeyFrom}, {p.ca, p.caFrom}, {p.cert, p.certFrom}, {p.key, p.keyFrom},
+	} {
+		if file.path == "" {
+			continue
+		}
+		fh, err := os.Open(file.path)
+		if err != nil {
+			return natsconn.Config{}, false, bad("%s: %v", file.from, err)
+		}
+		fh.Close()
+	}
+
+	c = natsconn.Config{
+		URL: p.url, User: p.user, Password: p.password, Token: p.token, Creds: p.creds, NkeySeedFile: p.nkey,
+		TLSCA: p.ca, TLSCert: p.cert, TLSKey: p.key, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
+	}
+	if p.url != "" {
+		c.Origin = "url from " + p.urlFrom
+	}
+	if p.authFrom != "" {
+		c.Origin = joinOrigin(c.Origin, "credentials from "+p.authFrom)
+	}
+	return c, p.url == "", nil
+}
+
+// cliLayer is what the nats CLI would connect with: the NATS_* variables it reads over the context called name
+// (none when name is empty). NATS_USER without NATS_PASSWORD is a token, as in the CLI.
+func cliLayer(name string) (connParts, error) {
+	var p connParts
+	if name != "" {
+		cx, err := natsconn.LoadContext(name)
+		if err != nil {
+			return connParts{}, err
+		}
+		from := fmt.Sprintf("context %q (%s)", cx.Name, cx.Path)
+		p = connParts{url: cx.URL, ca: cx.CA, cert: cx.Cert, key: cx.Key, inboxPrefix: cx.InboxPrefix, tlsFirst: cx.TLSFirst}
+		p.urlFrom, p.caFrom, p.certFrom, p.keyFrom = from, ifSet(cx.CA, from), ifSet(cx.Cert, from), ifSet(cx.Key, from)
+		if cx.User != "" || cx.Token != "" || cx.Creds != "" || cx.NKey != "" {
+			p.setAuth(from, func(p *connParts) {
+				p.user, p.password, p.token, p.creds, p.nkey = cx.User, cx.Password, cx.Token, cx.Creds, cx.NKey
+			})
+		}
+	}
+	env := func(k string) string { return os.Getenv(k) }
+	if v := env("NATS_URL"); v != "" {
+		p.url, p.urlFrom = v, "NATS_URL"
+	}
+	user, pass, creds, nkey := env("NATS_USER"), env("NATS_PASSWORD"), env("NATS_CREDS"), env("NATS_NKEY")
+	var kinds []string
+	for _, k := range []struct{ name, v string }{{"NATS_USER", user}, {"NATS_CREDS", creds}, {"NATS_NKEY", nkey}} {
+		if k.v != "" {
+			kinds = append(kinds, k.name)
+		}
+	}
+	switch {
+	case len(kinds) > 1:
+		return connParts{}, fmt.Errorf("%s are set: choose one way to authenticate", strings.Join(kinds, " and "))
+	case pass != "" && user == "":
+		return connParts{}, fmt.Errorf("NATS_PASSWORD is set without NATS_USER")
+	case user != "" && pass != "":
+		p.setAuth("NATS_USER and NATS_PASSWORD", func(p *connParts) { p.user, p.password = user, pass })
+	case user != "":
+		p.setAuth("NATS_USER (a token)", func(p *connParts) { p.token = user })
+	case creds != "":
+		p.setAuth("NATS_CREDS", func(p *connParts) { p.creds = creds })
+	case nkey != "":
+		p.setAuth("NATS_NKEY", func(p *connParts) { p.nkey = nkey })
+	}
+	if v := env("NATS_CA"); v != "" {
+		p.ca, p.caFrom = v, "NATS_CA"
+	}
+	if v := env("NATS_CERT"); v != "" {
+		p.cert, p.certFrom = v, "NATS_CERT"
+	}
+	if v := env("NATS_KEY"); v != "" {
+		p.key, p.keyFrom = v, "NATS_KEY"
+	}
+	return p, nil
+}
+
+// ifSet is from when v is set, else "".
+func ifSet(v, from string) string {
+	if v == "" {
+		return ""
+	}
+	return from
+}
+
+func orNone(from string) string {
+	if from == "" {
+		return "none"
+	}
+	return from
+}
+
+// joinOrigin joins the non-empty parts of an origin description.
+func joinOrigin(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ", ")
 }

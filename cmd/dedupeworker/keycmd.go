@@ -30,15 +30,27 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags turns flag errors into exit status 2 and -h into a clean exit.
+// parseFlags turns flag errors into exit status 2 and one line on standard error, and -h into a helpRequest, which
+// run prints on standard output (help is what was asked for, not an error) and ends with exit status 0.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return errHelpShown
-		}
-		return usageErr("%s: %v", fs.Name(), err)
+	out, usage := fs.Output(), fs.Usage
+	fs.SetOutput(io.Discard) // the flag package would print the error and the usage; both are printed below
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	fs.SetOutput(out)
+	fs.Usage = usage
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return &helpRequest{usage: func(w io.Writer) {
+			fs.SetOutput(w)
+			defer fs.SetOutput(out)
+			fs.Usage()
+		}}
+	default:
+		return usageErr("%s: %v (see 'dedupeworker %s -h')", fs.Name(), err, fs.Name())
 	}
-	return nil
 }
 
 const keyUsage = `Usage: dedupeworker key --dedupe SPEC [--tenant T] [--source S] [-H 'Name: value']... [--max-json-bytes N] [--body FILE]

@@ -4,14 +4,54 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		cancel(signalCause{sig}) // the worker logs it: "stopping: received SIGTERM"
+	}()
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
+	cancel(nil)
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// signalCause is the cause of the context main cancels when a signal arrives, so that the shutdown can say which.
+type signalCause struct{ sig os.Signal }
+
+func (c signalCause) Error() string { return "received " + signalName(c.sig) }
+
+// signalName is a signal's conventional name (SIGTERM), where Go's String gives its description ("terminated").
+func signalName(sig os.Signal) string {
+	switch sig {
+	case os.Interrupt:
+		return "SIGINT"
+	case syscall.SIGTERM:
+		return "SIGTERM"
+	case syscall.SIGHUP:
+		return "SIGHUP"
+	case syscall.SIGQUIT:
+		return "SIGQUIT"
+	}
+	return sig.String()
+}
+
+// stopReason says why ctx ended: "received SIGTERM" when a signal ended it, else its cause ("context canceled").
+func stopReason(ctx context.Context) string {
+	var sc signalCause
+	if errors.As(context.Cause(ctx), &sc) {
+		return sc.Error()
+	}
+	if err := context.Cause(ctx); err != nil {
+		return err.Error()
+	}
+	return "running"
 }

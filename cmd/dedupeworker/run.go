@@ -30,10 +30,28 @@ func usageErr(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
-func failErr(err error) error { return &exitError{code: exitFailure, err: err} }
+// failErr is a failure while working (exit 1), unless err already carries its exit status (a usage error found
+// deeper down, such as an unknown --context, stays exit 2).
+func failErr(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	return &exitError{code: exitFailure, err: err}
+}
 
 // errHelpShown ends a command that printed its help on request: exit status 0.
 var errHelpShown = errors.New("help shown")
+
+// helpRequest ends a command whose flags asked for help (-h): run prints usage on its standard output, and the
+// exit status is 0.
+type helpRequest struct{ usage func(io.Writer) }
+
+func (*helpRequest) Error() string        { return "help requested" }
+func (*helpRequest) Is(target error) bool { return target == errHelpShown }
+func isHelpArg(arg string) bool {
+	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
+}
 
 // exitCode prints err (one line) and maps it to a process exit status.
 func exitCode(err error, stderr io.Writer) int {
@@ -49,12 +67,25 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-// run is the whole program; main only wires the process to it, and tests call it directly.
-func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+// run is the whole program; main only wires the process to it, and tests call it directly. Help (`help CMD`,
+// `CMD -h`) goes to stdout with exit status 0; errors go to stderr.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	defer func() {
+		var h *helpRequest
+		if errors.As(err, &h) {
+			h.usage(stdout)
+			err = nil
+		}
+	}()
 	cmd := ""
 	if len(args) > 0 {
 		cmd = args[0]
 		args = args[1:]
+		if len(args) > 0 && isHelpArg(args[0]) {
+			// CMD -h, CMD help: what the command prints is the help that was asked for (commands with
+			// subcommands print their usage themselves). Errors still reach standard error through exitCode.
+			stderr = stdout
+		}
 	}
 	switch cmd {
 	case "", "run":
@@ -65,6 +96,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runHash(args, stdin, stdout, stderr)
 	case "window":
 		return runWindow(ctx, args, stdout, stderr)
+	case "dlq":
+		return runDlq(ctx, args, stdout, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -74,8 +107,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		printHelp(stdout)
 		return nil
 	case "version", "--version":
-		fmt.Fprintln(stdout, "dedupeworker", version())
-		return nil
+		return runVersion(args, stdout, stderr)
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
@@ -89,9 +121,10 @@ Usage:
   dedupeworker key --dedupe SPEC [flags]   print the event key a delivery would get
   dedupeworker hash [flags] [FILE]         print the canonical payload digest of a JSON document
   dedupeworker window get|forget [flags]   inspect or remove claims in the dedupe window
+  dedupeworker dlq ls|show|replay [flags]  list, show and replay dead letters
   dedupeworker sources check [FILE]        validate a sources file
   dedupeworker help [COMMAND]              describe a command
-  dedupeworker version                     print the version
+  dedupeworker version                     print the version, VCS revision and Go version of the binary
 
 Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.
 

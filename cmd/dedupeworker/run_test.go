@@ -130,9 +130,9 @@ func TestHelp(t *testing.T) {
 		}
 	}
 	for _, cmd := range []string{"key", "hash", "run"} {
-		code, _, errOut := runCLI(t, "", cmd, "-h")
-		if code != 0 || !strings.Contains(errOut, "Usage: dedupeworker") {
-			t.Errorf("%s -h: exit %d, %q", cmd, code, errOut)
+		code, out, errOut := runCLI(t, "", cmd, "-h")
+		if code != 0 || !strings.Contains(out, "Usage: dedupeworker") || errOut != "" {
+			t.Errorf("%s -h: exit %d, stdout %q, stderr %q", cmd, code, out, errOut)
 		}
 	}
 	code, _, errOut := runCLI(t, "", "frobnicate")

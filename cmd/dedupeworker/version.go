@@ -1,11 +1,98 @@
 package main
 
-import "runtime/debug"
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"text/tabwriter"
+)
 
-// version reports the module version the binary was built from, or "devel".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+// Set with -ldflags "-X main.buildVersion=… -X main.buildRevision=… -X main.buildTime=…" where the build has no
+// VCS information of its own (the Docker image: its build context leaves .git out). Each one that is set wins
+// over what the Go toolchain stamped.
+var (
+	buildVersion  string
+	buildRevision string
+	buildTime     string
+)
+
+// buildInfo is what the binary knows about its own build.
+type buildInfo struct {
+	Version   string // the main module's version: a tag, a pseudo-version (+dirty when modified), or "(devel)"
+	Revision  string // the VCS revision (commit hash); "" when unknown
+	Time      string // the revision's commit time, RFC 3339; "" when unknown
+	Modified  string // "true" or "false": whether the work tree had changes; "" when unknown
+	GoVersion string
+}
+
+// readBuildInfo reads runtime/debug.ReadBuildInfo (main module version; vcs.revision, vcs.time and vcs.modified
+// when the toolchain stamped them, which go build does by default inside a git checkout), then the -ldflags
+// values.
+func readBuildInfo() buildInfo {
+	b := buildInfo{Version: "(devel)", GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			b.Version = bi.Main.Version
+		}
+		b.GoVersion = bi.GoVersion
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				b.Revision = s.Value
+			case "vcs.time":
+				b.Time = s.Value
+			case "vcs.modified":
+				b.Modified = s.Value
+			}
+		}
 	}
-	return "devel"
+	if buildVersion != "" {
+		b.Version = buildVersion
+	}
+	if buildRevision != "" {
+		b.Revision, b.Modified = buildRevision, ""
+	}
+	if buildTime != "" {
+		b.Time = buildTime
+	}
+	return b
+}
+
+// version is the main module's version, as the boot line logs it.
+func version() string { return readBuildInfo().Version }
+
+const versionUsage = `Usage: dedupeworker version
+
+Prints the version of the binary: the main module's version (a tag, a pseudo-version, or "(devel)"), the VCS
+revision it was built from, that revision's time, whether the work tree had uncommitted changes, and the Go
+version. "unknown" means the build recorded nothing (built with -buildvcs=false, or outside a git checkout).
+
+`
+
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("version", versionUsage, stderr)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("version: unexpected argument %q", fs.Arg(0))
+	}
+	return writeVersion(stdout, readBuildInfo())
+}
+
+func writeVersion(w io.Writer, b buildInfo) error {
+	orUnknown := func(s string) string {
+		if s == "" {
+			return "unknown"
+		}
+		return s
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "dedupeworker %s\n", b.Version)
+	fmt.Fprintf(tw, "revision\t%s\n", orUnknown(b.Revision))
+	fmt.Fprintf(tw, "time\t%s\n", orUnknown(b.Time))
+	fmt.Fprintf(tw, "modified\t%s\n", orUnknown(b.Modified))
+	fmt.Fprintf(tw, "go\t%s\n", b.GoVersion)
+	return tw.Flush()
 }

@@ -7,16 +7,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
-	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -26,6 +22,8 @@ const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --dedupe-key V
   dedupeworker window get    --idempotency-key V
   dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV]
+  dedupeworker window status [--json]
+  dedupeworker window rebalance [--yes] [--json]
   dedupeworker window forget (any of the three forms of get)
   dedupeworker window forget --tenant T [--source S] --all --yes
 
@@ -44,8 +42,9 @@ claimant_stamp for a claim written by an older worker); delivery_count is the de
 or last took over the claim (0: not recorded). forget removes claims, so that the next delivery of the event is
 published again (a deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
 
-Connection settings are the worker's: DEDUPE_NATS_URL (when empty, the embedded server's address
-DEDUPE_EMBEDDED_LISTEN), DEDUPE_NATS_CREDS, DEDUPE_NATS_NKEY_SEED_FILE, DEDUPE_NATS_TLS_*, and DEDUPE_BUCKET.
+Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context, else
+the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in the README). The window is DEDUPE_BUCKET
+(and DEDUPE_WINDOW_SHARDS).
 
 `
 
@@ -59,20 +58,24 @@ type windowTarget struct {
 func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, windowUsage)
-		return usageErr("window: a subcommand is required: get, ls or forget")
+		return usageErr("window: a subcommand is required: get, ls, status, rebalance or forget")
 	}
 	sub := args[0]
 	switch sub {
 	case "ls":
 		return runWindowList(ctx, args[1:], stdout, stderr)
+	case "status", "rebalance":
+		return runWindowStatus(ctx, sub, args[1:], stdout, stderr)
 	case "get", "forget":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, windowUsage)
 		return errHelpShown
 	default:
-		return usageErr("window: unknown subcommand %q (get, ls or forget)", sub)
+		return usageErr("window: unknown subcommand %q (get, ls, status, rebalance or forget)", sub)
 	}
-	tg, err := parseWindowArgs(sub, args[1:], stderr)
+	fs := newFlagSet("window "+sub, windowUsage, stderr)
+	conn := addConnFlags(fs)
+	tg, err := parseWindowArgs(fs, sub, args[1:])
 	if err != nil {
 		return err
 	}
@@ -81,17 +84,9 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	url := cfg.NatsURL
-	if url == "" {
-		url = "nats://" + cfg.EmbeddedListen
-	}
-	nc, err := natsconn.Connect(natsconn.Config{
-		URL: url, Creds: cfg.NatsCreds, NkeySeedFile: cfg.NatsNkeySeedFile,
-		TLSCA: cfg.NatsTLSCa, TLSCert: cfg.NatsTLSCert, TLSKey: cfg.NatsTLSKey,
-		Name: "dedupeworker window", ConnectTimeout: 5 * time.Second,
-	})
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", newLogger(stderr, cfg.LogLevel, cfg.LogFormat))
 	if err != nil {
-		return failErr(err)
+		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -101,7 +96,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
-	w, err := kvwindow.New(ctx, js, kvwindow.Config{Bucket: cfg.Bucket, Provision: false})
+	w, err := kvwindow.New(ctx, js, windowConfig(cfg))
 	if err != nil {
 		// kvwindow's own message suggests enabling provisioning, which these commands never do.
 		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); errors.Is(serr, jetstream.ErrStreamNotFound) {
@@ -173,8 +168,7 @@ func windowEntryJSON(e kvwindow.Entry, bucket string, now time.Time) windowEntry
 
 // parseWindowArgs parses and checks the flags of window get/forget (everything after the subcommand). Each error
 // says exactly what is missing or wrong.
-func parseWindowArgs(sub string, args []string, stderr io.Writer) (windowTarget, error) {
-	fs := newFlagSet("window "+sub, windowUsage, stderr)
+func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget, error) {
 	tenant := fs.String("tenant", "", "tenant id")
 	source := fs.String("source", "", "source id")
 	key := fs.String("key", "", "the exact event key")
@@ -286,95 +280,4 @@ func isAre(names []string) string {
 		return names[0] + " is"
 	}
 	return joinFlags(names) + " are"
-}
-
-const sourcesUsage = `Usage: dedupeworker sources check [FILE]
-
-Validates a sources file (FILE, else DEDUPE_SOURCES_FILE, else DEDUPE_SOURCES), prints each source with its
-resolved dedupe spec and TTL, lists the sources without dedupe, and exits with status 2 and the worker's own
-boot error when the file is invalid.
-
-`
-
-func runSources(args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
-			fmt.Fprint(stderr, sourcesUsage)
-			return errHelpShown
-		}
-		fmt.Fprint(stderr, sourcesUsage)
-		return usageErr("sources: the only subcommand is check")
-	}
-	fs := newFlagSet("sources check", sourcesUsage, stderr)
-	if err := parseFlags(fs, args[1:]); err != nil {
-		return err
-	}
-	if fs.NArg() > 1 {
-		return usageErr("sources check: at most one FILE")
-	}
-	var (
-		doc  []byte
-		from string
-		err  error
-	)
-	switch {
-	case fs.NArg() == 1:
-		from = fs.Arg(0)
-		doc, err = os.ReadFile(from)
-	case os.Getenv("DEDUPE_SOURCES_FILE") != "" && os.Getenv("DEDUPE_SOURCES") != "":
-		return usageErr("config: DEDUPE_SOURCES: set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
-	case os.Getenv("DEDUPE_SOURCES_FILE") != "":
-		from = os.Getenv("DEDUPE_SOURCES_FILE")
-		doc, err = os.ReadFile(from)
-	case os.Getenv("DEDUPE_SOURCES") != "":
-		from, doc = "DEDUPE_SOURCES", []byte(os.Getenv("DEDUPE_SOURCES"))
-	default:
-		return usageErr("sources check: no FILE, and neither DEDUPE_SOURCES_FILE nor DEDUPE_SOURCES is set")
-	}
-	if err != nil {
-		return usageErr("sources check: %v", err)
-	}
-	src, err := keys.LoadSources(doc)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	def := keys.DefaultTTL
-	if v := os.Getenv("DEDUPE_DEFAULT_TTL"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			def = d
-		}
-	}
-	fmt.Fprintf(stdout, "%s: %d sources\n", from, len(src.Specs))
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tDEDUPE\tTTL")
-	for _, id := range src.IDs() {
-		s, _ := src.Lookup(id)
-		if !s.Enabled() {
-			fmt.Fprintf(tw, "%s\tnone\t-\n", id)
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", id, s.String(), formatTTL(s.TTL(def)))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(src.Specs) == 0 {
-		fmt.Fprintf(stdout, "no source declared: the worker would declare one per preset (%v)\n", keys.Presets())
-	}
-	if len(src.WithoutDedupe) > 0 {
-		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))
-	}
-	return nil
-}
-
-// formatTTL prints durations the way people write them in a sources file (72h, 90m, 45s).
-func formatTTL(d time.Duration) string {
-	switch {
-	case d%time.Hour == 0:
-		return fmt.Sprintf("%dh", d/time.Hour)
-	case d%time.Minute == 0:
-		return fmt.Sprintf("%dm", d/time.Minute)
-	default:
-		return fmt.Sprintf("%ds", d/time.Second)
-	}
 }

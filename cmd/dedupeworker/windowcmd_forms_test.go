@@ -190,9 +190,9 @@ func TestWindowFormsUsageErrors(t *testing.T) {
 			t.Errorf("%q: exit %d, stderr %q, stdout %q; want 2 and %q", tc.args, code, stderr, stdout, tc.want)
 		}
 	}
-	code, _, stderr := runCLI(t, "", "window", "get", "-h")
+	code, stdout, _ := runCLI(t, "", "window", "get", "-h") // help is printed on standard output
 	for _, want := range []string{"--dedupe-key", "--idempotency-key", "claimant_stamp", "delivery_count"} {
-		if code != 0 || !strings.Contains(stderr, want) {
+		if code != 0 || !strings.Contains(stdout, want) {
 			t.Errorf("window get -h: exit %d, lacks %q", code, want)
 		}
 	}

@@ -59,7 +59,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := kvwindow.New(ctx, js, kvwindow.Config{Bucket: cfg.Bucket, Provision: false})
+	w, err := kvwindow.New(ctx, js, windowConfig(cfg))
 	if err != nil {
 		return failErr(fmt.Errorf("window ls: %w", err))
 	}

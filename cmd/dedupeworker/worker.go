@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"os"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,41 +28,21 @@ import (
 const runUsage = `Usage: dedupeworker [run]
 
 Runs the worker: consumes raw envelopes from JetStream, claims each event's key in the dedupe window and
-republishes the first copy of every event. With no DEDUPE_NATS_URL it starts an embedded JetStream server.
+republishes the first copy of every event. The connection comes from the flags below, else DEDUPE_NATS_*, else
+NATS_URL / NATS_* and the nats CLI's selected context; with none of them it starts an embedded JetStream server.
 Every setting is an environment variable:
 
 `
 
-// loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES. With neither, or a
-// document that declares no source at all, every preset becomes a source named after it.
-func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err error) {
-	var doc []byte
-	switch {
-	case cfg.SourcesFile != "":
-		doc, err = os.ReadFile(cfg.SourcesFile)
-		if err != nil {
-			return keys.Sources{}, false, fmt.Errorf("DEDUPE_SOURCES_FILE: %w", err)
-		}
-	case cfg.Sources != "":
-		doc = []byte(cfg.Sources)
-	}
-	if len(doc) > 0 {
-		src, err = keys.LoadSources(doc)
-		if err != nil {
-			return keys.Sources{}, false, err
-		}
-		if len(src.Specs) > 0 {
-			return src, false, nil
-		}
-	}
-	return keys.PresetSources(), true, nil
-}
-
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("run", runUsage, stderr)
+	conn := addConnFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, runUsage)
-		_ = config.Usage(stderr)
+		w := fs.Output() // standard output when help was asked for
+		fmt.Fprint(w, runUsage)
+		_ = config.Usage(w)
+		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
+		fs.PrintDefaults()
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -76,11 +55,15 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return &exitError{code: exitUsage, err: err}
 	}
 	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	natsCfg, embeddedNATS, err := conn.resolve(cfg)
+	if err != nil {
+		return err
+	}
 	sources, fromPresets, err := loadSources(cfg)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	w := &worker{cfg: cfg, log: log, sources: sources}
+	w := &worker{cfg: cfg, log: log, sources: sources, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
 	return w.run(ctx, fromPresets)
 }
 
@@ -89,6 +72,9 @@ type worker struct {
 	cfg     config.Config
 	log     *slog.Logger
 	sources keys.Sources
+
+	natsCfg      natsconn.Config // where and how to connect (connFlags.resolve)
+	embeddedNATS bool            // no NATS server configured anywhere: start the embedded one
 
 	srv      *embedded.Server
 	nc       *nats.Conn
@@ -99,7 +85,7 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := w.cfg, w.log
-	log.Info("starting dedupeworker", "version", version(), "config", cfg.Redacted())
+	log.Info("starting dedupeworker", startAttrs(log, cfg)...)
 	if fromPresets {
 		log.Info("no sources configured: declaring one source per preset", "sources", w.sources.IDs())
 	}
@@ -111,24 +97,36 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 			err = errors.Join(err, serr)
 		}
 	}()
+	// Say why the worker stops when it starts to ("stopping: received SIGTERM"), before the shutdown's own lines.
+	stopLogged := make(chan struct{})
+	stopLog := context.AfterFunc(ctx, func() {
+		defer close(stopLogged)
+		log.Info("stopping: " + stopReason(ctx))
+	})
+	defer func() {
+		if !stopLog() {
+			<-stopLogged
+		}
+	}()
 
-	url := cfg.NatsURL
-	if url == "" {
-		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log})
+	natsCfg := w.natsCfg
+	if w.embeddedNATS {
+		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log,
+			MaxPayload: embedded.MaxPayloadFor(cfg.MaxJSONBytes)})
 		if err != nil {
 			return failErr(err)
 		}
-		url = w.srv.ClientURL()
-		log.Info("embedded NATS server with JetStream started", "url", url, "store", cfg.EmbeddedStoreDir)
+		natsCfg.URL = w.srv.ClientURL()
+		natsCfg.Origin = joinOrigin("the embedded server (no NATS server configured)", natsCfg.Origin)
+		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
-	w.nc, err = natsconn.Connect(natsconn.Config{
-		URL: url, Creds: cfg.NatsCreds, NkeySeedFile: cfg.NatsNkeySeedFile,
-		TLSCA: cfg.NatsTLSCa, TLSCert: cfg.NatsTLSCert, TLSKey: cfg.NatsTLSKey,
-		Name: "dedupeworker", Logger: log,
-	})
+	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
+	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
+	w.nc, err = natsconn.ConnectContext(ctx, natsCfg)
 	if err != nil {
 		return failErr(err)
 	}
+	log.Info("connected to NATS", "server", natsconn.Redact(w.nc.ConnectedUrlRedacted()), "from", natsCfg.Origin)
 	js, err := jetstream.New(w.nc)
 	if err != nil {
 		return failErr(fmt.Errorf("jetstream: %w", err))
@@ -163,6 +161,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		OutputMaxAge:          cfg.OutputMaxAge,
 		DLQMaxAge:             cfg.DLQMaxAge,
 		MaxHold:               cfg.MaxHold,
+		MaxAckPending:         cfg.MaxAckPending,
 		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
 		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
 		Logger:                log,
@@ -177,7 +176,9 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return failErr(err)
 	}
-	log.Info("stopping: input consumption ended")
+	if ctx.Err() == nil {
+		log.Info("stopping: input consumption ended")
+	}
 	return nil
 }
 
@@ -185,7 +186,8 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 // electing leaders, another replica creating the bucket at the same moment — is waited for, with backoff, until ctx
 // ends; anything else (no bucket and provisioning off, an incompatible bucket) stops the start.
 func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
-	cfg := kvwindow.Config{Bucket: w.cfg.Bucket, Replicas: w.cfg.Replicas, Provision: w.cfg.Provision}
+	cfg := windowConfig(w.cfg)
+	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		window, err := kvwindow.New(ctx, js, cfg)
 		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
@@ -286,4 +288,11 @@ func (w *worker) shutdown() error {
 		w.log.Info("stopped")
 	}
 	return errors.Join(errs...)
+}
+
+// windowConfig is the window of the settings (bucket, shards, placement), as every command binds to it; commands
+// other than run never provision.
+func windowConfig(c config.Config) kvwindow.Config {
+	placement, _ := config.ParsePlacement(c.WindowPlacement) // checked by config.Validate
+	return kvwindow.Config{Bucket: c.Bucket, Shards: c.WindowShards, Placement: placement}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/kelseyhightower/envconfig"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
@@ -27,14 +28,17 @@ const Prefix = "DEDUPE"
 // Config is every setting of the worker. Field names map to variables through envconfig's split_words
 // (NatsURL → DEDUPE_NATS_URL); no setting falls back to an unprefixed variable.
 type Config struct {
-	NatsURL          string `split_words:"true" desc:"NATS server URL(s), comma separated; empty starts an embedded JetStream server"`
+	NatsURL          string `split_words:"true" desc:"NATS server URL(s), comma separated; empty: NATS_URL or the nats CLI's context, else run starts an embedded JetStream server"`
 	NatsCreds        string `split_words:"true" desc:"path to a NATS credentials (.creds) file"`
 	NatsNkeySeedFile string `split_words:"true" desc:"path to an nkey seed file"`
 	NatsTLSCa        string `split_words:"true" desc:"path to a PEM CA bundle to verify the server"`
 	NatsTLSCert      string `split_words:"true" desc:"path to a PEM client certificate (with DEDUPE_NATS_TLS_KEY)"`
 	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate"`
+	// NatsConnectTimeout is not a connection setting in the sense of NatsConfigured: it applies whichever
+	// configuration names the server.
+	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run, 10s for the other commands"`
 
-	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (only without DEDUPE_NATS_URL)"`
+	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)"`
 	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server"`
 
 	SourcesFile string `split_words:"true" desc:"path to the sources file (YAML or JSON)"`
@@ -48,6 +52,9 @@ type Config struct {
 	DLQPrefix        string `split_words:"true" default:"dedupe.dlq" desc:"subject prefix of dead letters: <prefix>.<reason>"`
 	DuplicatesPrefix string `split_words:"true" desc:"when set, duplicates are copied to <prefix>.<tenant>.<source> for audit"`
 	Bucket           string `default:"dedupe-window" desc:"KV bucket that holds the claim window"`
+	WindowShards     int    `split_words:"true" default:"1" desc:"buckets the window is spread over (1-64); 1 keeps the single bucket DEDUPE_BUCKET; fixed for a deployment"`
+	WindowPlacement  string `split_words:"true" desc:"placement of the window's buckets, one entry per shard in turn, separated by ';': comma-separated tags, and cluster=NAME"`
+	MaxAckPending    int    `split_words:"true" desc:"the consumer's MaxAckPending, for the whole fleet; empty: 10 x DEDUPE_MAX_IN_FLIGHT when the worker creates it, and an existing consumer is left as it is"`
 	Consumer         string `default:"dedupeworker" desc:"durable consumer name shared by all replicas"`
 
 	Provision             bool          `default:"true" desc:"create missing streams, bucket and consumer (never changes existing ones)"`
@@ -105,6 +112,9 @@ func (c Config) Validate() error {
 	}
 	if c.NatsTLSCert != "" && c.NatsTLSKey == "" || c.NatsTLSCert == "" && c.NatsTLSKey != "" {
 		bad("NATS_TLS_CERT", "must be set together with DEDUPE_NATS_TLS_KEY")
+	}
+	if c.NatsConnectTimeout < 0 {
+		bad("NATS_CONNECT_TIMEOUT", "must not be negative, got %s", c.NatsConnectTimeout)
 	}
 	if c.NatsCreds != "" && c.NatsNkeySeedFile != "" {
 		bad("NATS_CREDS", "set either DEDUPE_NATS_CREDS or DEDUPE_NATS_NKEY_SEED_FILE, not both")
@@ -177,6 +187,15 @@ func (c Config) Validate() error {
 	if c.DLQMaxAge < time.Minute {
 		bad("DLQ_MAX_AGE", "must be at least 1m, got %s", c.DLQMaxAge)
 	}
+	if c.WindowShards < 1 || c.WindowShards > 64 {
+		bad("WINDOW_SHARDS", "must be between 1 and 64, got %d", c.WindowShards)
+	}
+	if _, err := ParsePlacement(c.WindowPlacement); err != nil {
+		bad("WINDOW_PLACEMENT", "%v", err)
+	}
+	if c.MaxAckPending < 0 {
+		bad("MAX_ACK_PENDING", "must not be negative, got %d", c.MaxAckPending)
+	}
 	if c.MaxHold < 0 {
 		bad("MAX_HOLD", "must not be negative, got %s", c.MaxHold)
 	}
@@ -202,6 +221,30 @@ func (c Config) Validate() error {
 		bad("SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// How long the first connection to NATS is retried while the server is unreachable, when
+// DEDUPE_NATS_CONNECT_TIMEOUT is empty: the worker waits for a NATS started beside it (compose, Kubernetes); the
+// other commands are run by a person, who should hear soon that the server is not there.
+const (
+	DefaultRunConnectTimeout     = 2 * time.Minute
+	DefaultCommandConnectTimeout = 10 * time.Second
+)
+
+// ConnectRetry is DEDUPE_NATS_CONNECT_TIMEOUT, or def when it is empty (or 0).
+func (c Config) ConnectRetry(def time.Duration) time.Duration {
+	if c.NatsConnectTimeout > 0 {
+		return c.NatsConnectTimeout
+	}
+	return def
+}
+
+// NatsConfigured reports whether a DEDUPE_NATS_* connection setting is set (URL, creds, nkey seed, TLS files). The
+// commands then take the connection from the DEDUPE_NATS_* settings alone and never mix in NATS_* variables or a
+// nats CLI context.
+func (c Config) NatsConfigured() bool {
+	return c.NatsURL != "" || c.NatsCreds != "" || c.NatsNkeySeedFile != "" || c.NatsTLSCa != "" ||
+		c.NatsTLSCert != "" || c.NatsTLSKey != ""
 }
 
 // overlaps reports whether one prefix's subjects can fall under the other's.
@@ -261,4 +304,34 @@ func Variables() []string {
 		}
 	}
 	return out
+}
+
+// ParsePlacement reads DEDUPE_WINDOW_PLACEMENT: entries separated by ';', one per shard in turn (shard i takes entry
+// i modulo their number); each entry is comma-separated tags, of which one may be cluster=NAME. Empty: no placement.
+func ParsePlacement(s string) ([]jetstream.Placement, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var out []jetstream.Placement
+	for i, entry := range strings.Split(s, ";") {
+		var p jetstream.Placement
+		for _, item := range strings.Split(entry, ",") {
+			item = strings.TrimSpace(item)
+			switch {
+			case item == "":
+			case strings.HasPrefix(item, "cluster="):
+				if p.Cluster != "" {
+					return nil, fmt.Errorf("entry %d (%q) names two clusters", i+1, entry)
+				}
+				p.Cluster = strings.TrimPrefix(item, "cluster=")
+			default:
+				p.Tags = append(p.Tags, item)
+			}
+		}
+		if p.Cluster == "" && len(p.Tags) == 0 {
+			return nil, fmt.Errorf("entry %d (%q) has no tag and no cluster=NAME", i+1, entry)
+		}
+		out = append(out, p)
+	}
+	return out, nil
 }

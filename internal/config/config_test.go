@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 )
@@ -54,6 +55,8 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"DEDUPE_NATS_TLS_CERT": "/etc/hostname"}, "must be set together with DEDUPE_NATS_TLS_KEY"},
 		{map[string]string{"DEDUPE_MAX_IN_FLIGHT": "0"}, "DEDUPE_MAX_IN_FLIGHT"},
 		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "4222"}, "DEDUPE_EMBEDDED_LISTEN: must be host:port"},
+		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "-1s"}, "DEDUPE_NATS_CONNECT_TIMEOUT: must not be negative, got -1s"},
+		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "soon"}, `DEDUPE_NATS_CONNECT_TIMEOUT: cannot parse "soon"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -72,5 +75,33 @@ func TestRedactURLs(t *testing.T) {
 	got := config.Config{NatsURL: "nats://u:secret@h1:4222, tls://tok@h2:4222,nats://h3"}.Redacted().NatsURL
 	if strings.Contains(got, "secret") || strings.Contains(got, "tok@") || !strings.Contains(got, "h3") {
 		t.Fatal(got)
+	}
+}
+
+func TestConnectRetry(t *testing.T) {
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ConnectRetry(config.DefaultRunConnectTimeout) != 2*time.Minute || c.ConnectRetry(config.DefaultCommandConnectTimeout) != 10*time.Second {
+		t.Fatalf("defaults: %s %s", c.ConnectRetry(config.DefaultRunConnectTimeout), c.ConnectRetry(config.DefaultCommandConnectTimeout))
+	}
+	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "45s")
+	if c, err = config.Load(); err != nil || c.ConnectRetry(config.DefaultRunConnectTimeout) != 45*time.Second ||
+		c.ConnectRetry(config.DefaultCommandConnectTimeout) != 45*time.Second {
+		t.Fatalf("set: %v %v", c.NatsConnectTimeout, err)
+	}
+}
+
+// Only the connection settings proper make the DEDUPE_NATS_* configuration "given" (NATS_* and contexts unread).
+func TestNatsConfigured(t *testing.T) {
+	if (config.Config{NatsConnectTimeout: time.Second, EmbeddedListen: "127.0.0.1:1"}).NatsConfigured() {
+		t.Error("a connect timeout or a listen address is no connection setting")
+	}
+	for _, c := range []config.Config{{NatsURL: "nats://h"}, {NatsCreds: "x"}, {NatsNkeySeedFile: "x"}, {NatsTLSCa: "x"},
+		{NatsTLSCert: "x"}, {NatsTLSKey: "x"}} {
+		if !c.NatsConfigured() {
+			t.Errorf("%+v: not configured", c)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"strconv"
@@ -26,6 +27,27 @@ type Config struct {
 	ReadyTimeout time.Duration
 	// Logger receives the server's own log lines; nil discards them.
 	Logger *slog.Logger
+	// MaxPayload is the server's max_payload: the largest message, headers and body, it accepts, in bytes. 0 means
+	// DefaultMaxPayload. The worker passes MaxPayloadFor(DEDUPE_MAX_JSON_BYTES).
+	MaxPayload int
+}
+
+// DefaultMaxPayload is the embedded server's max_payload when Config.MaxPayload is 0: 8 MiB, the largest a
+// nats-server takes without warning, instead of the server's own default of 1 MiB.
+const DefaultMaxPayload = 8 << 20
+
+// headerRoom is what MaxPayloadFor keeps for headers: the largest header block the worker publishes.
+const headerRoom = 64 << 10
+
+// MaxPayloadFor is the max_payload that lets bodies well over maxBody through, with room for their headers:
+// max(DefaultMaxPayload, 2 x maxBody + 64 KiB), at most 2 GiB - 1. The worker reads at most maxBody bytes of a body
+// (DEDUPE_MAX_JSON_BYTES) and forwards a larger one unkeyed ("too-large"); with the server's default of 1 MiB and
+// the default DEDUPE_MAX_JSON_BYTES of 1 MiB, such a body could never be published at all.
+func MaxPayloadFor(maxBody int) int {
+	if maxBody > (math.MaxInt32-headerRoom)/2 {
+		return math.MaxInt32
+	}
+	return max(DefaultMaxPayload, 2*maxBody+headerRoom)
 }
 
 // Server is a running embedded NATS server.
@@ -49,6 +71,12 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: store directory: must not be empty")
 	}
+	if cfg.MaxPayload == 0 {
+		cfg.MaxPayload = DefaultMaxPayload
+	}
+	if cfg.MaxPayload < 0 || cfg.MaxPayload > math.MaxInt32 {
+		return nil, fmt.Errorf("embedded: max payload: must be between 1 and %d bytes, got %d", math.MaxInt32, cfg.MaxPayload)
+	}
 	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded: store directory: %w", err)
 	}
@@ -68,6 +96,9 @@ func Start(cfg Config) (*Server, error) {
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
+		MaxPayload: int32(cfg.MaxPayload),
+		// The server refuses a max_payload above the outbound buffer of a client (64 MiB by default).
+		MaxPending: max(server.MAX_PENDING_SIZE, int64(cfg.MaxPayload)),
 		// A port of 0 asks the OS for one; the server reports it through ClientURL.
 	}
 	if port == 0 {

@@ -1,12 +1,19 @@
 // Package natsconn turns the worker's connection settings into a NATS connection: URLs (user/password or token
-// inside them work too), a creds file, an nkey seed, TLS with a CA and a client certificate. It reconnects for ever
-// once connected, and logs connection events without ever printing a secret.
+// inside them work too), user and password, a token, a creds file, an nkey seed, TLS with a CA and a client
+// certificate. The first connection is retried, within a bound, while the server cannot be reached (compose and
+// Kubernetes start NATS and the worker together) and refused at once when the server rejects the credentials or the
+// TLS setup; once connected the client reconnects for ever. It logs connection events without ever printing a
+// secret. It also reads the nats CLI's saved contexts (context.go).
 package natsconn
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"os"
 	"strings"
 	"time"
 
@@ -16,33 +23,121 @@ import (
 // Config is how to reach NATS.
 type Config struct {
 	URL          string // comma-separated URLs
+	User         string // user name (with Password); user information inside URL works too
+	Password     string
+	Token        string // authentication token
 	Creds        string // path to a .creds file
 	NkeySeedFile string // path to an nkey seed file
 	TLSCA        string // path to a PEM CA bundle
 	TLSCert      string // path to a PEM client certificate
 	TLSKey       string // path to its key
+	TLSFirst     bool   // TLS handshake before the server's INFO (servers configured with handshake_first)
+	InboxPrefix  string // custom prefix of reply subjects (accounts that only allow their own inbox subjects)
 	Name         string // connection name shown by the server
-	Logger       *slog.Logger
-	// ConnectTimeout bounds the first connection (default 5s).
+	// Origin says where these settings come from ("url from NATS_URL, credentials from context ..."); it is added
+	// to log lines and errors, so that a person can tell which configuration was used. Never a secret.
+	Origin string
+	Logger *slog.Logger
+	// ConnectTimeout bounds each attempt of the first connection (default 5s).
 	ConnectTimeout time.Duration
+	// RetryFor bounds how long the first connection is retried while the server cannot be reached (refused, timed
+	// out, unresolvable, closed during the handshake), with a backoff from 250ms to 5s between attempts. Zero: one
+	// attempt. Rejected credentials, a bad TLS setup and an unreadable creds or seed file fail at once.
+	RetryFor time.Duration
 }
 
-// Connect opens the connection. The first attempt fails fast with a readable error; after that the client
-// reconnects without limit, so that a NATS restart or a leader change only pauses the worker.
+// Connect is ConnectContext without cancellation.
 func Connect(cfg Config) (*nats.Conn, error) {
+	return ConnectContext(context.Background(), cfg)
+}
+
+// ConnectContext opens the connection. The first connection is retried while the server is unreachable, for at
+// most cfg.RetryFor (logging each attempt at warn level) or until ctx ends; any other failure returns at once with
+// a readable error. Once connected the client reconnects without limit, so that a NATS restart or a leader change
+// only pauses the worker.
+func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("natsconn: url: must not be empty")
 	}
-	if cfg.ConnectTimeout == 0 {
+	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	opts, err := cfg.options(log)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	deadline := start.Add(cfg.RetryFor)
+	for attempt, wait := 1, 250*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
+		timeout := cfg.ConnectTimeout
+		if left := time.Until(deadline); attempt > 1 && left < timeout {
+			timeout = max(left, 100*time.Millisecond)
+		}
+		nc, err := nats.Connect(cfg.URL, append(opts, nats.Timeout(timeout))...)
+		if err == nil {
+			return nc, nil
+		}
+		left := time.Until(deadline)
+		if !Unreachable(err) || left <= 0 {
+			if attempt > 1 {
+				err = fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Millisecond))
+			}
+			return nil, cfg.connectErr(err)
+		}
+		wait = min(wait, left)
+		log.Warn("NATS not reachable yet; retrying", "url", Redact(cfg.URL), "from", cfg.Origin, "attempt", attempt,
+			"in", wait, "gives_up_in", left.Round(time.Millisecond), "err", err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, cfg.connectErr(fmt.Errorf("%w (interrupted after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Millisecond)))
+		}
+	}
+}
+
+// connectErr is the error of a failed first connection: the URL without user information, the cause, and where
+// the settings came from.
+func (cfg Config) connectErr(err error) error {
+	if cfg.Origin != "" {
+		return fmt.Errorf("natsconn: connect to %s: %w (%s)", Redact(cfg.URL), err, cfg.Origin)
+	}
+	return fmt.Errorf("natsconn: connect to %s: %w", Redact(cfg.URL), err)
+}
+
+// Unreachable reports whether a failed first connection means "the server is not there (yet)": refused, reset,
+// timed out, a name that does not resolve, a connection closed during the handshake. Anything else — the server's
+// -ERR (authorization violation and the like), a TLS alert or a certificate it does not trust, a bad option — is
+// not worth retrying.
+func Unreachable(err error) bool {
+	if errors.Is(err, nats.ErrTLS) {
+		// The connection closed right after the TLS handshake (io.EOF, a reset or a broken pipe, depending on
+		// timing): the server refused the client certificate.
+		return false
+	}
+	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, io.EOF) ||
+		errors.Is(err, io.ErrUnexpectedEOF) {
+		return true
+	}
+	// Socket errors (dial, read, write) come as *net.OpError; a TLS alert from the server too, with Op "remote
+	// error": the server refuses our certificate (or the lack of one), which no retry changes. A bare errno (from
+	// reading a file) is not a socket error, though it implements net.Error.
+	var op *net.OpError
+	if errors.As(err, &op) {
+		return op.Op != "remote error"
+	}
+	var dns *net.DNSError
+	return errors.As(err, &dns)
+}
+
+// options are the connection options of cfg, except the per-attempt timeout. Files are checked here, so that an
+// unreadable creds file fails before any attempt rather than after the server answers.
+func (cfg Config) options(log *slog.Logger) ([]nats.Option, error) {
 	opts := []nats.Option{
 		nats.Name(cfg.Name),
-		nats.Timeout(cfg.ConnectTimeout),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
 		nats.ReconnectJitter(100*time.Millisecond, time.Second),
@@ -67,7 +162,22 @@ func Connect(cfg Config) (*nats.Conn, error) {
 			log.Warn("NATS asynchronous error", "subject", subj, "err", err)
 		}),
 	}
+	if cfg.User != "" || cfg.Password != "" {
+		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))
+	}
+	if cfg.Token != "" {
+		opts = append(opts, nats.Token(cfg.Token))
+	}
 	if cfg.Creds != "" {
+		// nats.go reads the creds file only once the server answers: read it now, so that an unreadable or empty
+		// file is reported at once even while the server is still unreachable.
+		data, err := os.ReadFile(cfg.Creds)
+		if err != nil {
+			return nil, fmt.Errorf("natsconn: creds file: %w", err)
+		}
+		if len(strings.TrimSpace(string(data))) == 0 {
+			return nil, fmt.Errorf("natsconn: creds file %s: is empty", cfg.Creds)
+		}
 		opts = append(opts, nats.UserCredentials(cfg.Creds))
 	}
 	if cfg.NkeySeedFile != "" {
@@ -83,11 +193,15 @@ func Connect(cfg Config) (*nats.Conn, error) {
 	if cfg.TLSCert != "" || cfg.TLSKey != "" {
 		opts = append(opts, nats.ClientCert(cfg.TLSCert, cfg.TLSKey))
 	}
-	nc, err := nats.Connect(cfg.URL, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("natsconn: connect to %s: %w", Redact(cfg.URL), err)
+	if cfg.TLSFirst {
+		opts = append(opts, nats.TLSHandshakeFirst())
 	}
-	return nc, nil
+	if cfg.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
+	}
+	// RootCAs and ClientCert read their files when nats.Connect applies them: a bad TLS setup fails the first
+	// attempt with an error Unreachable does not retry.
+	return opts, nil
 }
 
 // Redact removes user information (user, password, token) from each URL of a comma-separated list.

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/keys"
+)
+
+// sourcesOrigin is where a sources document comes from; its errors start with it: "DEDUPE_SOURCES_FILE
+// /etc/x.yaml: …", "DEDUPE_SOURCES: …", or the FILE given to sources check.
+type sourcesOrigin struct {
+	variable string // DEDUPE_SOURCES_FILE or DEDUPE_SOURCES; "" for a FILE argument
+	path     string // the file; "" for the inline DEDUPE_SOURCES
+	inline   string // the document of DEDUPE_SOURCES
+}
+
+func (o sourcesOrigin) String() string {
+	switch {
+	case o.variable == "":
+		return o.path
+	case o.path == "":
+		return o.variable
+	}
+	return o.variable + " " + o.path
+}
+
+// read reads and parses the document. Errors name the origin and then the place in the document
+// ("DEDUPE_SOURCES_FILE /etc/x.yaml: sources.orders.dedupe.json: segment 2 is empty in \"data..id\"", "…: yaml:
+// line 7: did not find expected key").
+func (o sourcesOrigin) read() (keys.Sources, error) {
+	doc := []byte(o.inline)
+	if o.path != "" {
+		b, err := os.ReadFile(o.path)
+		if err != nil {
+			var pe *os.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the path is in the origin already
+			}
+			return keys.Sources{}, fmt.Errorf("%s: %w", o, err)
+		}
+		doc = b
+	}
+	src, err := keys.LoadSources(doc)
+	if err != nil {
+		// keys names the document's root "sources file"; the origin says which one it is.
+		return keys.Sources{}, fmt.Errorf("%s: %s", o, strings.TrimPrefix(err.Error(), "sources file: "))
+	}
+	return src, nil
+}
+
+// loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES. With neither, or a
+// document that declares no source at all, every preset becomes a source named after it.
+func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err error) {
+	var o sourcesOrigin
+	switch {
+	case cfg.SourcesFile != "":
+		o = sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: cfg.SourcesFile}
+	case cfg.Sources != "":
+		o = sourcesOrigin{variable: "DEDUPE_SOURCES", inline: cfg.Sources}
+	default:
+		return keys.PresetSources(), true, nil
+	}
+	src, err = o.read()
+	if err != nil {
+		return keys.Sources{}, false, err
+	}
+	if len(src.Specs) == 0 {
+		return keys.PresetSources(), true, nil
+	}
+	return src, false, nil
+}
+
+const sourcesUsage = `Usage: dedupeworker sources check [FILE]
+
+Validates a sources file (FILE, else DEDUPE_SOURCES_FILE, else DEDUPE_SOURCES), prints each source with its
+resolved dedupe spec and TTL, lists the sources without dedupe, and exits with status 2 and the worker's own
+boot error when the file is invalid. With no sources document at all (or one that declares no source), it prints
+the presets: the sources the worker then declares, one per preset, named after it.
+
+`
+
+func runSources(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		if len(args) > 0 && isHelpArg(args[0]) {
+			fmt.Fprint(stdout, sourcesUsage)
+			return errHelpShown
+		}
+		fmt.Fprint(stderr, sourcesUsage)
+		return usageErr("sources: the only subcommand is check")
+	}
+	fs := newFlagSet("sources check", sourcesUsage, stderr)
+	if err := parseFlags(fs, args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 1 {
+		return usageErr("sources check: at most one FILE")
+	}
+	file, inline := os.Getenv("DEDUPE_SOURCES_FILE"), os.Getenv("DEDUPE_SOURCES")
+	var o sourcesOrigin
+	switch {
+	case fs.NArg() == 1:
+		o = sourcesOrigin{path: fs.Arg(0)}
+	case file != "" && inline != "":
+		return usageErr("config: DEDUPE_SOURCES: set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
+	case file != "":
+		o = sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: file}
+	case inline != "":
+		o = sourcesOrigin{variable: "DEDUPE_SOURCES", inline: inline}
+	}
+	def := keys.DefaultTTL
+	if v := os.Getenv("DEDUPE_DEFAULT_TTL"); v != "" {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		}
+	}
+	if o == (sourcesOrigin{}) {
+		fmt.Fprintln(stdout, "no sources document (no FILE; DEDUPE_SOURCES_FILE and DEDUPE_SOURCES are unset): the worker declares one source per preset, named after it:")
+		return writeSources(stdout, keys.PresetSources(), def)
+	}
+	src, err := o.read()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if len(src.Specs) == 0 {
+		fmt.Fprintf(stdout, "%s: no source declared: the worker declares one source per preset, named after it:\n", o)
+		return writeSources(stdout, keys.PresetSources(), def)
+	}
+	fmt.Fprintf(stdout, "%s: %d sources\n", o, len(src.Specs))
+	if err := writeSources(stdout, src, def); err != nil {
+		return err
+	}
+	if len(src.WithoutDedupe) > 0 {
+		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))
+	}
+	return nil
+}
+
+// writeSources prints one line per source: its id, resolved dedupe spec and TTL.
+func writeSources(w io.Writer, src keys.Sources, def time.Duration) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SOURCE\tDEDUPE\tTTL")
+	for _, id := range src.IDs() {
+		s, _ := src.Lookup(id)
+		if !s.Enabled() {
+			fmt.Fprintf(tw, "%s\tnone\t-\n", id)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", id, s.String(), formatTTL(s.TTL(def)))
+	}
+	return tw.Flush()
+}
+
+// formatTTL prints durations the way people write them in a sources file (72h, 90m, 45s).
+func formatTTL(d time.Duration) string {
+	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	default:
+		return fmt.Sprintf("%ds", d/time.Second)
+	}
+}
