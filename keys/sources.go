@@ -19,6 +19,11 @@ type Sources struct {
 	Specs map[string]Spec
 	// WithoutDedupe lists the ids of the sources that declare no dedupe, sorted.
 	WithoutDedupe []string
+	// Verify holds the `verify:` block of each source that declares one, and OnInvalid the `on_invalid:` option
+	// of each source that sets it (OnInvalidReject or OnInvalidForward): for the webhook receiver; the worker
+	// ignores both.
+	Verify    map[string]VerifySpec
+	OnInvalid map[string]string
 }
 
 // IDs returns the ids of all declared sources, sorted.
@@ -95,11 +100,23 @@ func LoadSources(doc []byte) (Sources, error) {
 		if !ValidID(id) {
 			return Sources{}, fmt.Errorf("%s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", place, id)
 		}
-		spec, err := loadSource(place, m.value)
+		spec, verify, onInvalid, err := loadSource(place, m.value)
 		if err != nil {
 			return Sources{}, err
 		}
 		out.Specs[id] = spec
+		if verify != nil {
+			if out.Verify == nil {
+				out.Verify = map[string]VerifySpec{}
+			}
+			out.Verify[id] = *verify
+		}
+		if onInvalid != "" {
+			if out.OnInvalid == nil {
+				out.OnInvalid = map[string]string{}
+			}
+			out.OnInvalid[id] = onInvalid
+		}
 		if !spec.Enabled() {
 			out.WithoutDedupe = append(out.WithoutDedupe, id)
 		}
@@ -108,28 +125,39 @@ func LoadSources(doc []byte) (Sources, error) {
 	return out, nil
 }
 
-func loadSource(place string, v *yaml.Node) (Spec, error) {
+func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
 	if isNull(v) {
-		return Spec{}, nil
+		return Spec{}, nil, "", nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return Spec{}, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))
+		return Spec{}, nil, "", fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))
 	}
 	ms, perr := members(v, "", "field")
 	if perr != nil {
-		return Spec{}, fmt.Errorf("%s: %s", place, perr.msg)
+		return Spec{}, nil, "", fmt.Errorf("%s: %s", place, perr.msg)
 	}
-	var spec Spec
 	for _, m := range ms {
-		if m.name != "dedupe" {
-			return Spec{}, fmt.Errorf("%s: unknown field %q (valid: dedupe)", place, m.name)
-		}
-		spec, perr = parseSpecNode(m.value)
-		if perr != nil {
-			return Spec{}, perr.at(place + ".dedupe")
+		switch m.name {
+		case "dedupe":
+			spec, perr = parseSpecNode(m.value)
+			if perr != nil {
+				return Spec{}, nil, "", perr.at(place + ".dedupe")
+			}
+		case "verify":
+			vs, err := parseVerify(place+".verify", m.value)
+			if err != nil {
+				return Spec{}, nil, "", err
+			}
+			verify = &vs
+		case "on_invalid":
+			if onInvalid, err = parseOnInvalid(place+".on_invalid", m.value); err != nil {
+				return Spec{}, nil, "", err
+			}
+		default:
+			return Spec{}, nil, "", fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)
 		}
 	}
-	return spec, nil
+	return spec, verify, onInvalid, nil
 }
 
 // syntaxErrorLine gives a YAML syntax error the line of the file it is on. The YAML library (go.yaml.in/yaml/v3)

@@ -1,0 +1,98 @@
+package keys
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	yaml "go.yaml.in/yaml/v3"
+)
+
+// VerifySpec is a source's `verify:` block: how the webhook receiver (dedupeworker ingest) checks a request's
+// signature. The worker itself never reads it. It names a scheme and its options, never a secret: secrets come
+// from the receiver's environment or files, so that the sources file can live in a ConfigMap or a repository.
+//
+//	sources:
+//	  github: {dedupe: github, verify: github}
+//	  stripe: {dedupe: stripe, verify: {scheme: stripe, tolerance: 10m}, on_invalid: forward}
+//	  orders: {dedupe: {json: id}, verify: {scheme: hmac, header: X-Signature, algorithm: sha256, encoding: hex, prefix: "sha256="}}
+type VerifySpec struct {
+	// Scheme is github, stripe, standard_webhooks, svix, shopify, hmac or none. The receiver checks the name and
+	// the options against what the scheme takes.
+	Scheme string
+	// Header, Algorithm, Encoding and Prefix configure the hmac scheme: the signature header, sha1/sha256/sha512,
+	// hex or base64, and a prefix before the signature such as "sha256=".
+	Header, Algorithm, Encoding, Prefix string
+	// Tolerance is how far a signed timestamp may be from the receiver's clock (stripe, standard_webhooks, svix);
+	// zero: the scheme's default.
+	Tolerance time.Duration
+}
+
+// Source options the receiver reads: what to do with a request whose signature does not verify.
+const (
+	OnInvalidReject  = "reject"  // answer 401 and publish nothing (the default)
+	OnInvalidForward = "forward" // publish it marked Ingest-Verified: false (the worker forwards it unkeyed)
+)
+
+const verifyFields = "scheme, header, algorithm, encoding, prefix, tolerance"
+
+// parseVerify reads a verify block: a scheme name, or an object of verifyFields.
+func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
+	if isString(n) {
+		if n.Value == "" {
+			return VerifySpec{}, fmt.Errorf("%s: the scheme must not be empty", place)
+		}
+		return VerifySpec{Scheme: n.Value}, nil
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return VerifySpec{}, fmt.Errorf("%s: must be a scheme name or an object such as {scheme: github}, got %s", place, describe(n))
+	}
+	ms, perr := members(n, "", "field")
+	if perr != nil {
+		return VerifySpec{}, fmt.Errorf("%s: %s", place, perr.msg)
+	}
+	var v VerifySpec
+	for _, m := range ms {
+		at := place + "." + m.name
+		if m.name == "secret" || m.name == "secrets" {
+			return VerifySpec{}, fmt.Errorf("%s: secrets are never read from the sources file: give them to the receiver "+
+				"through its environment or secret files", at)
+		}
+		if !isString(m.value) {
+			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
+		}
+		val := m.value.Value
+		switch m.name {
+		case "scheme":
+			v.Scheme = val
+		case "header":
+			v.Header = val
+		case "algorithm":
+			v.Algorithm = val
+		case "encoding":
+			v.Encoding = val
+		case "prefix":
+			v.Prefix = val
+		case "tolerance":
+			d, err := time.ParseDuration(val)
+			if err != nil || d <= 0 {
+				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %q", at, val)
+			}
+			v.Tolerance = d
+		default:
+			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
+		}
+	}
+	if v.Scheme == "" {
+		return VerifySpec{}, fmt.Errorf("%s: scheme is required", place)
+	}
+	return v, nil
+}
+
+// parseOnInvalid reads a source's on_invalid option.
+func parseOnInvalid(place string, n *yaml.Node) (string, error) {
+	if !isString(n) || (n.Value != OnInvalidReject && n.Value != OnInvalidForward) {
+		return "", fmt.Errorf("%s: must be %s or %s, got %s", place, OnInvalidReject, OnInvalidForward, describe(n))
+	}
+	return strings.TrimSpace(n.Value), nil
+}

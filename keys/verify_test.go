@@ -1,0 +1,54 @@
+package keys_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+)
+
+func TestSourcesVerifyBlock(t *testing.T) {
+	src, err := keys.LoadSources([]byte(`
+sources:
+  github: {dedupe: github, verify: github}
+  stripe: {dedupe: stripe, verify: {scheme: stripe, tolerance: 10m}, on_invalid: forward}
+  orders: {dedupe: {json: id}, verify: {scheme: hmac, header: X-Signature, algorithm: sha256, encoding: hex, prefix: "sha256="}}
+  legacy: {}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]keys.VerifySpec{
+		"github": {Scheme: "github"},
+		"stripe": {Scheme: "stripe", Tolerance: 10 * time.Minute},
+		"orders": {Scheme: "hmac", Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="},
+	}
+	if len(src.Verify) != len(want) {
+		t.Fatalf("Verify = %+v", src.Verify)
+	}
+	for id, v := range want {
+		if src.Verify[id] != v {
+			t.Errorf("Verify[%s] = %+v, want %+v", id, src.Verify[id], v)
+		}
+	}
+	if src.OnInvalid["stripe"] != keys.OnInvalidForward || len(src.OnInvalid) != 1 {
+		t.Errorf("OnInvalid = %v", src.OnInvalid)
+	}
+	for _, c := range []struct{ doc, want string }{
+		{`sources: {a: {verify: {scheme: github, secret: s3cr3t}}}`, "sources.a.verify.secret: secrets are never read from the sources file"},
+		{`sources: {a: {verify: {header: X}}}`, "sources.a.verify: scheme is required"},
+		{`sources: {a: {verify: {scheme: stripe, tolerance: soon}}}`, `sources.a.verify.tolerance: must be a positive duration such as 5m, got "soon"`},
+		{`sources: {a: {verify: {scheme: hmac, algo: md5}}}`, "sources.a.verify.algo: unknown field"},
+		{`sources: {a: {verify: [github]}}`, "sources.a.verify: must be a scheme name or an object"},
+		{`sources: {a: {on_invalid: drop}}`, `sources.a.on_invalid: must be reject or forward, got "drop"`},
+	} {
+		_, err := keys.LoadSources([]byte(c.doc))
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want %q", c.doc, err, c.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
+			t.Errorf("%s: the error shows the secret: %v", c.doc, err)
+		}
+	}
+}
