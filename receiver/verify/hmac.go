@@ -1,0 +1,178 @@
+package verify
+
+import (
+	"crypto/hmac"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// macVerifier checks a signature of the body alone: GitHub, Shopify and the configurable hmac scheme. These use the
+// standard library's crypto/hmac directly: the computation is one HMAC over the body, no provider library adds
+// anything to it (GitHub publishes none for Go; Shopify's are for other languages).
+type macVerifier struct {
+	describe
+	scheme  string
+	headers []string // canonical names, tried in order: the first present one is used
+	prefix  string
+	newHash func() hash.Hash
+	size    int
+	decode  func(string) ([]byte, error)
+	format  string // what a well-formed value looks like, for ErrMalformed
+	keys    [][]byte
+}
+
+func (v *macVerifier) Verify(h http.Header, body []byte) error {
+	name, raw := v.headers[0], ""
+	for _, n := range v.headers {
+		if raw = header(h, n); raw != "" {
+			name = n
+			break
+		}
+	}
+	if raw == "" {
+		return fail(v.scheme, strings.Join(v.headers, " or "), ErrMissing, "")
+	}
+	enc, ok := strings.CutPrefix(raw, v.prefix)
+	if !ok {
+		return fail(v.scheme, name, ErrMalformed, "want "+v.format)
+	}
+	sig, err := v.decode(enc)
+	if err != nil || len(sig) != v.size {
+		return fail(v.scheme, name, ErrMalformed, "want "+v.format)
+	}
+	for _, key := range v.keys {
+		mac := hmac.New(v.newHash, key)
+		mac.Write(body)
+		if hmac.Equal(mac.Sum(nil), sig) {
+			return nil
+		}
+	}
+	return fail(v.scheme, name, ErrMismatch, "matches none of "+countSecrets(len(v.keys)))
+}
+
+func newGitHub(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) {
+	keys, err := rawKeys(cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	return &macVerifier{
+		describe: describe{"github X-Hub-Signature-256 (" + countSecrets(len(keys)) + ")"},
+		scheme:   SchemeGitHub, headers: []string{"X-Hub-Signature-256"}, prefix: "sha256=",
+		newHash: sha256.New, size: sha256.Size, decode: hex.DecodeString,
+		format: `"sha256=" and 64 hex digits`, keys: keys,
+	}, nil
+}
+
+func newShopify(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) {
+	keys, err := rawKeys(cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	return &macVerifier{
+		describe: describe{"shopify Shopify-Hmac-Sha256 or X-Shopify-Hmac-Sha256 (" + countSecrets(len(keys)) + ")"},
+		scheme:   SchemeShopify,
+		// Shopify's shopify_app gem reads the un-prefixed name first and falls back to the X- one.
+		headers: []string{"Shopify-Hmac-Sha256", "X-Shopify-Hmac-Sha256"},
+		newHash: sha256.New, size: sha256.Size, decode: decodeBase64(base64.RawStdEncoding),
+		format: "base64 of 32 bytes", keys: keys,
+	}, nil
+}
+
+var algorithms = map[string]struct {
+	newHash func() hash.Hash
+	size    int
+}{
+	"sha1":   {sha1.New, sha1.Size},
+	"sha256": {sha256.New, sha256.Size},
+	"sha512": {sha512.New, sha512.Size},
+}
+
+var encodings = map[string]func(string) ([]byte, error){
+	"hex":       hex.DecodeString,
+	"base64":    decodeBase64(base64.RawStdEncoding),
+	"base64url": decodeBase64(base64.RawURLEncoding),
+}
+
+func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) {
+	if cfg.Header == "" {
+		return nil, &FieldError{"header", "required for scheme hmac"}
+	}
+	if !isToken(cfg.Header) {
+		return nil, &FieldError{"header", fmt.Sprintf("%q is not a header name", cfg.Header)}
+	}
+	algName := strings.ToLower(cfg.Algorithm)
+	if algName == "" {
+		algName = "sha256"
+	}
+	alg, ok := algorithms[algName]
+	if !ok {
+		return nil, &FieldError{"algorithm", fmt.Sprintf("unknown %q (want sha1, sha256 or sha512)", cfg.Algorithm)}
+	}
+	encName := strings.ToLower(cfg.Encoding)
+	if encName == "" {
+		encName = "hex"
+	}
+	decode, ok := encodings[encName]
+	if !ok {
+		return nil, &FieldError{"encoding", fmt.Sprintf("unknown %q (want hex, base64 or base64url)", cfg.Encoding)}
+	}
+	if trimOWS(cfg.Prefix) != cfg.Prefix {
+		// Header values arrive with outer blanks removed, so such a prefix could never match.
+		return nil, &FieldError{"prefix", "has leading or trailing blanks"}
+	}
+	keys, err := rawKeys(cfg.Secrets)
+	if err != nil {
+		return nil, err
+	}
+	name := http.CanonicalHeaderKey(cfg.Header)
+	format := fmt.Sprintf("%s of %d bytes", encName, alg.size)
+	if encName == "hex" {
+		format = fmt.Sprintf("%d hex digits", 2*alg.size)
+	}
+	if cfg.Prefix != "" {
+		format = fmt.Sprintf("%q and %s", cfg.Prefix, format)
+	}
+	return &macVerifier{
+		describe: describe{fmt.Sprintf("hmac %s %s %s (%s)", name, algName, format, countSecrets(len(keys)))},
+		scheme:   SchemeHMAC, headers: []string{name}, prefix: cfg.Prefix,
+		newHash: alg.newHash, size: alg.size, decode: decode, format: format, keys: keys,
+	}, nil
+}
+
+// decodeBase64 decodes with or without padding: providers differ, and since the decoded bytes must equal the MAC
+// exactly, accepting both admits nothing more.
+func decodeBase64(enc *base64.Encoding) func(string) ([]byte, error) {
+	return func(s string) ([]byte, error) {
+		if strings.HasSuffix(s, "==") {
+			s = s[:len(s)-2]
+		} else if strings.HasSuffix(s, "=") {
+			s = s[:len(s)-1]
+		}
+		return enc.DecodeString(s)
+	}
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,279 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Scheme names, as Config.Scheme takes them. The provider names are those of the dedupe presets in package keys,
+// so that one source name can select both.
+const (
+	SchemeNone             = "none"
+	SchemeGitHub           = "github"
+	SchemeStripe           = "stripe"
+	SchemeStandardWebhooks = "standard_webhooks"
+	SchemeSvix             = "svix"
+	SchemeShopify          = "shopify"
+	SchemeHMAC             = "hmac"
+)
+
+// DefaultTolerance is how far a signed timestamp may be from now when Config.Tolerance is zero: 5 minutes, the
+// default of Stripe's, Svix's and the Standard Webhooks libraries.
+const DefaultTolerance = 5 * time.Minute
+
+// The reasons a delivery does not verify. Every error from Verifier.Verify wraps exactly one of them, so that the
+// receiver can count rejections by reason with errors.Is (or Reason).
+var (
+	// ErrMissing: a header the scheme needs is absent or empty.
+	ErrMissing = errors.New("verify: header missing")
+	// ErrMalformed: a header is present but not in the scheme's format (wrong prefix or encoding, no timestamp,
+	// no signature of the version the scheme accepts).
+	ErrMalformed = errors.New("verify: header malformed")
+	// ErrMismatch: the headers are well formed but no signature in them matches any secret: a forgery, a wrong
+	// secret or a body changed on the way.
+	ErrMismatch = errors.New("verify: signature mismatch")
+	// ErrTimestamp: a signature matched but its signed timestamp is outside the tolerance: a replay or a clock
+	// problem.
+	ErrTimestamp = errors.New("verify: timestamp outside tolerance")
+)
+
+// Verifier checks one delivery. Verify returns nil when it is verified, else an error saying why (see the package
+// guarantees: it wraps a reason and never contains a secret). h are the request's headers and body its raw body,
+// byte for byte as received: providers sign the bytes, and a re-encoded body does not verify.
+type Verifier interface {
+	Verify(h http.Header, body []byte) error
+}
+
+// Config describes how one source's deliveries are verified. The zero value of every optional field means its
+// default; a field the scheme does not use must be left zero (New says so rather than ignore it, so that a
+// mistyped scheme is not silently weaker than intended).
+type Config struct {
+	// Scheme is one of Schemes().
+	Scheme string
+	// Secrets are the signing secrets, as the provider shows them: at least one, except for none (which takes
+	// none). During a rotation list both the old and the new: a delivery verifies if any matches. For
+	// standard_webhooks and svix each is base64, optionally after "whsec_"; for the others it is used as bytes.
+	Secrets []string
+	// Header, Algorithm, Encoding and Prefix are for the hmac scheme only. Header (required) names the header
+	// carrying the signature; Algorithm is sha1, sha256 (default) or sha512; Encoding is hex (default), base64 or
+	// base64url (padding optional); Prefix is literal text before the encoded signature, e.g. "sha256=".
+	Header, Algorithm, Encoding, Prefix string
+	// Tolerance is how far a signed timestamp may be from Now, either way (stripe, standard_webhooks and svix
+	// only). Zero means DefaultTolerance; it cannot be turned off.
+	Tolerance time.Duration
+	// Now is the clock the timestamps are checked against; nil means time.Now. Tests set it.
+	Now func() time.Time
+}
+
+// FieldError is the error New returns for an invalid Config: Field names the field ("scheme", "secrets[1]",
+// "tolerance") and Reason says what is wrong, never quoting a secret. A caller that reads the configuration from a
+// file can put its own place in front of Field.
+type FieldError struct {
+	Field  string
+	Reason string
+}
+
+func (e *FieldError) Error() string { return "verify: " + e.Field + ": " + e.Reason }
+
+// Schemes returns the scheme names New accepts, sorted.
+func Schemes() []string {
+	s := make([]string, 0, len(builders))
+	for name := range builders {
+		s = append(s, name)
+	}
+	sort.Strings(s)
+	return s
+}
+
+// New validates cfg and returns its Verifier. The Verifier keeps copies of what it needs: changing cfg afterwards
+// changes nothing.
+func New(cfg Config) (Verifier, error) {
+	build, ok := builders[cfg.Scheme]
+	if !ok {
+		if cfg.Scheme == "" {
+			return nil, &FieldError{"scheme", "required (one of " + strings.Join(Schemes(), ", ") + ")"}
+		}
+		return nil, &FieldError{"scheme", fmt.Sprintf("unknown %q (want one of %s)", cfg.Scheme, strings.Join(Schemes(), ", "))}
+	}
+	// The generic fields belong to hmac; a provider scheme fixes them itself.
+	if cfg.Scheme != SchemeHMAC {
+		for _, f := range []struct{ name, value string }{
+			{"header", cfg.Header}, {"algorithm", cfg.Algorithm}, {"encoding", cfg.Encoding}, {"prefix", cfg.Prefix},
+		} {
+			if f.value != "" {
+				return nil, &FieldError{f.name, "only for scheme hmac (scheme " + cfg.Scheme + " fixes it)"}
+			}
+		}
+	}
+	if cfg.Tolerance < 0 {
+		return nil, &FieldError{"tolerance", "negative"}
+	}
+	if cfg.Tolerance != 0 && !timestamped[cfg.Scheme] {
+		return nil, &FieldError{"tolerance", "scheme " + cfg.Scheme + " signs no timestamp"}
+	}
+	if cfg.Scheme == SchemeNone {
+		if len(cfg.Secrets) > 0 {
+			return nil, &FieldError{"secrets", "scheme none takes no secrets"}
+		}
+	} else {
+		if len(cfg.Secrets) == 0 {
+			return nil, &FieldError{"secrets", "at least one is required for scheme " + cfg.Scheme}
+		}
+		for i, s := range cfg.Secrets {
+			if s == "" {
+				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "empty"}
+			}
+			if strings.TrimSpace(s) != s {
+				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "has leading or trailing white space (a newline from a file?)"}
+			}
+		}
+	}
+	tol := cfg.Tolerance
+	if tol == 0 {
+		tol = DefaultTolerance
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return build(cfg, tol, now)
+}
+
+type builder func(cfg Config, tolerance time.Duration, now func() time.Time) (Verifier, error)
+
+var builders = map[string]builder{
+	SchemeNone:             func(Config, time.Duration, func() time.Time) (Verifier, error) { return noneVerifier{}, nil },
+	SchemeGitHub:           newGitHub,
+	SchemeStripe:           newStripe,
+	SchemeStandardWebhooks: newStandard,
+	SchemeSvix:             newStandard,
+	SchemeShopify:          newShopify,
+	SchemeHMAC:             newHMAC,
+}
+
+// timestamped are the schemes whose signatures cover a timestamp, and so take a Tolerance.
+var timestamped = map[string]bool{SchemeStripe: true, SchemeStandardWebhooks: true, SchemeSvix: true}
+
+// rawKeys returns the secrets as HMAC keys, refusing duplicates: listing one secret twice is a configuration slip
+// (a rotation that forgot the new secret) that would otherwise pass unnoticed.
+func rawKeys(secrets []string) ([][]byte, error) {
+	keys := make([][]byte, len(secrets))
+	for i, s := range secrets {
+		for j := range i {
+			if secrets[j] == s {
+				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("same as secrets[%d]", j)}
+			}
+		}
+		keys[i] = []byte(s)
+	}
+	return keys, nil
+}
+
+// Reason names the reason of an error from Verify, for a metric label: "missing", "malformed", "mismatch",
+// "timestamp", "" for nil and "other" for an error that wraps none of the four.
+func Reason(err error) string {
+	switch {
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrMissing):
+		return "missing"
+	case errors.Is(err, ErrMalformed):
+		return "malformed"
+	case errors.Is(err, ErrMismatch):
+		return "mismatch"
+	case errors.Is(err, ErrTimestamp):
+		return "timestamp"
+	default:
+		return "other"
+	}
+}
+
+// failure is the error Verify returns: a message that names the scheme and the header, wrapping one reason.
+type failure struct {
+	msg    string
+	reason error
+}
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return f.reason }
+
+// fail builds a failure. detail must never hold a secret, a MAC or a header value other than a parsed timestamp:
+// callers pass fixed text and numbers only.
+func fail(scheme, place string, reason error, detail string) error {
+	msg := "verify: " + scheme + ": " + place + ": " + strings.TrimPrefix(reason.Error(), "verify: ")
+	if detail != "" {
+		msg += ": " + detail
+	}
+	return &failure{msg: msg, reason: reason}
+}
+
+// String describes the Config with its secrets counted, never shown, so that logging a Config is safe.
+func (c Config) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "verify.Config{Scheme: %q, Secrets: %s", c.Scheme, redacted(len(c.Secrets)))
+	for _, f := range []struct{ name, value string }{
+		{"Header", c.Header}, {"Algorithm", c.Algorithm}, {"Encoding", c.Encoding}, {"Prefix", c.Prefix},
+	} {
+		if f.value != "" {
+			fmt.Fprintf(&b, ", %s: %q", f.name, f.value)
+		}
+	}
+	if c.Tolerance != 0 {
+		fmt.Fprintf(&b, ", Tolerance: %s", c.Tolerance)
+	}
+	if c.Now != nil {
+		b.WriteString(", Now: set")
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// GoString keeps %#v, which would otherwise print every field, from showing the secrets.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue keeps slog from printing the secrets.
+func (c Config) LogValue() slog.Value {
+	attrs := []slog.Attr{slog.String("scheme", c.Scheme), slog.Int("secrets", len(c.Secrets))}
+	for _, f := range []struct{ name, value string }{
+		{"header", c.Header}, {"algorithm", c.Algorithm}, {"encoding", c.Encoding}, {"prefix", c.Prefix},
+	} {
+		if f.value != "" {
+			attrs = append(attrs, slog.String(f.name, f.value))
+		}
+	}
+	if c.Tolerance != 0 {
+		attrs = append(attrs, slog.Duration("tolerance", c.Tolerance))
+	}
+	return slog.GroupValue(attrs...)
+}
+
+func redacted(n int) string {
+	if n == 1 {
+		return "[1 redacted]"
+	}
+	return fmt.Sprintf("[%d redacted]", n)
+}
+
+// describe is embedded by every Verifier: fmt and slog print its text instead of the fields, which hold keys.
+type describe struct{ text string }
+
+func (d describe) String() string       { return d.text }
+func (d describe) GoString() string     { return d.text }
+func (d describe) LogValue() slog.Value { return slog.StringValue(d.text) }
+
+func countSecrets(n int) string {
+	if n == 1 {
+		return "1 secret"
+	}
+	return fmt.Sprintf("%d secrets", n)
+}
+
+type noneVerifier struct{}
+
+func (noneVerifier) Verify(http.Header, []byte) error { return nil }
+func (noneVerifier) String() string                   { return "none (no verification)" }
