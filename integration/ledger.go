@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -115,6 +116,60 @@ func BodyHash(b []byte) uint64 {
 // ReadStream reads every message of a stream with an ordered consumer. A missing or empty stream reads as
 // nothing. It expects the stream to be quiet (it stops at the last sequence it saw when it started).
 func ReadStream(ctx context.Context, js jetstream.JetStream, name string) ([]Record, error) {
+	out, err := readOrdered(ctx, js, name)
+	if err == nil {
+		return out, nil
+	}
+	// An ordered consumer created just after a cluster's leader changes can sit without a message for longer than
+	// the read allows; the stream itself is fine. Read it message by message from the stream leader instead.
+	out, err2 := readByGet(ctx, js, name)
+	if err2 != nil {
+		return out, errors.Join(err, err2)
+	}
+	return out, nil
+}
+
+// readByGet reads every message of the stream with one get per sequence.
+func readByGet(ctx context.Context, js jetstream.JetStream, name string) ([]Record, error) {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: stream %s: %w", name, err)
+	}
+	state := st.CachedInfo().State
+	out := make([]Record, 0, state.Msgs)
+	for seq := state.FirstSeq; seq <= state.LastSeq && state.Msgs > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // deleted (purged by the test, or an interior delete)
+		}
+		if err != nil {
+			return out, fmt.Errorf("ledger: get %s message %d: %w", name, seq, err)
+		}
+		out = append(out, record(name, m.Sequence, m.Subject, m.Header, m.Data))
+	}
+	return out, nil
+}
+
+// record is what the ledger keeps of one stored message.
+func record(stream string, seq uint64, subject string, h nats.Header, data []byte) Record {
+	return Record{
+		Seq:      seq,
+		Subject:  subject,
+		IdemKey:  h.Get(HdrIdempotencyKey),
+		MsgID:    h.Get(HdrMsgID),
+		Key:      h.Get(HdrKey),
+		Status:   h.Get(HdrStatus),
+		Reason:   h.Get(HdrReason),
+		Err:      h.Get(HdrError),
+		In:       h.Get(HdrSubject),
+		Envelope: h.Get(HdrEnvelope),
+		Body:     BodyHash(data),
+		Size:     len(data),
+		Forged:   forged(h, stream == DLQStream),
+	}
+}
+
+func readOrdered(ctx context.Context, js jetstream.JetStream, name string) ([]Record, error) {
 	st, err := js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
@@ -145,22 +200,7 @@ func ReadStream(ctx context.Context, js jetstream.JetStream, name string) ([]Rec
 		if err != nil {
 			return out, fmt.Errorf("ledger: read %s: metadata: %w", name, err)
 		}
-		h := m.Headers()
-		out = append(out, Record{
-			Seq:      md.Sequence.Stream,
-			Subject:  m.Subject(),
-			IdemKey:  h.Get(HdrIdempotencyKey),
-			MsgID:    h.Get(HdrMsgID),
-			Key:      h.Get(HdrKey),
-			Status:   h.Get(HdrStatus),
-			Reason:   h.Get(HdrReason),
-			Err:      h.Get(HdrError),
-			In:       h.Get(HdrSubject),
-			Envelope: h.Get(HdrEnvelope),
-			Body:     BodyHash(m.Data()),
-			Size:     len(m.Data()),
-			Forged:   forged(h, name == DLQStream),
-		})
+		out = append(out, record(name, md.Sequence.Stream, m.Subject(), m.Headers(), m.Data()))
 		if md.Sequence.Stream >= state.LastSeq || md.NumPending == 0 {
 			return out, nil
 		}

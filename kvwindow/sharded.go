@@ -97,18 +97,23 @@ func checkShards(ctx context.Context, js jetstream.JetStream, cfg Config) error 
 		}
 		return n
 	}
-	first, err := exists(ShardBucket(cfg.Bucket, 2, 0))
+	single, err := exists(cfg.Bucket)
 	if err != nil {
 		return err
 	}
 	if k == 1 {
-		if first != nil {
+		if single != nil {
+			return nil // today's window: no need to look further (nor the permission to)
+		}
+		// No single bucket (yet): a sharded window under the same name would be taken for an empty one. The probe
+		// is best effort: a user allowed only the single bucket's API subjects gets no answer, which is fine.
+		if first, err := exists(ShardBucket(cfg.Bucket, 2, 0)); err == nil && first != nil {
 			return fmt.Errorf("kvwindow: the window %q is sharded (bucket %s-00 exists, created for %d shards) but shards is 1: "+
 				"set DEDUPE_WINDOW_SHARDS to the number of buckets it was created with", cfg.Bucket, cfg.Bucket, recorded(first))
 		}
 		return nil
 	}
-	single, err := exists(cfg.Bucket)
+	first, err := exists(ShardBucket(cfg.Bucket, 2, 0))
 	if err != nil {
 		return err
 	}
