@@ -51,6 +51,7 @@ type workerSpec struct {
 	pprof       bool // DEDUPE_PPROF=true: serve /debug/pprof/ on DEDUPE_HTTP_ADDR
 	// consumerStart is DEDUPE_CONSUMER_START ("": unset); see inputRetention.workerConsumerStart.
 	consumerStart string
+	shards        int // DEDUPE_WINDOW_SHARDS when above 1 (see shards.go)
 }
 
 // createInput creates INGEST the way ingest would: every ingest.> subject, file storage, the retention of
@@ -68,17 +69,15 @@ func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Dur
 }
 
 // createClientSide creates what the worker would provision for itself, for the in-process contenders: DEDUPED,
-// the window bucket (per-key TTLs) and the shared durable consumer.
-func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending int) error {
+// the window's shards buckets (per-key TTLs; see createWindowBuckets) and the shared durable consumer.
+func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending, shards int) error {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
 		Name: outputStream, Subjects: []string{"deduped.>"}, Storage: jetstream.FileStorage, Duplicates: outputDupWindow,
 	}); err != nil {
 		return fmt.Errorf("create %s: %w", outputStream, err)
 	}
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: bucket, History: 1, Storage: jetstream.FileStorage, LimitMarkerTTL: time.Minute,
-	}); err != nil {
-		return fmt.Errorf("create bucket: %w", err)
+	if err := createWindowBuckets(ctx, js, shards); err != nil {
+		return err
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, inputStream, jetstream.ConsumerConfig{
 		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
@@ -177,9 +176,9 @@ func isWrongLastSeq(err error) bool {
 }
 
 // floorContender is the least work per envelope the design needs, as pipelined as a client can make it: batched
-// pulls, up to inFlight envelopes at once, each one async create of its key with a TTL (precomputed key), then
-// an async publish of the output with Nats-Msg-Id, then an ack.
-func floorContender(inFlight int) inProcess {
+// pulls, up to inFlight envelopes at once, each one async create of its key with a TTL (precomputed key) in its
+// bucket of a window of shards buckets, then an async publish of the output with Nats-Msg-Id, then an ack.
+func floorContender(inFlight, shards int) inProcess {
 	return func(ctx context.Context, url string, w *Workload) error {
 		nc, js, err := connect(url, "bench-floor")
 		if err != nil {
@@ -222,7 +221,7 @@ func floorContender(inFlight int) inProcess {
 				return
 			}
 			if key := w.KVKey(i); key != "" {
-				claim := &nats.Msg{Subject: "$KV." + bucket + "." + key, Header: nats.Header{}, Data: value}
+				claim := &nats.Msg{Subject: "$KV." + windowBucketOf(key, shards) + "." + key, Header: nats.Header{}, Data: value}
 				claim.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
 				claim.Header.Set(jetstream.MsgTTLHeader, ttl)
 				f, err := js.PublishMsgAsync(claim)
@@ -269,8 +268,13 @@ func floorContender(inFlight int) inProcess {
 	}
 }
 
-// naiveContender is what most people write first: one envelope at a time, every call synchronous.
-func naiveContender(ctx context.Context, url string, w *Workload) error {
+// naiveContender is what most people write first: one envelope at a time, every call synchronous; each key goes
+// to its bucket of a window of shards buckets.
+func naiveContender(shards int) inProcess {
+	return func(ctx context.Context, url string, w *Workload) error { return naive(ctx, url, w, max(shards, 1)) }
+}
+
+func naive(ctx context.Context, url string, w *Workload, shards int) error {
 	nc, js, err := connect(url, "bench-naive")
 	if err != nil {
 		return err
@@ -280,9 +284,11 @@ func naiveContender(ctx context.Context, url string, w *Workload) error {
 	if err != nil {
 		return err
 	}
-	kv, err := js.KeyValue(ctx, bucket)
-	if err != nil {
-		return err
+	kvs := make([]jetstream.KeyValue, shards)
+	for i := range kvs {
+		if kvs[i], err = js.KeyValue(ctx, windowBucket(shards, i)); err != nil {
+			return err
+		}
 	}
 	for ctx.Err() == nil {
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
@@ -298,7 +304,7 @@ func naiveContender(ctx context.Context, url string, w *Workload) error {
 				return err
 			}
 			if key := w.KVKey(i); key != "" {
-				if _, err := kv.Create(ctx, key, []byte("claimed"), jetstream.KeyTTL(windowTTL)); err != nil {
+				if _, err := kvs[shardIndex(key, shards)].Create(ctx, key, []byte("claimed"), jetstream.KeyTTL(windowTTL)); err != nil {
 					if errors.Is(err, jetstream.ErrKeyExists) {
 						if err := m.DoubleAck(ctx); err != nil && ctx.Err() == nil {
 							return err
@@ -352,6 +358,9 @@ func workerEnv(url string, httpPort int, spec workerSpec) []string {
 	}
 	if spec.consumerStart != "" {
 		env = append(env, "DEDUPE_CONSUMER_START="+spec.consumerStart)
+	}
+	if spec.shards > 1 {
+		env = append(env, "DEDUPE_WINDOW_SHARDS="+strconv.Itoa(spec.shards))
 	}
 	return env
 }

@@ -142,7 +142,7 @@ func TestCreateInputEveryRetention(t *testing.T) {
 				t.Errorf("%s, native %v: stream has retention %s, max age %s, duplicates %s", r, native, got.Retention, got.MaxAge, got.Duplicates)
 			}
 			if !native {
-				if err := createClientSide(ctx, js, 1000); err != nil {
+				if err := createClientSide(ctx, js, 1000, 1); err != nil {
 					t.Fatalf("%s: %v", r, err)
 				}
 				if _, err := js.Publish(ctx, "ingest.t1.gh", []byte("{}")); err != nil {

@@ -38,6 +38,7 @@ type options struct {
 	settle, timeout, stall   time.Duration
 	workerBin, serverBin     string
 	inputRetention           inputRetention
+	scaleOptions             // -shards, -scaling, -scaling-shards (scaling.go)
 }
 
 var allContenders = []string{cFloor, cNative, cWorker, cNaive, cWorker2}
@@ -74,6 +75,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.workerBin, "worker-bin", "", "use this dedupeworker binary instead of building ./cmd/dedupeworker")
 	fs.StringVar(&o.serverBin, "nats-server-bin", "", "use this nats-server binary instead of building it from the module")
 	fs.Var(&o.inputRetention, "input-retention", retentionUsage)
+	o.scaleOptions.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, flag.ErrHelp
@@ -108,6 +110,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	}
 	o.contenders = splitList(*contenders)
 	o.modes = splitList(*modes)
+	o.scaleDefaults(set)
 	for _, c := range o.contenders {
 		if !slices.Contains(allContenders, c) {
 			fmt.Fprintf(stderr, "dedupebench: -contenders: unknown contender %q\n", c)
@@ -156,6 +159,7 @@ type bench struct {
 
 	results  []*Result
 	profiled bool // the worker drain with -cpuprofile has run
+	scale    scaleState
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -200,7 +204,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
-	if b.has(cWorker) || b.has(cWorker2) {
+	if b.has(cWorker) || b.has(cWorker2) || len(opts.scaling.vals) > 0 {
 		b.workerBin = opts.workerBin
 		if b.workerBin == "" {
 			if rootErr != nil {
@@ -251,6 +255,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 					return err
 				}
 				runs[c] = append(runs[c], r)
+			}
+			if err := b.scalingRound(ctx, w, round); err != nil {
+				return err
 			}
 		}
 		for _, c := range allContenders {
@@ -323,7 +330,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	b.deferred.Wait()
 	results := b.results
 
-	fmt.Fprintf(stdout, "\n%s\n", opts.inputRetention.reportLine()) // just above the table, so that it is quoted with it
+	fmt.Fprintf(stdout, "\n%s\n%s\n", opts.inputRetention.reportLine(), opts.scaleOptions.reportLine()) // just above the table, so that it is quoted with it
 	if err := writeTable(stdout, results); err != nil {
 		return err
 	}
@@ -345,6 +352,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	for _, n := range b.notes {
 		fmt.Fprintln(stdout, "note:", n)
 	}
+	b.writeScaling(stdout)
 	for _, l := range rssLines {
 		fmt.Fprintln(stdout, l)
 	}
@@ -392,26 +400,7 @@ func writeHeader(w io.Writer, o options, wl *Workload) {
 	}
 	fmt.Fprintf(w, "sources: %s; live: %d envelopes at %d/s; naive drain: %d envelopes\n", strings.Join(parts, ", "), o.liveN, o.rate, o.naiveN)
 	fmt.Fprintln(w, o.inputRetention.reportLine())
-}
-
-// medianRun returns the run with the median rate (the lower middle one for an even count). The heap figures
-// of round one are carried over, since only that round measures them.
-func medianRun(rs []*Result) *Result {
-	sorted := slices.Clone(rs)
-	slices.SortStableFunc(sorted, func(a, b *Result) int {
-		switch {
-		case a.Rate() < b.Rate():
-			return -1
-		case a.Rate() > b.Rate():
-			return 1
-		}
-		return 0
-	})
-	m := sorted[(len(sorted)-1)/2]
-	if m != rs[0] && rs[0].HeapBefore > 0 {
-		m.heapFrom = rs[0]
-	}
-	return m
+	fmt.Fprintln(w, o.scaleOptions.reportLine())
 }
 
 // instance is a running contender.
@@ -422,11 +411,11 @@ type instance struct {
 }
 
 func (b *bench) startContender(ctx context.Context, kind, url string, w *Workload) (*instance, error) {
-	switch kind {
+	switch contenderClass(kind) {
 	case cFloor, cNaive:
-		fn := naiveContender
+		fn := naiveContender(b.opts.shards.k())
 		if kind == cFloor {
-			fn = floorContender(b.opts.floorFlight)
+			fn = floorContender(b.opts.floorFlight, b.opts.shards.k())
 		}
 		cctx, cancel := context.WithCancel(ctx)
 		errc := make(chan error, 1)
@@ -467,11 +456,7 @@ func (b *bench) startContender(ctx context.Context, kind, url string, w *Workloa
 			},
 		}, nil
 	case cWorker, cWorker2:
-		spec := workerSpec{bin: b.workerBin, replicas: 1, maxInFlight: b.opts.maxInFlight, pprof: b.opts.cpuprofile != "", consumerStart: b.opts.inputRetention.workerConsumerStart()}
-		if kind == cWorker2 {
-			spec.replicas = 2
-		}
-		reps, err := startWorkers(b.ps, spec, url)
+		reps, err := startWorkers(b.ps, b.workerSpec(kind), url)
 		inst := &instance{workers: reps}
 		inst.stop = func() error {
 			var errs []error
@@ -586,7 +571,7 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 		return nil, err
 	}
 	if inProc {
-		if err := createClientSide(ctx, js, max(b.opts.floorFlight*2, 1000)); err != nil {
+		if err := createClientSide(ctx, js, max(b.opts.floorFlight*2, 1000), b.opts.shards.k()); err != nil {
 			return nil, err
 		}
 	}
@@ -672,7 +657,9 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	} else {
 		time.Sleep(100 * time.Millisecond) // a late duplicate output would show up now
 		res.Outputs, _ = streamMsgs(ctx, js, outputStream)
-		res.WindowKeys, _ = streamMsgs(ctx, js, "KV_"+bucket)
+		if res.WindowKeys, err = b.windowKeys(ctx, js, kind); err != nil {
+			return nil, fmt.Errorf("%s drain: %w", label, err)
+		}
 		if dlq, ok := streamMsgs(ctx, js, dlqStream); ok && dlq > 0 {
 			res.DLQ = dlq
 			b.note("%s drain: %d dead letters in %s", label, dlq, dlqStream)
@@ -785,7 +772,7 @@ func (b *bench) live(ctx context.Context, kind string, w *Workload) (*Result, er
 	}
 	inProc := kind == cFloor || kind == cNaive
 	if inProc {
-		if err := createClientSide(ctx, js, max(b.opts.floorFlight*2, 1000)); err != nil {
+		if err := createClientSide(ctx, js, max(b.opts.floorFlight*2, 1000), b.opts.shards.k()); err != nil {
 			return nil, err
 		}
 	}
