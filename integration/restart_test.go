@@ -129,5 +129,6 @@ func TestNATSKill(t *testing.T) {
 	}
 	q, r := c.finish(t, envs, pubDone)
 	t.Logf("FIGURES scenario=nats-kill envelopes=%d server_kills=%d redeliveries=%d elapsed=%s ledger=%q",
-		n, srv.Kills, q.Deliveries-q.Input, time.Since(start).Round(time.Second), r.Summary())
+		// Signed: a SIGKILL can lose the consumer's last unsynced delivery count, so it may trail the input.
+		n, srv.Kills, int64(q.Deliveries)-int64(q.Input), time.Since(start).Round(time.Second), r.Summary())
 }
