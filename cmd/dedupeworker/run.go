@@ -98,6 +98,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runWindow(ctx, args, stdout, stderr)
 	case "dlq":
 		return runDlq(ctx, args, stdout, stderr)
+	case "ingest":
+		return runIngest(ctx, args, stdout, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
@@ -123,6 +125,7 @@ Usage:
   dedupeworker window get|forget [flags]   inspect or remove claims in the dedupe window
   dedupeworker dlq ls|show|replay [flags]  list, show and replay dead letters
   dedupeworker sources check [FILE]        validate a sources file
+  dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
   dedupeworker help [COMMAND]              describe a command
   dedupeworker version                     print the version, VCS revision and Go version of the binary
 

@@ -36,7 +36,7 @@ type Config struct {
 	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate"`
 	// NatsConnectTimeout is not a connection setting in the sense of NatsConfigured: it applies whichever
 	// configuration names the server.
-	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run, 10s for the other commands"`
+	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, 10s for the other commands"`
 
 	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)"`
 	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server"`
@@ -73,6 +73,15 @@ type Config struct {
 	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error"`
 	LogFormat             string        `split_words:"true" default:"auto" desc:"auto (tint on a terminal, JSON otherwise), text or json"`
 	ShutdownTimeout       time.Duration `split_words:"true" default:"30s" desc:"how long shutdown may take"`
+
+	// dedupeworker ingest, the webhook receiver. Its signing secrets are not settings: DEDUPE_INGEST_SECRET_<SOURCE>
+	// variables and the files of DEDUPE_INGEST_SECRETS_DIR are read by package receiver, never logged.
+	IngestAddr           string        `split_words:"true" default:":8080" desc:"address of dedupeworker ingest: POST /hooks/<tenant>/<source>, /metrics, /healthz, /readyz"`
+	IngestMaxBody        int           `split_words:"true" default:"4194304" desc:"largest webhook body ingest accepts, in bytes (413 above); the NATS server's max_payload bounds it too"`
+	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above)"`
+	IngestSecretsDir     string        `split_words:"true" desc:"directory of ingest's signing secrets: files named <source> (every tenant) or <tenant>.<source>, one secret per line"`
+	IngestPublishTimeout time.Duration `split_words:"true" default:"3s" desc:"how long ingest waits for JetStream to store a delivery before answering 503"`
+	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"webhook requests ingest handles at once; more are answered 503"`
 }
 
 // Load reads the environment and validates the result.
@@ -219,6 +228,21 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < time.Second {
 		bad("SHUTDOWN_TIMEOUT", "must be at least 1s, got %s", c.ShutdownTimeout)
+	}
+	if _, _, err := net.SplitHostPort(c.IngestAddr); err != nil {
+		bad("INGEST_ADDR", "must be host:port or :port, got %q", c.IngestAddr)
+	}
+	if c.IngestMaxBody < 1 || c.IngestMaxBody > 1<<30 {
+		bad("INGEST_MAX_BODY", "must be between 1 and %d bytes, got %d", 1<<30, c.IngestMaxBody)
+	}
+	if c.IngestMaxHeaderBytes < 1024 || c.IngestMaxHeaderBytes > 1<<20 {
+		bad("INGEST_MAX_HEADER_BYTES", "must be between 1024 and %d bytes, got %d", 1<<20, c.IngestMaxHeaderBytes)
+	}
+	if c.IngestPublishTimeout < 100*time.Millisecond || c.IngestPublishTimeout > time.Minute {
+		bad("INGEST_PUBLISH_TIMEOUT", "must be between 100ms and 1m, got %s", c.IngestPublishTimeout)
+	}
+	if c.IngestMaxInFlight < 1 || c.IngestMaxInFlight > 65536 {
+		bad("INGEST_MAX_IN_FLIGHT", "must be between 1 and 65536, got %d", c.IngestMaxInFlight)
 	}
 	return errors.Join(errs...)
 }

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/receiver"
+)
+
+const ingestUsage = `Usage: dedupeworker ingest [connection flags]
+
+Receives webhooks over HTTP on DEDUPE_INGEST_ADDR: POST /hooks/<tenant>/<source>. Each delivery is checked by its
+source's verify block in the sources file (DEDUPE_SOURCES_FILE or DEDUPE_SOURCES, as the worker reads them), then
+published to <DEDUPE_INPUT_PREFIX>.<tenant>.<source> with its body and headers and Ingest-Verified: true (or false,
+for a source with on_invalid: forward), and answered 202 once the input stream DEDUPE_INPUT_STREAM stored it.
+Answers: 401 bad or missing signature, 404 unknown tenant or source, 405 not POST, 413 body too large, 431 headers
+too large, 503 with Retry-After when JetStream cannot store it. /metrics, /healthz and /readyz on the same address.
+
+Every declared source needs a verify block (verify: none accepts unsigned deliveries). With no sources document,
+each preset source is served once it has a secret. Secrets are never read from the sources file:
+  DEDUPE_INGEST_SECRET_<SOURCE>   a source's secrets for every tenant, comma separated (source id in upper case,
+                                  '-' as '_': DEDUPE_INGEST_SECRET_GITHUB)
+  DEDUPE_INGEST_SECRETS_DIR       files named <source> (every tenant) or <tenant>.<source>, one secret per line;
+                                  a tenant's own file replaces the source's secrets for that tenant
+List several secrets during a rotation: a delivery verifies if any matches.
+
+The connection is the worker's (flags below, DEDUPE_NATS_*, NATS_* and nats CLI contexts); with none of them it
+connects to nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings runs its embedded server.
+Every setting is an environment variable:
+
+`
+
+// runIngest is `dedupeworker ingest`. Configuration errors (settings, sources, secrets, verify blocks) are found
+// before connecting and exit 2; a connection that cannot be made exits 1.
+func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("ingest", ingestUsage, stderr)
+	conn := addConnFlags(fs)
+	fs.Usage = func() {
+		w := fs.Output() // standard output when help was asked for
+		fmt.Fprint(w, ingestUsage)
+		_ = config.Usage(w)
+		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("ingest: unexpected argument %q", fs.Arg(0))
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	natsCfg, embeddedNATS, err := conn.resolve(cfg)
+	if err != nil {
+		return err
+	}
+	sources, fromPresets, err := loadSources(cfg)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
+		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
+	})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	in := &ingest{cfg: cfg, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
+	return in.run(ctx, fromPresets)
+}
+
+// ingest owns the parts of a running receiver: the NATS connection and, inside Receiver.Serve, the HTTP server.
+// They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
+// the connection drains.
+type ingest struct {
+	cfg     config.Config
+	log     *slog.Logger
+	policy  *receiver.Policy
+	secrets *receiver.Secrets
+
+	natsCfg      natsconn.Config
+	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
+}
+
+func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
+	cfg, log := in.cfg, in.log
+	log.Info("starting dedupeworker ingest", startAttrs(log, cfg)...)
+	if fromPresets {
+		log.Info("no sources configured: each preset is a source, served once it has a secret")
+	}
+	for _, s := range in.policy.Sources() {
+		tenants := "every tenant"
+		if len(s.Tenants) > 0 && !s.AllTenant {
+			tenants = strings.Join(s.Tenants, ",")
+		} else if len(s.Tenants) > 0 {
+			tenants = "every tenant; own secrets for " + strings.Join(s.Tenants, ",")
+		}
+		log.Info("receiving source", "source", s.Source, "verify", s.Scheme, "on_invalid", s.OnInvalid, "tenants", tenants)
+	}
+	for _, u := range in.policy.Unserved() {
+		log.Warn("source not served (404)", "source", u.Source, "reason", u.Reason)
+	}
+	log.Info("signing secrets loaded", "secrets", in.secrets) // counts and origins only (Secrets.LogValue)
+
+	stopLogged := make(chan struct{})
+	stopLog := context.AfterFunc(ctx, func() {
+		defer close(stopLogged)
+		log.Info("stopping: " + stopReason(ctx))
+	})
+	defer func() {
+		if !stopLog() {
+			<-stopLogged
+		}
+	}()
+
+	natsCfg := in.natsCfg
+	if in.embeddedNATS {
+		natsCfg.URL = "nats://" + cfg.EmbeddedListen
+		natsCfg.Origin = joinOrigin("url from DEDUPE_EMBEDDED_LISTEN (no NATS server configured: a worker's embedded server)", natsCfg.Origin)
+	}
+	natsCfg.Name, natsCfg.Logger = "dedupeworker-ingest", log
+	// A service, started together with NATS (or with the worker and its embedded server): wait as long as run does.
+	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
+	nc, err := natsconn.ConnectContext(ctx, natsCfg)
+	if err != nil {
+		return failErr(err)
+	}
+	total := cfg.ShutdownTimeout
+	defer func() {
+		if derr := drainNATS(nc, total-pipelineShutdownBudget(total)); derr != nil {
+			err = errors.Join(err, derr)
+		} else if err == nil {
+			log.Info("stopped")
+		}
+	}()
+	log.Info("connected to NATS", "server", natsconn.Redact(nc.ConnectedUrlRedacted()), "from", natsCfg.Origin)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return failErr(fmt.Errorf("jetstream: %w", err))
+	}
+	in.checkLimits(nc.MaxPayload())
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, serr := js.Stream(sctx, cfg.InputStream); serr != nil {
+		log.Warn("input stream not found yet: deliveries are answered 503 until it exists (the worker creates it)",
+			"stream", cfg.InputStream, "err", serr)
+	}
+	cancel()
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	rcv, err := receiver.New(receiver.Config{
+		JetStream:       js,
+		Policy:          in.policy,
+		InputStream:     cfg.InputStream,
+		InputPrefix:     cfg.InputPrefix,
+		MaxBody:         int64(cfg.IngestMaxBody),
+		MaxHeaderBytes:  cfg.IngestMaxHeaderBytes,
+		PublishTimeout:  cfg.IngestPublishTimeout,
+		MaxInFlight:     cfg.IngestMaxInFlight,
+		ShutdownTimeout: pipelineShutdownBudget(total),
+		Logger:          log,
+		Metrics:         receiver.NewMetrics(reg),
+		Gatherer:        reg,
+	})
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
+	ln, err := net.Listen("tcp", cfg.IngestAddr)
+	if err != nil {
+		return failErr(fmt.Errorf("ingest: DEDUPE_INGEST_ADDR %s: %w", cfg.IngestAddr, err))
+	}
+	log.Info("receiving webhooks", "addr", ln.Addr().String(), "route", "POST "+receiver.HookPrefix+"<tenant>/<source>",
+		"subject", cfg.InputPrefix+".<tenant>.<source>", "stream", cfg.InputStream)
+	if err := rcv.Serve(ctx, ln); err != nil {
+		return failErr(err)
+	}
+	return nil
+}
+
+// checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are
+// answered 413, and when that is not above DEDUPE_MAX_JSON_BYTES the worker's too-large outcome is unreachable.
+func (in *ingest) checkLimits(maxPayload int64) {
+	cfg, log := in.cfg, in.log
+	body := int64(cfg.IngestMaxBody)
+	if room := maxPayload - int64(cfg.IngestMaxHeaderBytes); room < body {
+		log.Warn("the NATS server's max_payload is below DEDUPE_INGEST_MAX_BODY + DEDUPE_INGEST_MAX_HEADER_BYTES: larger deliveries are answered 413",
+			"max_payload", maxPayload, "DEDUPE_INGEST_MAX_BODY", cfg.IngestMaxBody, "DEDUPE_INGEST_MAX_HEADER_BYTES", cfg.IngestMaxHeaderBytes,
+			"fix", "raise max_payload on the server (the worker's embedded server uses max(8 MiB, 2 x DEDUPE_MAX_JSON_BYTES + 64 KiB))")
+		body = max(room, 0)
+	}
+	if body <= int64(cfg.MaxJSONBytes) {
+		log.Warn("ingest accepts no body larger than DEDUPE_MAX_JSON_BYTES: the worker's too-large reason is unreachable, such deliveries are answered 413 instead",
+			"accepted_body_bytes", body, "DEDUPE_MAX_JSON_BYTES", cfg.MaxJSONBytes)
+	}
+}
+
+// drainNATS drains the connection (what it published is flushed) within timeout, else closes it.
+func drainNATS(nc *nats.Conn, timeout time.Duration) error {
+	closed := make(chan struct{})
+	nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return nil
+	}
+	select {
+	case <-closed:
+		return nil
+	case <-time.After(timeout):
+		nc.Close()
+		return errors.New("nats drain: timed out")
+	}
+}

@@ -1,0 +1,164 @@
+package receiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// JetStream is what the receiver needs of a JetStream context: publishing an envelope and looking up the input
+// stream (readiness). jetstream.JetStream has both.
+type JetStream interface {
+	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
+	Stream(ctx context.Context, name string) (jetstream.Stream, error)
+}
+
+// Config configures a Receiver. Zero values mean the defaults below.
+type Config struct {
+	// JetStream publishes the envelopes (required).
+	JetStream JetStream
+	// Policy says which requests are served and how they are verified (required; NewPolicy).
+	Policy *Policy
+
+	// InputStream is the stream that must store each envelope: publishes carry Nats-Expected-Stream with it, so
+	// that no other stream can acknowledge one. Default "INGEST".
+	InputStream string
+	// InputPrefix is the subject prefix of envelopes: <InputPrefix>.<tenant>.<source>. Default "ingest".
+	InputPrefix string
+
+	// MaxBody is the largest body accepted, in bytes (413 above). Default 4 MiB: above the worker's default
+	// DEDUPE_MAX_JSON_BYTES (1 MiB), so that the worker's too-large outcome stays reachable. The NATS server's
+	// max_payload bounds it too (413 as well).
+	MaxBody int64
+	// MaxHeaderBytes bounds the header block published with a delivery (name, ": ", value and CRLF per value,
+	// after filtering, with Ingest-Verified): 431 above. Default 32 KiB. The http.Server of Serve refuses a
+	// request header larger than this plus 4 KiB on its own (also 431).
+	MaxHeaderBytes int
+	// PublishTimeout bounds the wait for JetStream's acknowledgement; past it the answer is 503. Default 3s, so
+	// that the answer comes within Shopify's 5 s and GitHub's 10 s.
+	PublishTimeout time.Duration
+	// MaxInFlight bounds the hook requests handled at once (reading the body, verifying, publishing), and so the
+	// memory their bodies take; more are answered 503. Default 256.
+	MaxInFlight int
+	// RetryAfter is the Retry-After of 503 answers, in whole seconds (rounded up). Default 5s.
+	RetryAfter time.Duration
+
+	// ReadTimeout bounds reading one request, headers and body (Serve). Default 30s.
+	ReadTimeout time.Duration
+	// ShutdownTimeout bounds Serve's graceful shutdown: in-flight requests finish within it, then the rest are
+	// cut. Default 30s.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the receiver's log lines; nil discards them. Rejections and unavailability are logged at
+	// most once per 10 s per kind, with the number left out.
+	Logger *slog.Logger
+	// Metrics counts requests; nil: NewMetrics(nil) (counted, not registered).
+	Metrics *Metrics
+	// Gatherer is served on GET /metrics; nil: no /metrics route (404).
+	Gatherer prometheus.Gatherer
+}
+
+// Defaults of Config.
+const (
+	DefaultInputStream     = "INGEST"
+	DefaultInputPrefix     = "ingest"
+	DefaultMaxBody         = 4 << 20
+	DefaultMaxHeaderBytes  = 32 << 10
+	DefaultPublishTimeout  = 3 * time.Second
+	DefaultMaxInFlight     = 256
+	DefaultRetryAfter      = 5 * time.Second
+	DefaultReadTimeout     = 30 * time.Second
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// WithDefaults returns cfg with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.InputStream == "" {
+		c.InputStream = DefaultInputStream
+	}
+	if c.InputPrefix == "" {
+		c.InputPrefix = DefaultInputPrefix
+	}
+	if c.MaxBody == 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	if c.MaxHeaderBytes == 0 {
+		c.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = DefaultRetryAfter
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	return c
+}
+
+var (
+	streamName    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
+	subjectPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+)
+
+// Validate checks a Config (after WithDefaults) and joins every problem, each naming its field.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("receiver: config: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if c.JetStream == nil {
+		bad("JetStream", "required")
+	}
+	if c.Policy == nil {
+		bad("Policy", "required (NewPolicy)")
+	}
+	if !streamName.MatchString(c.InputStream) {
+		bad("InputStream", "must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)
+	}
+	if !subjectPrefix.MatchString(c.InputPrefix) {
+		bad("InputPrefix", "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)
+	}
+	if c.MaxBody < 1 || c.MaxBody > 1<<30 {
+		bad("MaxBody", "must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)
+	}
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 1<<20 {
+		bad("MaxHeaderBytes", "must be between 1024 and %d bytes, got %d", 1<<20, c.MaxHeaderBytes)
+	}
+	if c.PublishTimeout < 10*time.Millisecond {
+		bad("PublishTimeout", "must be at least 10ms, got %s", c.PublishTimeout)
+	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
+		bad("MaxInFlight", "must be between 1 and 65536, got %d", c.MaxInFlight)
+	}
+	if c.RetryAfter < 0 {
+		bad("RetryAfter", "must not be negative, got %s", c.RetryAfter)
+	}
+	if c.ReadTimeout < time.Second {
+		bad("ReadTimeout", "must be at least 1s, got %s", c.ReadTimeout)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("ShutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,43 @@
+// Package receiver is the webhook receiver behind `dedupeworker ingest`: an HTTP handler that takes a provider's
+// delivery on POST /hooks/<tenant>/<source>, checks its signature with the source's verifier (package
+// receiver/verify), and publishes it to JetStream as an envelope of the worker's wire contract (README, "The wire
+// contract"): subject <input prefix>.<tenant>.<source>, the raw body as data, the request's end-to-end headers as
+// NATS headers, and exactly one Ingest-Verified header set by the receiver.
+//
+// Three parts, each built and tested on its own:
+//
+//   - LoadSecrets reads the signing secrets from DEDUPE_INGEST_SECRET_<SOURCE> variables and from a directory of
+//     files named <source> (every tenant) or <tenant>.<source> — never from the sources file. Secrets are never
+//     formatted, logged or quoted in an error.
+//   - NewPolicy turns the sources file's verify blocks and the secrets into one verifier per source (and per tenant
+//     where a tenant has secrets of its own): which requests are served at all, and how each is verified.
+//   - New builds the Receiver: the HTTP handler (hooks, /metrics, /healthz, /readyz) and Serve, which owns the
+//     http.Server and shuts it down within a bound, letting in-flight requests finish.
+//
+// # Answers
+//
+//	202  JetStream (the input stream, named in Nats-Expected-Stream so that no other stream can acknowledge it)
+//	     stored the envelope; Ingest-Verified: true, or false for a source with on_invalid: forward whose
+//	     signature did not verify
+//	401  the signature is missing or does not verify (on_invalid: reject, the default)
+//	404  not /hooks/<tenant>/<source> with ids of 1-64 [A-Za-z0-9_-], an undeclared source, or a tenant the
+//	     source's secrets do not cover
+//	405  another method than POST (Allow: POST)
+//	413  a body over Config.MaxBody, or one the NATS server (max_payload) or the stream (max_msg_size) refuses
+//	431  headers over Config.MaxHeaderBytes, as published
+//	503  JetStream did not store the envelope (NATS down, no stream, a leader election, a full stream), or
+//	     Config.MaxInFlight requests are already being handled; always with Retry-After. Nothing was accepted:
+//	     the provider's retry delivers it.
+//
+// # Headers
+//
+// The published headers are the request's, minus: hop-by-hop headers (Connection and the headers it names,
+// Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade; Host is not a header in Go's requests and is not
+// published), Expect, the credentials of the hop to the receiver (Authorization, Cookie), and every header the
+// receiver or the worker reserves: Nats-* (a client must not set Nats-Msg-Id or Nats-Expected-*), Dedupe-*, and
+// Ingest-* (so that a client's Ingest-Verified, in any letter case, never reaches the worker). Names are matched
+// ignoring case; names arrive in Go's canonical form (X-Github-Delivery).
+//
+// The receiver never sets Nats-Msg-Id: the event key is the worker's business, and a client-chosen id would let a
+// forged request that reached the stream first shadow the genuine one.
+package receiver

@@ -1,0 +1,319 @@
+package receiver
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/receiver/verify"
+)
+
+// PolicyConfig is what NewPolicy builds the verifiers from.
+type PolicyConfig struct {
+	// Sources are the declared sources, with their verify blocks and on_invalid options (keys.LoadSources). Every
+	// declared source must have a verify block: `verify: none` accepts unsigned deliveries, and saying so is
+	// required, so that a source forgotten in the sources file is never open by default.
+	Sources keys.Sources
+	// FromPresets says that Sources are keys.PresetSources() (no sources document): each preset whose name is a
+	// verify scheme (github, stripe, shopify, svix, standard_webhooks) verifies with that scheme, and is served only
+	// when it has a secret; the others (salesforce) are not served. At least one must be served.
+	FromPresets bool
+	// Secrets are the signing secrets (LoadSecrets); nil: none.
+	Secrets *Secrets
+	// Now is the clock signed timestamps are checked against; nil: time.Now.
+	Now func() time.Time
+}
+
+// Policy says which requests the receiver serves and how each is verified: per source, one verifier for every
+// tenant and one per tenant with secrets of its own. It is immutable and safe for concurrent use; formatting it
+// never shows a secret.
+type Policy struct {
+	sources  map[string]*sourcePolicy // served sources
+	declared map[string]bool          // every declared source, served or not: the metric label set
+	unserved []Unserved
+}
+
+type sourcePolicy struct {
+	info    SourceInfo
+	forward bool
+	all     verify.Verifier            // every tenant; nil: only the tenants below
+	tenants map[string]verify.Verifier // tenants with secrets of their own
+}
+
+// SourceInfo describes how one served source is verified, for the start-up log.
+type SourceInfo struct {
+	Source    string
+	Scheme    string
+	OnInvalid string   // keys.OnInvalidReject or keys.OnInvalidForward
+	AllTenant bool     // every tenant is served (with the source's secrets, or scheme none)
+	Tenants   []string // tenants with secrets of their own, sorted
+}
+
+// Unserved is a declared source the receiver answers 404 for, and why (preset sources without a secret).
+type Unserved struct {
+	Source, Reason string
+}
+
+// NewPolicy builds the verifier of every source and tenant. Errors (joined, each starting "receiver: ") name the
+// place: the source's verify block ("receiver: sources.stripe.verify.tolerance: …"), or the variable or file of a
+// secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
+func NewPolicy(cfg PolicyConfig) (*Policy, error) {
+	p := &Policy{sources: map[string]*sourcePolicy{}, declared: map[string]bool{}}
+	ids := cfg.Sources.IDs()
+	if len(ids) == 0 {
+		return nil, errors.New("receiver: no source declared")
+	}
+	var errs []error
+	for _, id := range ids {
+		p.declared[id] = true
+		vs, ok := cfg.Sources.Verify[id]
+		if cfg.FromPresets {
+			if !isProviderScheme(id) {
+				const why = "no signature scheme of its own: declare it in a sources file with verify: none or hmac"
+				if all, tenants := cfg.Secrets.forSource(id); all != nil || len(tenants) > 0 {
+					errs = append(errs, fmt.Errorf("receiver: preset source %s has secrets but %s", id, why))
+					continue
+				}
+				p.unserved = append(p.unserved, Unserved{id, why})
+				continue
+			}
+			vs, ok = keys.VerifySpec{Scheme: id}, true
+		}
+		if !ok {
+			errs = append(errs, fmt.Errorf("receiver: sources.%s: no verify block: declare how its deliveries are verified, "+
+				"verify: <scheme> (%s) or verify: none to accept unsigned deliveries", id, strings.Join(signedSchemes(), ", ")))
+			continue
+		}
+		sp, err := buildSource(id, vs, cfg)
+		switch {
+		case err != nil:
+			errs = append(errs, err)
+		case sp == nil:
+			p.unserved = append(p.unserved, Unserved{id, "no secret: set " + SecretEnv(id) + ", or put a file " + id +
+				" (every tenant) or <tenant>." + id + " in the secrets directory"})
+		default:
+			sp.forward = cfg.Sources.OnInvalid[id] == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
+			sp.info.OnInvalid = keys.OnInvalidReject
+			if sp.forward {
+				sp.info.OnInvalid = keys.OnInvalidForward
+			}
+			p.sources[id] = sp
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if len(p.sources) == 0 {
+		var vars []string
+		for _, id := range ids {
+			if isProviderScheme(id) {
+				vars = append(vars, SecretEnv(id))
+			}
+		}
+		return nil, fmt.Errorf("receiver: no source can be served: with no sources document each preset is a source, served once it has a secret "+
+			"(set %s, or put files named after the sources in the secrets directory)", strings.Join(vars, ", "))
+	}
+	return p, nil
+}
+
+// buildSource builds one source's verifiers; nil without error when a preset source has no secret.
+func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy, error) {
+	place := "sources." + id + ".verify"
+	if cfg.FromPresets {
+		place = "preset source " + id
+	}
+	base := verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
+		Prefix: vs.Prefix, Tolerance: vs.Tolerance, Now: cfg.Now}
+	all, tenants := cfg.Secrets.forSource(id)
+	sp := &sourcePolicy{info: SourceInfo{Source: id, Scheme: vs.Scheme}}
+
+	if vs.Scheme == verify.SchemeNone {
+		if all != nil || len(tenants) > 0 {
+			origin := ""
+			if all != nil {
+				origin = all.origin
+			} else {
+				origin = tenants[sortedKeys(tenants)[0]].origin
+			}
+			return nil, fmt.Errorf("receiver: %s: scheme none takes no secrets, but %s gives some: remove them or choose a scheme", place, origin)
+		}
+		v, err := verify.New(base)
+		if err != nil {
+			return nil, configErr(place, err)
+		}
+		sp.all, sp.info.AllTenant = v, true
+		return sp, nil
+	}
+	if !isScheme(vs.Scheme) {
+		// Reported once, whatever the secrets.
+		_, err := verify.New(base)
+		return nil, configErr(place, err)
+	}
+	if all == nil && len(tenants) == 0 {
+		if cfg.FromPresets {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("receiver: %s: scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
+			place, vs.Scheme, SecretEnv(id), id, id)
+	}
+	type scoped struct {
+		tenant string // "": every tenant
+		set    secretSet
+	}
+	var sets []scoped
+	if all != nil {
+		sets = append(sets, scoped{"", *all})
+	}
+	for _, tenant := range sortedKeys(tenants) {
+		sets = append(sets, scoped{tenant, tenants[tenant]})
+	}
+	var errs []error
+	for _, sc := range sets {
+		c := base
+		c.Secrets = sc.set.values
+		v, err := verify.New(c)
+		var fe *verify.FieldError
+		switch {
+		case errors.As(err, &fe) && strings.HasPrefix(fe.Field, "secrets"):
+			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", sc.set.origin, secretField(fe.Field), secretField(fe.Reason)))
+			continue
+		case err != nil:
+			return nil, configErr(place, err) // the verify block itself: once is enough
+		}
+		if sc.tenant == "" {
+			sp.all, sp.info.AllTenant = v, true
+			continue
+		}
+		if sp.tenants == nil {
+			sp.tenants = map[string]verify.Verifier{}
+		}
+		sp.tenants[sc.tenant] = v
+		sp.info.Tenants = append(sp.info.Tenants, sc.tenant)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return sp, nil
+}
+
+// configErr places a verify.New error about the verify block: "receiver: sources.x.verify.tolerance: negative".
+func configErr(place string, err error) error {
+	var fe *verify.FieldError
+	if errors.As(err, &fe) {
+		return fmt.Errorf("receiver: %s.%s: %s", place, fe.Field, fe.Reason)
+	}
+	return fmt.Errorf("receiver: %s: %v", place, err)
+}
+
+var secretIndex = regexp.MustCompile(`secrets\[(\d+)\]`)
+
+// secretField turns verify's "secrets[1]" into "secret 2", counting as a person reads a file or a list.
+func secretField(s string) string {
+	return secretIndex.ReplaceAllStringFunc(s, func(m string) string {
+		n, _ := strconv.Atoi(secretIndex.FindStringSubmatch(m)[1])
+		return "secret " + strconv.Itoa(n+1)
+	})
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func isScheme(name string) bool {
+	for _, s := range verify.Schemes() {
+		if s == name {
+			return true
+		}
+	}
+	return false
+}
+
+// isProviderScheme reports whether name is both a preset and a provider's own scheme (not hmac, not none).
+func isProviderScheme(name string) bool {
+	return name != verify.SchemeHMAC && name != verify.SchemeNone && isScheme(name)
+}
+
+// signedSchemes are the schemes that check a signature.
+func signedSchemes() []string {
+	var out []string
+	for _, s := range verify.Schemes() {
+		if s != verify.SchemeNone {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all
+// (false: 404). A tenant with secrets of its own is verified with those only.
+func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
+	sp, v := p.lookup(tenant, source)
+	return v, sp != nil
+}
+
+func (p *Policy) lookup(tenant, source string) (*sourcePolicy, verify.Verifier) {
+	sp := p.sources[source]
+	if sp == nil {
+		return nil, nil
+	}
+	if v, ok := sp.tenants[tenant]; ok {
+		return sp, v
+	}
+	if sp.all == nil {
+		return nil, nil
+	}
+	return sp, sp.all
+}
+
+// Sources describes every served source, sorted by id.
+func (p *Policy) Sources() []SourceInfo {
+	out := make([]SourceInfo, 0, len(p.sources))
+	for _, id := range sortedKeys(p.sources) {
+		info := p.sources[id].info
+		info.Tenants = append([]string(nil), info.Tenants...)
+		out = append(out, info)
+	}
+	return out
+}
+
+// Unserved lists the declared sources that are not served, and why.
+func (p *Policy) Unserved() []Unserved { return append([]Unserved(nil), p.unserved...) }
+
+// label is a source's metric label: its id when declared, "other" otherwise, so that a client cannot grow the
+// label set.
+func (p *Policy) label(source string) string {
+	if p.declared[source] {
+		return source
+	}
+	return otherSource
+}
+
+// Format prints String for every verb, of a Policy and of a pointer to one: the verifiers hold keys.
+func (p Policy) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, p.String()) }
+
+// String describes the policy: each served source with its scheme, option and tenants.
+func (p *Policy) String() string {
+	var parts []string
+	for _, s := range p.Sources() {
+		who := "every tenant"
+		if len(s.Tenants) > 0 {
+			who = "tenants " + strings.Join(s.Tenants, ",")
+			if s.AllTenant {
+				who = "every tenant; own secrets: " + strings.Join(s.Tenants, ",")
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%s: %s, on_invalid %s, %s", s.Source, s.Scheme, s.OnInvalid, who))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,44 @@
+package receiver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Serve serves the Receiver on ln until ctx ends, then shuts down gracefully: the listener closes at once (Ready
+// turns false first), requests in flight finish — each up to its publish's acknowledgement — within
+// Config.ShutdownTimeout, and whatever is still running then is cut. It returns once the server's goroutine has
+// ended: nil after a clean shutdown, an error when requests had to be cut or the listener failed. Call it once.
+func (r *Receiver) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           r,
+		ReadHeaderTimeout: min(10*time.Second, r.cfg.ReadTimeout),
+		ReadTimeout:       r.cfg.ReadTimeout,
+		// From the end of the request's headers: reading the body, verifying, publishing, answering.
+		WriteTimeout:   r.cfg.ReadTimeout + r.cfg.PublishTimeout + 5*time.Second,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: r.cfg.MaxHeaderBytes,
+		ErrorLog:       slog.NewLogLogger(r.log.Handler(), slog.LevelDebug), // TLS probes, resets: noise
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		return fmt.Errorf("receiver: serve on %s: %w", ln.Addr(), err)
+	case <-ctx.Done():
+	}
+	r.closing.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), r.cfg.ShutdownTimeout)
+	defer cancel()
+	var err error
+	if serr := srv.Shutdown(sctx); serr != nil {
+		_ = srv.Close()
+		err = fmt.Errorf("receiver: shutdown: requests still running after %s were cut: %w", r.cfg.ShutdownTimeout, serr)
+	}
+	<-served // http.ErrServerClosed, now that Shutdown or Close returned
+	return err
+}
