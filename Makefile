@@ -40,14 +40,16 @@ fuzz:
 	@./scripts/fuzz.sh $(if $(filter 5s,$(FUZZTIME)),2m,$(FUZZTIME))
 
 ## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
-## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md); then the Go micro-benchmarks.
+## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs
+## through `dedupeworker ingest` beside publishing straight to NATS; then the Go micro-benchmarks.
+## BENCHFLAGS=-ingest=false leaves the receiver out.
 bench:
-	$(GO) run ./cmd/dedupebench $(BENCHFLAGS)
+	$(GO) run ./cmd/dedupebench -ingest $(BENCHFLAGS)
 	$(MAKE) bench-go
 
 ## bench-quick: the same comparison in under a minute.
 bench-quick:
-	$(GO) run ./cmd/dedupebench -quick $(BENCHFLAGS)
+	$(GO) run ./cmd/dedupebench -quick -ingest $(BENCHFLAGS)
 
 ## bench-go: micro-benchmarks of the hot paths beside their encoding/json baselines.
 bench-go:

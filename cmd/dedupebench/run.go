@@ -39,6 +39,7 @@ type options struct {
 	workerBin, serverBin     string
 	inputRetention           inputRetention
 	scaleOptions             // -shards, -scaling, -scaling-shards (scaling.go)
+	ingestOptions            // -ingest, -ingest-n, -ingest-clients (ingest.go)
 }
 
 var allContenders = []string{cFloor, cNative, cWorker, cNaive, cWorker2}
@@ -62,7 +63,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.rssCheck, "rss-check", false, "run the worker drain at 50k and 200k envelopes and compare peak RSS (always on without -quick)")
 	fs.StringVar(&o.corpus, "corpus", "", "directory of webhook bodies (*.json); default ../shared/corpus/github when present, else generated")
 	contenders := fs.String("contenders", strings.Join(allContenders, ","), "contenders to run (floor, naive, native, worker, worker2)")
-	modes := fs.String("modes", "drain,live", "modes to run (drain, live); live runs floor and worker")
+	modes := fs.String("modes", "drain,live", "modes to run (drain, live, ingest); live runs floor and worker; ingest: the receiver comparison (ingest.go)")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "DEDUPE_MAX_IN_FLIGHT for the worker (0: the worker's default)")
 	fs.IntVar(&o.floorFlight, "floor-in-flight", 4096, "envelopes floor keeps in flight")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "run the workers with DEDUPE_PPROF=true and write the CPU profile of the first worker drain to PATH, its allocation profile to PATH.allocs")
@@ -76,6 +77,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.serverBin, "nats-server-bin", "", "use this nats-server binary instead of building it from the module")
 	fs.Var(&o.inputRetention, "input-retention", retentionUsage)
 	o.scaleOptions.register(fs)
+	o.ingestOptions.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return o, flag.ErrHelp
@@ -111,6 +113,9 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	o.contenders = splitList(*contenders)
 	o.modes = splitList(*modes)
 	o.scaleDefaults(set)
+	if err := o.ingestDefaults(set, stderr); err != nil {
+		return o, err
+	}
 	for _, c := range o.contenders {
 		if !slices.Contains(allContenders, c) {
 			fmt.Fprintf(stderr, "dedupebench: -contenders: unknown contender %q\n", c)
@@ -118,7 +123,7 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 		}
 	}
 	for _, m := range o.modes {
-		if m != "drain" && m != "live" {
+		if m != "drain" && m != "live" && m != modeIngest {
 			fmt.Fprintf(stderr, "dedupebench: -modes: unknown mode %q\n", m)
 			return o, errUsage
 		}
@@ -160,6 +165,7 @@ type bench struct {
 	results  []*Result
 	profiled bool // the worker drain with -cpuprofile has run
 	scale    scaleState
+	ingest   ingestState
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -204,7 +210,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			return err
 		}
 	}
-	if b.has(cWorker) || b.has(cWorker2) || len(opts.scaling.vals) > 0 {
+	if b.has(cWorker) || b.has(cWorker2) || len(opts.scaling.vals) > 0 || b.mode(modeIngest) {
 		b.workerBin = opts.workerBin
 		if b.workerBin == "" {
 			if rootErr != nil {
@@ -302,6 +308,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 			}
 		}
 	}
+	if b.mode(modeIngest) {
+		if err := b.ingestPhase(ctx, w); err != nil {
+			return err
+		}
+	}
 	var rssLines []string
 	if opts.rssCheck && b.has(cWorker) {
 		big := w
@@ -353,6 +364,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 		fmt.Fprintln(stdout, "note:", n)
 	}
 	b.writeScaling(stdout)
+	ingestErr := b.writeIngest(stdout)
 	for _, l := range rssLines {
 		fmt.Fprintln(stdout, l)
 	}
@@ -373,7 +385,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if len(mismatches) > 0 {
 		return fmt.Errorf("%d run(s) produced the wrong number of outputs", len(mismatches))
 	}
-	return nil
+	return ingestErr
 }
 
 func writeHeader(w io.Writer, o options, wl *Workload) {
