@@ -98,7 +98,7 @@ func TestContainersServeHTTPOnAllInterfaces(t *testing.T) {
 	addrs := map[string]string{"deploy/k8s ConfigMap": w.env(t, m)["DEDUPE_HTTP_ADDR"]}
 	for name, svc := range loadCompose(t).Services {
 		if svc.Build != nil {
-			addrs["compose.yaml service "+name] = svc.Environment["DEDUPE_HTTP_ADDR"]
+			addrs["compose.yaml service "+name] = svc.Environment[composeHTTPAddrVar(svc)]
 		}
 	}
 	for where, addr := range addrs {

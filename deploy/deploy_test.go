@@ -274,7 +274,7 @@ type worker struct {
 
 func loadWorker(t *testing.T, m *manifests) worker {
 	t.Helper()
-	obj := m.one(t, "Deployment")
+	obj := m.mustNamed(t, "Deployment", workerName)
 	var d deployment
 	obj.decode(t, &d)
 	cs := d.Spec.Template.Spec.Containers
@@ -517,7 +517,7 @@ func TestMetricsPortMatchesConfigDefault(t *testing.T) {
 		t.Errorf("pod annotation prometheus.io/path = %q, want /metrics", p)
 	}
 	for _, o := range m.objects {
-		if o.Kind != "Service" {
+		if o.Kind != "Service" || o.Name == ingestName { // the receiver's Service: ingest_test.go
 			continue
 		}
 		var svc struct {
@@ -721,7 +721,7 @@ func selects(selector, labels map[string]string) bool {
 func TestPodDisruptionBudget(t *testing.T) {
 	m := loadManifests(t)
 	w := loadWorker(t, m)
-	o := m.one(t, "PodDisruptionBudget")
+	o := m.mustNamed(t, "PodDisruptionBudget", workerName)
 	var pdb struct {
 		Spec struct {
 			MinAvailable   any `yaml:"minAvailable"`

@@ -206,7 +206,7 @@ func TestKustomizeBase(t *testing.T) {
 	if _, kind, _ := w.file(t, m, creds); kind != "Secret" {
 		t.Errorf("DEDUPE_NATS_CREDS %s is mounted from a %s", creds, kind)
 	}
-	gens := readKustomization(t, k8sDir).SecretGenerator
+	gens := workerGenerators(readKustomization(t, k8sDir)).SecretGenerator // the receiver's: ingest_test.go
 	if len(gens) != 1 || len(gens[0].Files) != 1 || len(gens[0].Literals)+len(gens[0].Envs) > 0 || gens[0].Behavior != "" {
 		t.Fatalf("deploy/%s/%s: want one secretGenerator with one file, got %+v", k8sDir, kustomFile, gens)
 	}
@@ -288,7 +288,7 @@ func TestKustomizeBuild(t *testing.T) {
 	tmp := t.TempDir()
 	// Copy the manifests, never an operator's creds file lying in the working tree.
 	err := filepath.WalkDir(k8sRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() == credsKey {
+		if err != nil || d.Name() == credsKey || ingestOperatorFile(path) {
 			return err
 		}
 		dst := filepath.Join(tmp, path)
@@ -324,6 +324,7 @@ func TestKustomizeBuild(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(tmp, k8sDir, credsKey), []byte("not a real creds file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	writeIngestFiles(t, filepath.Join(tmp, k8sDir))
 	ns := readKustomization(t, k8sDir).Namespace
 	kinds := func(dir string) map[string]int {
 		out, err := build(dir)
@@ -361,7 +362,7 @@ func TestKustomizeBuild(t *testing.T) {
 			if o.Metadata.Namespace != ns {
 				t.Errorf("kustomize build %s: %s %s in namespace %q", dir, o.Kind, o.Metadata.Name, o.Metadata.Namespace)
 			}
-			switch o.Kind {
+			switch workerKind(o.Kind, o.Metadata.Name) {
 			case "Secret":
 				secret = o.Metadata.Name
 			case "Deployment":
@@ -378,7 +379,7 @@ func TestKustomizeBuild(t *testing.T) {
 		return got
 	}
 	base, keda := kinds(k8sRoot), kinds(kedaDir)
-	want := map[string]int{"ConfigMap": 2, "Secret": 1, "Deployment": 1, "Service": 1, "PodDisruptionBudget": 1}
+	want := map[string]int{"ConfigMap": 3, "Secret": 3, "Deployment": 2, "Service": 2, "PodDisruptionBudget": 2} // with the receiver's
 	if !maps.Equal(base, want) {
 		t.Errorf("kustomize build deploy/k8s: kinds %v, want %v", base, want)
 	}
