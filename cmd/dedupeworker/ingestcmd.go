@@ -47,34 +47,12 @@ Every setting is an environment variable:
 // runIngest is `dedupeworker ingest`. Configuration errors (settings, sources, secrets, verify blocks) are found
 // before connecting and exit 2; a connection that cannot be made exits 1.
 func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("ingest", ingestUsage, stderr)
-	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		w := fs.Output() // standard output when help was asked for
-		fmt.Fprint(w, ingestUsage)
-		_ = config.Usage(w)
-		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("ingest: unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	natsCfg, embeddedNATS, err := conn.resolve(cfg)
+	rs, err := startRole("ingest", ingestUsage, args, stderr)
 	if err != nil {
 		return err
 	}
-	sources, fromPresets, err := loadSources(cfg)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
+	cfg, log, sources, fromPresets := rs.cfg, rs.log, rs.sources, rs.fromPresets
+	natsCfg, embeddedNATS := rs.natsCfg, rs.embeddedNATS
 	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
 		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
 	})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -44,25 +45,13 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case *limit < 1 || *limit > kvwindow.MaxList:
 		return usageErr("window ls: --limit must be between 1 and %d, got %d", kvwindow.MaxList, *limit)
 	}
-	cfg, err := config.Load()
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", nil)
-	if err != nil {
-		return failErr(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return failErr(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	w, err := kvwindow.New(ctx, js, windowConfig(cfg))
+	w, cfg, nc, err := bindWindow(ctx, conn, "window ls")
 	if err != nil {
-		return failErr(fmt.Errorf("window ls: %w", err))
+		return err
 	}
+	defer nc.Close()
 	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
 	if err != nil {
 		return failErr(err)
@@ -77,4 +66,26 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return writeJSON(stdout, map[string]uint64{"next": next})
 	}
 	return nil
+}
+
+// bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
+// bucket). The caller closes the connection.
+func bindWindow(ctx context.Context, conn *connFlags, what string) (*kvwindow.Window, config.Config, *nats.Conn, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return nil, cfg, nil, &exitError{code: exitUsage, err: err}
+	}
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", nil)
+	if err != nil {
+		return nil, cfg, nil, failErr(err)
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		var w *kvwindow.Window
+		if w, err = kvwindow.New(ctx, js, windowConfig(cfg)); err == nil {
+			return w, cfg, nc, nil
+		}
+	}
+	nc.Close()
+	return nil, cfg, nil, failErr(fmt.Errorf("%s: %w", what, err))
 }

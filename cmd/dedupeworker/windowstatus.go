@@ -8,9 +8,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -41,25 +38,13 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	if fs.NArg() > 0 {
 		return usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
-	cfg, err := config.Load()
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", nil)
-	if err != nil {
-		return failErr(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return failErr(err)
-	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, err := kvwindow.New(ctx, js, windowConfig(cfg))
+	w, _, nc, err := bindWindow(ctx, conn, "window "+sub)
 	if err != nil {
-		return failErr(fmt.Errorf("window %s: %w", sub, err))
+		return err
 	}
+	defer nc.Close()
 	if sub == "rebalance" {
 		moves, err := w.Rebalance(ctx, yes)
 		if *asJSON {

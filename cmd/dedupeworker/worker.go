@@ -35,36 +35,12 @@ Every setting is an environment variable:
 `
 
 func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("run", runUsage, stderr)
-	conn := addConnFlags(fs)
-	fs.Usage = func() {
-		w := fs.Output() // standard output when help was asked for
-		fmt.Fprint(w, runUsage)
-		_ = config.Usage(w)
-		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("run: unexpected argument %q", fs.Arg(0))
-	}
-	cfg, err := config.Load()
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
-	natsCfg, embeddedNATS, err := conn.resolve(cfg)
+	rs, err := startRole("run", runUsage, args, stderr)
 	if err != nil {
 		return err
 	}
-	sources, fromPresets, err := loadSources(cfg)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
-	w := &worker{cfg: cfg, log: log, sources: sources, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
-	return w.run(ctx, fromPresets)
+	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS}
+	return w.run(ctx, rs.fromPresets)
 }
 
 // worker owns every long-lived part of a running worker and shuts them down in the reverse order of start.

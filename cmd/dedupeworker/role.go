@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/keys"
+)
+
+// roleStart is what each long-running role (run, ingest) reads before it starts, in the same order and with the
+// same exit statuses: flags, settings, logger, where to connect, the sources document.
+type roleStart struct {
+	cfg          config.Config
+	log          *slog.Logger
+	natsCfg      natsconn.Config
+	embeddedNATS bool // no NATS server configured anywhere
+	sources      keys.Sources
+	fromPresets  bool
+}
+
+// startRole parses the role's flags (the connection flags and nothing else) and reads its settings and sources.
+// A bad flag, setting or sources document is a usage error (exit 2).
+func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart, error) {
+	fs := newFlagSet(name, usage, stderr)
+	conn := addConnFlags(fs)
+	fs.Usage = func() {
+		w := fs.Output() // standard output when help was asked for
+		fmt.Fprint(w, usage)
+		_ = config.Usage(w)
+		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
+		fs.PrintDefaults()
+	}
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, usageErr("%s: unexpected argument %q", name, fs.Arg(0))
+	}
+	cfg, err := config.Load()
+	if err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	rs := &roleStart{cfg: cfg, log: newLogger(stderr, cfg.LogLevel, cfg.LogFormat)}
+	if rs.natsCfg, rs.embeddedNATS, err = conn.resolve(cfg); err != nil {
+		return nil, err
+	}
+	if rs.sources, rs.fromPresets, err = loadSources(cfg); err != nil {
+		return nil, &exitError{code: exitUsage, err: err}
+	}
+	return rs, nil
+}
