@@ -64,6 +64,7 @@ lint:
 chaos:
 	@seed=$${DEDUPE_SEED:-$$(( $$(od -An -N4 -tu4 /dev/urandom) % 1000000 ))}; echo "make chaos: DEDUPE_SEED=$$seed"; \
 	DEDUPE_SEED=$$seed DEDUPE_CHAOS=1 $(GO) test -count=1 -v -timeout 60m ./integration/
+	DEDUPE_CLUSTER_TESTS=1 $(GO) test -count=1 -v -timeout 10m -run TestPlacementAndRebalance ./kvwindow/
 
 ## soak: a million envelopes through two replicas; throughput over time and flat RSS (RELIABILITY.md).
 soak:

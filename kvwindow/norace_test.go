@@ -1,0 +1,5 @@
+//go:build !race
+
+package kvwindow_test
+
+const raceEnabled = false
