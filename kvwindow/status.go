@@ -123,8 +123,12 @@ func (w *Window) stepDown(ctx context.Context, m Move) error {
 		octx, cancel := s.opCtx(ctx)
 		st, err := s.js.Stream(octx, s.stream)
 		cancel()
-		if err == nil && st.CachedInfo().Cluster != nil && st.CachedInfo().Cluster.Leader == m.To {
-			return nil
+		// The server may elect another replica than the preferred one (it was not current): the leader moved, and a
+		// later Rebalance plans again from where things are.
+		if err == nil && st.CachedInfo().Cluster != nil {
+			if l := st.CachedInfo().Cluster.Leader; l != "" && l != m.From {
+				return nil
+			}
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
