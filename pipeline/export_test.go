@@ -55,6 +55,3 @@ func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint
 	}
 	return w.buildOutput(subject, hdr, body, w.e.key != "")
 }
-
-// Unpublishable says why the pipeline would dead-letter msg instead of claiming ("" when it would not).
-func (h *Handler) Unpublishable(msg *nats.Msg) string { return h.w.p.unpublishable(msg) }

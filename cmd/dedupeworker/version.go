@@ -59,9 +59,6 @@ func readBuildInfo() buildInfo {
 	return b
 }
 
-// version is the main module's version, as the boot line logs it.
-func version() string { return readBuildInfo().Version }
-
 const versionUsage = `Usage: dedupeworker version
 
 Prints the version of the binary: the main module's version (a tag, a pseudo-version, or "(devel)"), the VCS
