@@ -1,0 +1,132 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
+// is bound and answering, and the window is reachable. It only reads state kept up to date by Run (claims, the
+// consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
+func (p *Pipeline) Ready(ctx context.Context) error {
+	_ = ctx
+	return p.readiness()
+}
+
+func (p *Pipeline) readiness() error {
+	if !p.running.Load() {
+		return errNotRunning
+	}
+	if nc := p.js.Conn(); !nc.IsConnected() {
+		return fmt.Errorf("pipeline: not connected to NATS (%s)", nc.Status())
+	}
+	if !p.bound.Load() {
+		return fmt.Errorf("pipeline: not consuming from %s > %s", p.cfg.InputStream, p.cfg.Consumer)
+	}
+	if e := p.consumerErr.Load(); e != nil {
+		return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, *e)
+	}
+	if e := p.windowErr.Load(); e != nil {
+		return fmt.Errorf("pipeline: window unreachable: %w", *e)
+	}
+	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
+	}
+	if at := p.ackFailedAt.Load(); at != 0 && p.clock()-time.Duration(at) < p.failureQuiet() {
+		return fmt.Errorf("pipeline: acknowledgements failing (the last %s ago); envelopes are redelivered after the ack wait",
+			(p.clock() - time.Duration(at)).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// failureQuiet is how long after the last failed publish (with no success since) or failed ack the pipeline stays
+// unready. Acks are sent without an answer, so their success shows only as the absence of failures; and with
+// nothing left to publish, no success can clear a publish failure.
+func (p *Pipeline) failureQuiet() time.Duration { return max(10*time.Second, 2*p.cfg.StatusInterval) }
+
+// failure is an error and when (p.clock) it happened.
+type failure struct {
+	err error
+	at  time.Duration
+}
+
+func (p *Pipeline) publishUp() {
+	if p.publishErr.Load() != nil && p.publishErr.Swap(nil) != nil {
+		p.log.Info("pipeline: publishes succeed again", "stream", p.cfg.OutputStream)
+		p.updateReady()
+	}
+}
+
+func (p *Pipeline) publishDown(err error) {
+	if p.publishErr.Swap(&failure{err, p.clock()}) == nil {
+		p.updateReady()
+	}
+	if ok, n := p.publishLog.allow(); ok {
+		p.log.Warn("pipeline: publish failed; envelopes are handed back (NAK with backoff)",
+			"stream", p.cfg.OutputStream, "err", err, "failures_since_last_log", n)
+	}
+}
+
+// ackFailed records an acknowledgement that did not reach the consumer. The envelope is redelivered after the ack
+// wait and finds its own claim, so nothing is lost or doubled, but a pipeline whose acks keep failing redelivers
+// everything for ever: it is counted, logged and makes the pipeline unready.
+func (p *Pipeline) ackFailed(reason string, err error) {
+	p.m.ackFailures.WithLabelValues(reason).Inc()
+	if p.ackFailedAt.Swap(int64(max(p.clock(), 1))) == 0 {
+		p.updateReady()
+	}
+	if ok, n := p.ackLog.allow(); ok {
+		p.log.Error("pipeline: acknowledgement failed; the envelope will be redelivered after the ack wait",
+			"reason", reason, "err", err, "failures_since_last_log", n)
+	}
+}
+
+// asyncError wraps the connection's asynchronous error handler: the server refuses an ack (a permissions
+// violation on $JS.ACK.>) only in an asynchronous -ERR, never to the Ack call.
+func (p *Pipeline) asyncError(prev nats.ErrHandler) nats.ErrHandler {
+	return func(nc *nats.Conn, sub *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), "\"$js.ack.") {
+			p.ackFailed(AckRefused, err)
+		}
+		if prev != nil {
+			prev(nc, sub, err)
+		}
+	}
+}
+
+func (p *Pipeline) updateReady() {
+	if p.readiness() == nil {
+		p.m.ready.Set(1)
+	} else {
+		p.m.ready.Set(0)
+	}
+}
+
+func (p *Pipeline) setBound(b bool) {
+	if p.bound.Swap(b) != b {
+		p.updateReady()
+	}
+}
+
+func (p *Pipeline) windowUp() {
+	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
+		p.log.Info("pipeline: window reachable again")
+		p.updateReady()
+	}
+}
+
+func (p *Pipeline) windowDown(err error) {
+	p.m.windowErrors.Inc()
+	if p.windowErr.Swap(&err) == nil {
+		p.updateReady()
+	}
+	if ok, n := p.windowLog.allow(); ok {
+		p.log.Warn("pipeline: window unavailable; envelopes are held back (NAK with backoff)",
+			"err", err, "errors_since_last_log", n, "forwarding_unkeyed", p.cfg.ForwardWhenWindowDown)
+	}
+}

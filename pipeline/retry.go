@@ -1,0 +1,76 @@
+package pipeline
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// waitFor waits up to d for ch to be closed.
+func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// backoff is a capped exponential delay for retry loops.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleep waits for the next delay; false when ctx was cancelled first.
+func (b *backoff) sleep(ctx context.Context) bool {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	t := time.NewTimer(b.cur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// nakDelay is the redelivery delay of an envelope handed back after delivered attempts: 250ms, doubling, at most
+// 5s.
+func nakDelay(delivered uint64) time.Duration {
+	const first, limit = 250 * time.Millisecond, 5 * time.Second
+	d := first
+	for i := uint64(1); i < delivered && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// rateLog lets one log line through every logEvery and counts what it held back.
+type rateLog struct {
+	mu         sync.Mutex
+	last       time.Time
+	suppressed int
+}
+
+const logEvery = 5 * time.Second
+
+func (r *rateLog) allow() (bool, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Now()
+	if now.Sub(r.last) < logEvery {
+		r.suppressed++
+		return false, 0
+	}
+	n := r.suppressed
+	r.last, r.suppressed = now, 0
+	return true, n
+}

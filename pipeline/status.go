@@ -1,0 +1,74 @@
+package pipeline
+
+import (
+	"context"
+	"time"
+)
+
+// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval.
+func (p *Pipeline) statusLoop(ctx context.Context) {
+	t := time.NewTicker(p.cfg.StatusInterval)
+	defer t.Stop()
+	for {
+		p.refreshStatus(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Pipeline) refreshStatus(ctx context.Context) {
+	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		p.consumerErr.Store(&err)
+	} else {
+		p.consumerErr.Store(nil)
+		info := c.CachedInfo()
+		p.m.consumerPending.Set(float64(info.NumPending))
+		if p.bound.Load() && info.Created.UnixNano() != p.consumerCreated.Load() {
+			p.rebind.Store(true) // deleted and created again since it was bound
+		}
+	}
+	p.refreshStreams(ctx)
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := p.cfg.Window.Ping(wctx); err != nil {
+		if ctx.Err() != nil {
+			return
+		}
+		if p.windowErr.Swap(&err) == nil {
+			p.log.Warn("pipeline: window ping failed", "err", err)
+		}
+	} else {
+		p.windowUp()
+	}
+	p.updateReady()
+}
+
+// refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
+// message size (checked before a claim) and its duplicate window (the hold bound derives from it).
+func (p *Pipeline) refreshStreams(ctx context.Context) {
+	for _, name := range []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream} {
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := p.js.Stream(cctx, name)
+		cancel()
+		if err != nil {
+			continue
+		}
+		info := st.CachedInfo()
+		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
+		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
+		if name == p.cfg.OutputStream {
+			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
+			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
+		}
+	}
+}
