@@ -74,3 +74,9 @@ func BenchmarkDigest1MiB(b *testing.B) {
 func BenchmarkDigest1MiBNaive(b *testing.B) {
 	benchDocs(b, [][]byte{generated(1 << 20)}, naiveDigest)
 }
+
+// BenchmarkDigest12KiB is one generated body of the corpus's mean size, for checkouts without the corpus.
+func BenchmarkDigest12KiB(b *testing.B) {
+	h := mustNew(b, hashing.Options{})
+	benchDocs(b, [][]byte{generated(12 << 10)}, h.Digest)
+}

@@ -2,6 +2,7 @@ package keys_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -126,5 +127,55 @@ func BenchmarkExtractHeader(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		keys.Extractor{}.Extract(spec, h, nil)
+	}
+}
+
+// workloadBodies wraps each body the way cmd/dedupebench's workload does for its orders ({json: data.order.id},
+// the key near the start and the whole body after it still to validate) and forms ({payload: {}}, a digest of
+// everything) sources, so that these benchmarks measure what the worker spends per envelope on keys.
+func workloadBodies(source string, inner [][]byte) [][]byte {
+	out := make([][]byte, len(inner))
+	for i, body := range inner {
+		nonce := fmt.Sprintf("%016x", i*7919)
+		switch source {
+		case "orders":
+			out[i] = []byte(`{"type":"order.updated","delivery_attempt":1,"data":{"order":{"id":"` + nonce +
+				`","tenant":"t3","detail":` + string(body) + `}}}`)
+		default:
+			out[i] = []byte(`{"form":"contact","submission_id":"` + nonce + `","fields":` + string(body) + `}`)
+		}
+	}
+	return out
+}
+
+func benchExtract(b *testing.B, spec keys.Spec, bodies [][]byte) {
+	x := keys.Extractor{MaxJSONBytes: 4 << 20}
+	total := 0
+	for _, body := range bodies {
+		total += len(body)
+		if k, r := x.Extract(spec, nil, body); k == "" {
+			b.Fatalf("no key: %v", r)
+		}
+	}
+	b.ReportAllocs()
+	b.SetBytes(int64(total))
+	for b.Loop() {
+		for _, body := range bodies {
+			x.Extract(spec, nil, body)
+		}
+	}
+}
+
+// BenchmarkExtractWorkload is the per-envelope key cost of the bench's orders and forms sources, over the GitHub
+// corpus (one op = every body; skipped without the corpus) and over one synthetic 12 KiB body (always).
+func BenchmarkExtractWorkload(b *testing.B) {
+	specs := map[string]keys.Spec{"orders": mustSpec(b, "{json: data.order.id}"), "forms": mustSpec(b, "{payload: {}}")}
+	for _, source := range []string{"orders", "forms"} {
+		b.Run(source+"/synthetic12KiB", func(b *testing.B) {
+			benchExtract(b, specs[source], workloadBodies(source, [][]byte{largeBody(12 << 10)}))
+		})
+		b.Run(source+"/corpus", func(b *testing.B) {
+			benchExtract(b, specs[source], workloadBodies(source, loadCorpus(b)))
+		})
 	}
 }
