@@ -136,3 +136,35 @@ func TestSourcesErrorsNameTheirOrigin(t *testing.T) {
 		}
 	}
 }
+
+// Every way of asking for the root help exits 0 with the root usage on standard output, and asking for help about
+// help is asking for help. Before the fix `help -h`, `help help`, `help --help`, `-h -h` and `--help help` recursed
+// in run until the goroutine stack overflowed (a 356-line crash).
+func TestHelpForms(t *testing.T) {
+	for _, args := range [][]string{
+		{"help"}, {"-h"}, {"-help"}, {"--help"},
+		{"help", "-h"}, {"help", "help"}, {"help", "--help"}, {"-h", "-h"}, {"--help", "help"}, {"-h", "help"},
+		{"help", "help", "help"}, {"help", "-h", "--help"},
+	} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", args...)
+			if code != 0 || errOut != "" || !strings.HasPrefix(out, "dedupeworker turns a JetStream stream") {
+				t.Errorf("%v: exit %d\nstdout %.200q\nstderr %q", args, code, out, errOut)
+			}
+		})
+	}
+}
+
+// The root usage names every command and subcommand a user can run.
+func TestHelpListsEveryCommand(t *testing.T) {
+	_, out, _ := runCLI(t, "", "help")
+	for _, want := range []string{
+		"dedupeworker [run]", "dedupeworker key ", "dedupeworker hash ",
+		"dedupeworker window get|forget|ls|status|rebalance", "dedupeworker dlq ls|show|replay",
+		"dedupeworker sources check", "dedupeworker ingest", "dedupeworker help", "dedupeworker version",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("root usage lacks %q:\n%s", want, out)
+		}
+	}
+}

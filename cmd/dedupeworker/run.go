@@ -103,7 +103,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "sources":
 		return runSources(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		if len(args) > 0 {
+		// `help help`, `help -h`, `-h -h`: help about help is the root help. Only a command name is passed on
+		// (once, as `CMD -h`), so that no form can recurse.
+		if len(args) > 0 && !isHelpArg(args[0]) {
 			return run(ctx, []string{args[0], "-h"}, stdin, stdout, stderr)
 		}
 		printHelp(stdout)
@@ -122,9 +124,11 @@ Usage:
   dedupeworker [run]                       run the worker (settings from DEDUPE_* variables, below)
   dedupeworker key --dedupe SPEC [flags]   print the event key a delivery would get
   dedupeworker hash [flags] [FILE]         print the canonical payload digest of a JSON document
-  dedupeworker window get|forget [flags]   inspect or remove claims in the dedupe window
+  dedupeworker window get|forget|ls|status|rebalance [flags]
+                                           inspect or remove claims, list the bucket(s), show the window's
+                                           placement and health, move shard leaders back to their preferred servers
   dedupeworker dlq ls|show|replay [flags]  list, show and replay dead letters
-  dedupeworker sources check [FILE]        validate a sources file
+  dedupeworker sources check [FILE]        validate a sources file as the worker and ingest read it
   dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
   dedupeworker help [COMMAND]              describe a command
   dedupeworker version                     print the version, VCS revision and Go version of the binary
