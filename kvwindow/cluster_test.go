@@ -167,7 +167,7 @@ func TestReplicated(t *testing.T) {
 				return
 			}
 			cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(uint64(50000 + k)), Delivery: delivery(deliveries - 1)}
-			if got, err := ws[(k+1)%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
+			if got, err := ws[(k+1)%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
 				t.Errorf("%s: earlier delivery afterwards: %+v %v, want Stale rev %d", key, got, err, last.Revision)
 				return
 			}

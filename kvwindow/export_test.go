@@ -1,5 +1,7 @@
 package kvwindow
 
+import "time"
+
 // SetAsyncPublish switches claim creates between js.PublishMsg (false) and js.PublishMsgAsync (true).
 func SetAsyncPublish(w *Window, on bool) {
 	for _, s := range w.shards {
@@ -27,3 +29,44 @@ func Takeovers(w *Window) uint64 {
 	}
 	return n
 }
+
+// Backoffs reports how often claims backed off before writing again, and for how long in all.
+func Backoffs(w *Window) (n uint64, total time.Duration) {
+	for _, s := range w.shards {
+		n += s.stats.backoffs.Load()
+		total += time.Duration(s.stats.backoffNanos.Load())
+	}
+	return n, total
+}
+
+// SetReadHook makes every claim read of a subject for which empty returns true find the key empty (nil: reads as
+// they are), as a claim that expired between the write and the read would.
+func SetReadHook(w *Window, empty func(subj string) bool) {
+	for _, s := range w.shards {
+		s.readHook = empty
+	}
+}
+
+// Value is a decoded claim value.
+type Value struct {
+	Claimant  Claimant
+	Delivery  Delivery
+	FirstMs   int64
+	Published bool
+	Key       string
+	Legacy    bool
+}
+
+// EncodeValue is the compact value a claim of c first claimed at firstMs stores.
+func EncodeValue(c Claim, firstMs int64, published bool) []byte {
+	return appendClaimValue(nil, c, firstMs, published)
+}
+
+// DecodeValue reads a stored claim value, compact or JSON.
+func DecodeValue(b []byte) (Value, bool) {
+	v, ok := decodeClaimValue(b)
+	return Value{Claimant: v.claimant(), Delivery: v.delivery(), FirstMs: v.First, Published: v.Pub, Key: v.Key, Legacy: v.Legacy}, ok
+}
+
+// ScopeOf splits a KV key (see scopeOf).
+func ScopeOf(kvKey string) (tenant, source, key string, ok bool) { return scopeOf(kvKey) }

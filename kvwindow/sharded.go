@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -18,12 +19,18 @@ type Window struct {
 	shards []*shard
 }
 
-// metaShards is the bucket metadata key that records how many shards the window was created with.
-const metaShards = "dedupeworker.shards"
+// Bucket metadata keys recording, on every shard bucket, how many shards the window was created with and which
+// one the bucket is.
+const (
+	metaShards = "dedupeworker.shards"
+	metaShard  = "dedupeworker.shard"
+)
 
 // New binds to the window's bucket(s), creating what is missing when cfg.Provision is set. It fails when a bucket
 // is missing and provisioning is off, when an existing bucket cannot carry per-key TTLs (the error says how to fix
 // it), or when the buckets found were created for another number of shards. An existing bucket is never modified.
+// A missing shard bucket is never created while a sibling holds claims: its claims are lost, and New fails with
+// ErrWindowLost naming the bucket(s) and what to do (OPERATIONS.md, "The window bucket was lost or re-created").
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -32,36 +39,48 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 	if js == nil {
 		return nil, errors.New("kvwindow: jetstream: must not be nil")
 	}
-	if err := checkShards(ctx, js, cfg); err != nil {
+	mayCreate, err := survey(ctx, js, cfg)
+	if err != nil {
 		return nil, err
 	}
 	w := &Window{cfg: cfg}
 	for i := range cfg.Shards {
 		sc := cfg
 		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
-		create := jetstream.KeyValueConfig{
-			Description:    "dedupeworker claim window",
-			History:        1,
-			Replicas:       cfg.Replicas,
-			Storage:        cfg.Storage,
-			MaxBytes:       cfg.MaxBytes,
-			LimitMarkerTTL: cfg.MarkerTTL,
-		}
-		if cfg.Shards > 1 {
-			create.Description = fmt.Sprintf("dedupeworker claim window, shard %d of %d", i+1, cfg.Shards)
-			create.Metadata = map[string]string{metaShards: strconv.Itoa(cfg.Shards)}
-		}
-		if len(cfg.Placement) > 0 {
-			p := cfg.Placement[i%len(cfg.Placement)]
-			create.Placement = &p
-		}
-		s, err := newShard(ctx, js, sc, create)
+		s, err := newShard(ctx, js, sc, bucketConfig(cfg, i), mayCreate[i])
 		if err != nil {
 			return nil, err
 		}
 		w.shards = append(w.shards, s)
 	}
 	return w, nil
+}
+
+// bucketConfig is what New creates bucket i of the window with (its name aside).
+func bucketConfig(cfg Config, i int) jetstream.KeyValueConfig {
+	create := jetstream.KeyValueConfig{
+		Description:    "dedupeworker claim window",
+		History:        1,
+		Replicas:       cfg.Replicas,
+		Storage:        cfg.Storage,
+		MaxBytes:       cfg.MaxBytes,
+		LimitMarkerTTL: cfg.MarkerTTL,
+	}
+	if cfg.Shards > 1 {
+		create.Description = shardDescription(i, cfg.Shards)
+		create.Metadata = map[string]string{metaShards: strconv.Itoa(cfg.Shards), metaShard: strconv.Itoa(i)}
+	}
+	if len(cfg.Placement) > 0 {
+		p := cfg.Placement[i%len(cfg.Placement)]
+		create.Placement = &p
+	}
+	return create
+}
+
+// shardDescription is shard i's bucket description. It records the shard and the count too, so that a bucket
+// created by hand with `nats kv add --description` (which cannot set metadata) still says what it is.
+func shardDescription(i, k int) string {
+	return fmt.Sprintf("dedupeworker claim window, shard %d of %d", i+1, k)
 }
 
 // ShardBucket is the name of bucket i of a window of k shards: the bucket itself when k is 1, else
@@ -73,10 +92,13 @@ func ShardBucket(bucket string, k, i int) string {
 	return fmt.Sprintf("%s-%02d", bucket, i)
 }
 
-// checkShards refuses buckets created for another number of shards: the single bucket when cfg.Shards > 1,
-// sharded buckets when it is 1, or shards recording another count. Keys would otherwise be looked for in the
-// wrong bucket, and a duplicate taken for a first delivery.
-func checkShards(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+// survey looks at every bucket the window may have and decides which missing ones New may create. It refuses
+// buckets created for another number of shards (the single bucket when cfg.Shards > 1, sharded buckets when it is
+// 1, a shard recording another count or index, a shard beyond the count): keys would otherwise be looked for in
+// the wrong bucket, and a duplicate taken for a first delivery. And it refuses to create a missing shard beside
+// siblings that hold claims (ErrWindowLost): its claims are gone, and an empty bucket in its place would admit
+// every retry of their events again.
+func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, error) {
 	exists := func(bucket string) (*jetstream.StreamInfo, error) {
 		octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
 		defer cancel()
@@ -90,52 +112,120 @@ func checkShards(ctx context.Context, js jetstream.JetStream, cfg Config) error 
 		return st.CachedInfo(), nil
 	}
 	k := cfg.Shards
-	recorded := func(info *jetstream.StreamInfo) int {
-		n, err := strconv.Atoi(info.Config.Metadata[metaShards])
-		if err != nil {
-			return 0
-		}
-		return n
-	}
 	single, err := exists(cfg.Bucket)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if k == 1 {
 		if single != nil {
-			return nil // today's window: no need to look further (nor the permission to)
+			return []bool{false}, nil // today's window: no need to look further (nor the permission to)
 		}
 		// No single bucket (yet): a sharded window under the same name would be taken for an empty one. The probe
 		// is best effort: a user allowed only the single bucket's API subjects gets no answer, which is fine.
 		if first, err := exists(ShardBucket(cfg.Bucket, 2, 0)); err == nil && first != nil {
-			return fmt.Errorf("kvwindow: the window %q is sharded (bucket %s-00 exists, created for %d shards) but shards is 1: "+
-				"set DEDUPE_WINDOW_SHARDS to the number of buckets it was created with", cfg.Bucket, cfg.Bucket, recorded(first))
+			n, _, _ := shardRecord(first)
+			return nil, fmt.Errorf("kvwindow: the window %q is sharded (bucket %s-00 exists, created for %d shards) but shards is 1: "+
+				"set DEDUPE_WINDOW_SHARDS to the number of buckets it was created with", cfg.Bucket, cfg.Bucket, n)
 		}
-		return nil
-	}
-	first, err := exists(ShardBucket(cfg.Bucket, 2, 0))
-	if err != nil {
-		return err
+		return []bool{cfg.Provision}, nil
 	}
 	if single != nil {
-		return fmt.Errorf("kvwindow: the window %q is a single bucket but shards is %d: its claims would not be found in "+
+		return nil, fmt.Errorf("kvwindow: the window %q is a single bucket but shards is %d: its claims would not be found in "+
 			"the shards; keep DEDUPE_WINDOW_SHARDS=1, or move to shards as OPERATIONS.md describes", cfg.Bucket, k)
 	}
-	if first != nil {
-		if n := recorded(first); n != k {
-			return fmt.Errorf("kvwindow: the window %q was created with %d shards, not %d: keys are spread by their number, "+
-				"so it cannot change in place; set DEDUPE_WINDOW_SHARDS=%d, or move as OPERATIONS.md describes", cfg.Bucket, n, k, n)
+	infos := make([]*jetstream.StreamInfo, k)
+	for i := range k {
+		if infos[i], err = exists(ShardBucket(cfg.Bucket, k, i)); err != nil {
+			return nil, err
+		}
+	}
+	var missing []string
+	present, used, gap := 0, false, false
+	for i, info := range infos {
+		bucket := ShardBucket(cfg.Bucket, k, i)
+		if info == nil {
+			missing = append(missing, bucket)
+			continue
+		}
+		present++
+		gap = gap || len(missing) > 0 // a bucket after a missing one: creation (in shard order) did not stop here
+		used = used || info.State.LastSeq > 0
+		n, idx, ok := shardRecord(info)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("kvwindow: bucket %s records no shard count (neither %s metadata nor a description %q): "+
+				"it is not a shard of the window %q as dedupeworker creates it; move it away or set DEDUPE_WINDOW_BUCKET to "+
+				"another name", bucket, metaShards, shardDescription(i, k), cfg.Bucket)
+		case n != k:
+			return nil, fmt.Errorf("kvwindow: the window %q was created with %d shards, not %d (bucket %s records %d): keys are "+
+				"spread by their number, so it cannot change in place; set DEDUPE_WINDOW_SHARDS=%d, or move as OPERATIONS.md "+
+				"describes", cfg.Bucket, n, k, bucket, n, n)
+		case idx >= 0 && idx != i:
+			return nil, fmt.Errorf("kvwindow: bucket %s records that it is shard %d, not %d: it was renamed or copied from "+
+				"another bucket, and its keys are not the ones this name holds", bucket, idx, i)
 		}
 	}
 	beyond, err := exists(ShardBucket(cfg.Bucket, k+1, k))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if beyond != nil {
-		return fmt.Errorf("kvwindow: the window %q has a bucket %s beyond the %d shards configured: it was created with "+
-			"more shards (%d)", cfg.Bucket, ShardBucket(cfg.Bucket, k+1, k), k, recorded(beyond))
+		n, _, _ := shardRecord(beyond)
+		return nil, fmt.Errorf("kvwindow: the window %q has a bucket %s beyond the %d shards configured: it was created with "+
+			"more shards (%d)", cfg.Bucket, ShardBucket(cfg.Bucket, k+1, k), k, n)
 	}
-	return nil
+	mayCreate := make([]bool, k)
+	switch {
+	case present == k:
+	case present == 0 || (!gap && !used):
+		// Nothing yet, or the first buckets of a window that has never held a claim: another worker is creating
+		// the buckets (in shard order) right now, or a start stopped half-way. No claim can have been lost.
+		for i := range mayCreate {
+			mayCreate[i] = cfg.Provision && infos[i] == nil
+		}
+	default:
+		return nil, lostShards(cfg, missing, present, infos)
+	}
+	return mayCreate, nil
+}
+
+// lostShards is the error for shard buckets missing beside siblings that exist.
+func lostShards(cfg Config, missing []string, present int, infos []*jetstream.StreamInfo) error {
+	var create []string
+	for i, info := range infos {
+		if info == nil {
+			c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d --description %q",
+				ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL, cfg.Replicas, shardDescription(i, cfg.Shards))
+			if cfg.Storage == jetstream.MemoryStorage {
+				c += " --storage=memory"
+			}
+			create = append(create, c)
+		}
+	}
+	return fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist: the claims the missing "+
+		"bucket(s) held are gone, and creating them empty would publish again every retry those claims covered, so "+
+		"the worker does not create them. Restore them from a backup; or, to accept losing those claims, create them "+
+		"by hand (%s); or delete every shard bucket and start again empty (OPERATIONS.md, \"The window bucket was lost "+
+		"or re-created\"). The worker waits until the buckets are there", ErrWindowLost, cfg.Bucket,
+		strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))
+}
+
+// shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
+// it records none: buckets created before the index was recorded, identified by their name). The metadata is
+// read first, then the description New writes; ok is false when neither records the count.
+func shardRecord(info *jetstream.StreamInfo) (k, index int, ok bool) {
+	index = -1
+	var dk, di int
+	if _, err := fmt.Sscanf(info.Config.Description, "dedupeworker claim window, shard %d of %d", &di, &dk); err == nil && dk > 0 {
+		k, index, ok = dk, di-1, true
+	}
+	if n, err := strconv.Atoi(info.Config.Metadata[metaShards]); err == nil {
+		k, ok = n, true
+	}
+	if i, err := strconv.Atoi(info.Config.Metadata[metaShard]); err == nil {
+		index = i
+	}
+	return k, index, ok
 }
 
 // shardOf is the shard holding a KV key: FNV-1a of the key, modulo the number of shards (stable across versions:
@@ -216,13 +306,14 @@ func (w *Window) Release(ctx context.Context, tenant, source, key string, rev ui
 	return s.Release(ctx, tenant, source, key, rev)
 }
 
-// MarkPublished records in the claim c made (at revision rev) that its event was published; see shard.MarkPublished.
-func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64) (bool, error) {
+// MarkPublished records in the claim c made (at revision rev) that its event was published, and returns the
+// claim's new revision; false when the key moved on. See shard.MarkPublished.
+func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64, bool, error) {
 	if len(w.shards) == 1 {
 		return w.shards[0].MarkPublished(ctx, c, rev)
 	}
 	if err := c.Validate(); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).MarkPublished(ctx, c, rev)
 }
@@ -294,12 +385,20 @@ func (w *Window) List(ctx context.Context, tenant, source string, from uint64, l
 	return entries, 0, nil
 }
 
-// Ping checks that every bucket answers (one stream info request each); errors wrap ErrUnavailable.
+// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each):
+// a bucket deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it.
+// The buckets after a lost one are still checked, so that each lost one is flagged; a bucket that does not
+// answer ends the check. Errors wrap ErrUnavailable.
 func (w *Window) Ping(ctx context.Context) error {
+	var lost error
 	for _, s := range w.shards {
-		if err := s.Ping(ctx); err != nil {
+		err := s.Ping(ctx)
+		if err != nil && !errors.Is(err, ErrWindowLost) {
 			return err
 		}
+		if lost == nil {
+			lost = err
+		}
 	}
-	return nil
+	return lost
 }

@@ -2,6 +2,7 @@ package kvwindow
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -46,6 +47,10 @@ type Claim struct {
 	// one is told Stale, so that of two deliveries alive at once (a worker that stalled past the ack wait, and
 	// the redelivery) only one publishes.
 	Delivery Delivery
+	// FirstClaimed, for MarkPublished only, is the Outcome.FirstClaimed this delivery's Claim returned: the mark
+	// rewrites the claim and must keep when the envelope first claimed the key. Zero makes MarkPublished read the
+	// claim first (one more round trip to the stream leader). Claim ignores it.
+	FirstClaimed time.Time
 	// FirstDelivery says the envelope has never been delivered before (JetStream's delivery count is 1), so no
 	// earlier attempt of it can hold the claim and Owned is impossible. The window may then read a losing
 	// create's claim from any replica (a direct get, far cheaper for the server than a read through the stream
@@ -95,8 +100,20 @@ type Outcome struct {
 	// must stay the same across deliveries of one envelope (a Nats-Msg-Id) cannot be built from it.
 	Revision uint64
 	// Published, with Owned, says that an earlier delivery of this envelope recorded that it published the event
-	// (MarkPublished): the event is in the output and need not be published again.
+	// (MarkPublished): the event is in the output and need not be published again. With Duplicate it says that the
+	// holder's outcome is decided: its claim records the publish, or it was written by an older worker that did not
+	// record publishes (such a claim counts as published, so that an upgrade never holds duplicates back until
+	// their TTL). A Duplicate without Published is a copy of an event whose holder may still fail and release the
+	// claim: acknowledging it now could lose the event.
 	Published bool
+	// FirstClaimed is when the envelope holding the claim first claimed the key (the claiming worker's clock,
+	// millisecond precision): for Won, now; for Owned and Stale, kept across takeovers and MarkPublished, so that a
+	// takeover can tell whether an earlier delivery may have published longer ago than the output remembers; for
+	// Duplicate, the holder's. A claim that does not record it (written by an older worker) reports the time the
+	// server stored it, the latest write of the claim.
+	FirstClaimed time.Time
+	// HolderSeq, with Duplicate, is the input sequence of the envelope that holds the claim (for logs).
+	HolderSeq uint64
 }
 
 // Entry describes a claim held in the window.
@@ -107,8 +124,13 @@ type Entry struct {
 	Claimant  Claimant
 	Delivery  Delivery // zero for a claim written before deliveries were recorded
 	Revision  uint64
-	ClaimedAt time.Time
+	ClaimedAt time.Time // when the server stored the claim's latest write
 	TTL       time.Duration
+	// FirstClaimed is when the envelope first claimed the key (kept across takeovers and marks); for a claim that
+	// does not record it, ClaimedAt.
+	FirstClaimed time.Time
+	// Published says the claim records that its event was published (MarkPublished).
+	Published bool
 }
 
 // ExpiresAt is when the claim lapses.
@@ -117,3 +139,11 @@ func (e Entry) ExpiresAt() time.Time { return e.ClaimedAt.Add(e.TTL) }
 // ErrUnavailable is wrapped by every error that means the window could not decide (timeout, no responders,
 // bucket full, connection closed). It is never a "not a duplicate": callers retry later.
 var ErrUnavailable = errors.New("kvwindow: window unavailable")
+
+// ErrWindowLost is wrapped by every error that means a window bucket was deleted, or deleted and created again,
+// under the running worker (or is missing beside its sibling shards at New): the claims it held are gone, and a
+// retry of an event they covered would be published again. It wraps ErrUnavailable, so a caller that only checks
+// ErrUnavailable hands the envelope back and stays unready. It does not pass by itself: the bucket refuses every
+// claim until the worker is restarted after the operator decided (OPERATIONS.md, "The window bucket was lost or
+// re-created").
+var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)

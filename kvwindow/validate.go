@@ -5,8 +5,10 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"github.com/dedupeworker/dedupeworker/internal/ident"
+	"strings"
 	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/ident"
 )
 
 // ErrInvalid is wrapped by every error about a caller's argument (a bad tenant, source, key or TTL). Such a claim
@@ -79,4 +81,34 @@ func appendKVKey(dst []byte, tenant, source, key string) []byte {
 	sum := sha256.Sum256([]byte(key))
 	dst = append(dst, '=')
 	return enc.AppendEncode(dst, sum[:])
+}
+
+// scopeOf splits a KV key into its tenant, source and, when the event key is stored raw, the event key ("" for a
+// hashed key: only its claim value records its exact bytes). ok is false for a key this package does not write.
+func scopeOf(kvKey string) (tenant, source, key string, ok bool) {
+	parts := strings.SplitN(kvKey, ".", 3)
+	if len(parts) != 3 || !ValidID(parts[0]) || !ValidID(parts[1]) || parts[2] == "" {
+		return "", "", "", false
+	}
+	if strings.HasPrefix(parts[2], "=") {
+		return parts[0], parts[1], "", true
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || len(raw) == 0 || len(raw) > MaxRawKey {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], string(raw), true
+}
+
+// fillScope sets e's Tenant and Source from e.KVKey, and its Key when the KV key holds it raw and the claim value
+// did not say it (a compact value records only hashed keys).
+func fillScope(e *Entry) {
+	tenant, source, key, ok := scopeOf(e.KVKey)
+	if !ok {
+		return
+	}
+	e.Tenant, e.Source = tenant, source
+	if e.Key == "" {
+		e.Key = key
+	}
 }

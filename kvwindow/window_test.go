@@ -1,9 +1,9 @@
 package kvwindow_test
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -19,8 +19,9 @@ import (
 
 func TestConformance(t *testing.T) {
 	s := natstest.Run(t)
-	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
-	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return w })
+	js := jsFor(t, s.URL())
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return legacyWindow{w, js} })
 }
 
 func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
@@ -31,7 +32,7 @@ func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
 		cfg := kvwindow.DefaultConfig()
 		cfg.Bucket = fmt.Sprintf("w%d", n.Add(1))
 		cfg.Storage = jetstream.MemoryStorage
-		return newWindow(t, js, cfg)
+		return legacyWindow{newWindow(t, js, cfg), js}
 	})
 }
 
@@ -224,7 +225,7 @@ func TestExpiryMarkerThenReclaim(t *testing.T) {
 	if _, _, markers, _ := kvwindow.Stats(w); markers == 0 {
 		t.Fatal("the re-claim did not go through the marker path")
 	}
-	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: again.Revision}) {
+	if got := claim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: again.Revision}) {
 		t.Fatalf("redelivery after re-claim: %+v", got)
 	}
 }
@@ -433,7 +434,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	t.Logf("claim after restart: %v", got.Status)
 	// The file-backed bucket kept the claim made before the outage.
 	c.Claimant = envelope(2)
-	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
+	if got := claim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
 		t.Fatalf("old claim after restart: %+v, want Duplicate rev %d", got, first.Revision)
 	}
 }
@@ -517,8 +518,9 @@ func lastOn(t *testing.T, st jetstream.Stream, tenant, source, key string) *jets
 	return m
 }
 
-// TestStoredValue: the stored claim is {"seq","ts","con","dlv","at","ttl","key"}, and a value written before
-// ts/con/dlv existed still reads and is recognised by its sequence alone.
+// TestStoredValue: the stored claim is the compact value (a version byte, varints, a flags byte, the event key
+// only when the KV key holds its hash), with the TTL in the Nats-TTL header; a JSON value written by an older
+// worker (with or without ts/con/dlv) still reads and is recognised by its sequence alone.
 func TestStoredValue(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
@@ -528,41 +530,97 @@ func TestStoredValue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: `new "key"`, TTL: time.Minute,
-		Claimant: kvwindow.Claimant{Seq: 18446744073709551615, Stamp: 1_717_171_717_123_456_789},
-		Delivery: kvwindow.Delivery{Consumer: 1_717_000_000_000_000_001, Count: 3}}
-	out := claim(t, w, c)
-	m := lastOn(t, st, "acme", "s", c.Key)
-	want := regexp.MustCompile(`^\{"seq":18446744073709551615,"ts":1717171717123456789,"con":1717000000000000001,"dlv":3,` +
-		`"at":\d{13},"ttl":60,"key":"new \\"key\\""\}$`)
-	if m == nil || m.Sequence != out.Revision || !want.Match(m.Data) || m.Header.Get(jetstream.MsgTTLHeader) != "60" {
-		t.Fatalf("stored claim: %+v", m)
+	long := "order.created:" + strings.Repeat("é", 40) // hashed in the KV key: the value records it
+	for _, tc := range []struct {
+		name    string
+		key     string
+		keyInIt bool
+	}{{"raw key", `new "key"`, false}, {"hashed key", long, true}} {
+		c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: tc.key, TTL: time.Minute,
+			Claimant: kvwindow.Claimant{Seq: 18446744073709551615, Stamp: 1_717_171_717_123_456_789},
+			Delivery: kvwindow.Delivery{Consumer: 1_717_000_000_000_000_001, Count: 3}}
+		before := time.Now().UnixMilli()
+		out := claim(t, w, c)
+		m := lastOn(t, st, "acme", "s", c.Key)
+		if m == nil || m.Sequence != out.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "60" || len(m.Data) == 0 || m.Data[0] != 0x01 {
+			t.Fatalf("%s: stored claim: %+v", tc.name, m)
+		}
+		v, ok := kvwindow.DecodeValue(m.Data)
+		if !ok || v.Claimant != c.Claimant || v.Delivery != c.Delivery || v.Published || v.Legacy ||
+			v.FirstMs < before || v.FirstMs > time.Now().UnixMilli() || out.FirstClaimed.UnixMilli() != v.FirstMs {
+			t.Fatalf("%s: decoded %+v %v (outcome %+v)", tc.name, v, ok, out)
+		}
+		if tc.keyInIt != (v.Key == c.Key) || (!tc.keyInIt && v.Key != "") {
+			t.Fatalf("%s: value records key %q (want it only for a hashed key)", tc.name, v.Key)
+		}
+		// Exactly the layout: version, seq, stamp, consumer, count, first claim relative to the stamp, flags, key.
+		want := []byte{0x01}
+		want = binary.AppendUvarint(want, c.Claimant.Seq)
+		want = binary.AppendVarint(want, c.Claimant.Stamp)
+		want = binary.AppendVarint(want, c.Delivery.Consumer)
+		want = binary.AppendUvarint(want, c.Delivery.Count)
+		want = binary.AppendVarint(want, v.FirstMs-c.Claimant.Stamp/1e6)
+		if tc.keyInIt {
+			want = append(append(want, 0x02), c.Key...)
+		} else {
+			want = append(want, 0x00)
+		}
+		if string(m.Data) != string(want) {
+			t.Fatalf("%s: stored % x, want % x", tc.name, m.Data, want)
+		}
+		e, ok, err := w.Get(ctx, "acme", "s", c.Key)
+		if err != nil || !ok || e.Key != c.Key || e.Claimant != c.Claimant || e.Delivery != c.Delivery || e.TTL != time.Minute ||
+			e.FirstClaimed.UnixMilli() != v.FirstMs || e.Published {
+			t.Fatalf("%s: Get: %+v %v %v", tc.name, e, ok, err)
+		}
+		t.Logf("%s: value %d bytes (%q)", tc.name, len(m.Data), m.Data)
 	}
 
-	// A claim as written before stamps and deliveries existed.
-	k, _ := kvwindow.KVKey("acme", "s", "old")
-	old := nats.NewMsg("$KV.dedupe-window." + k)
-	old.Data = []byte(`{"seq":7,"at":1717171717000,"ttl":60,"key":"old"}`)
-	old.Header.Set(jetstream.MsgTTLHeader, "60")
-	pa, err := js.PublishMsg(ctx, old)
-	if err != nil {
+	for i, old := range []string{
+		`{"seq":7,"at":1717171717000,"ttl":60,"key":"old"}`, // before stamps and deliveries
+		`{"seq":7,"ts":0,"con":0,"dlv":0,"at":1717171717000,"ttl":60,"key":"old"}`,
+	} {
+		key := fmt.Sprint("old-", i)
+		k, _ := kvwindow.KVKey("acme", "s", key)
+		m := nats.NewMsg("$KV.dedupe-window." + k)
+		m.Data = []byte(old)
+		m.Header.Set(jetstream.MsgTTLHeader, "60")
+		pa, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored := lastOn(t, st, "acme", "s", key).Time
+		e, ok, err := w.Get(ctx, "acme", "s", key)
+		if err != nil || !ok || e.Claimant != (kvwindow.Claimant{Seq: 7}) || e.Delivery != (kvwindow.Delivery{}) || e.Revision != pa.Sequence ||
+			!e.FirstClaimed.Equal(stored) || e.TTL != time.Minute {
+			t.Fatalf("Get of an old-format claim %s: %+v %v %v", old, e, ok, err)
+		}
+		c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: key, TTL: time.Minute, Claimant: envelope(8), Delivery: delivery(1)}
+		if got := claim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: pa.Sequence}) ||
+			!got.Published || got.HolderSeq != 7 || got.FirstClaimed.UnixMilli() != stored.UnixMilli() {
+			t.Fatalf("other sequence on an old-format claim: %+v, want Duplicate, Published (an older worker's claim counts as "+
+				"decided), holder 7, first claimed when stored (%s)", got, stored)
+		}
+		c.Claimant = envelope(7)
+		took := claim(t, w, c)
+		if took.Status != kvwindow.Owned || took.Revision <= pa.Sequence || took.Published || took.FirstClaimed.UnixMilli() != stored.UnixMilli() {
+			t.Fatalf("same sequence on an old-format claim: %+v, want Owned with a new revision, first claimed %s", took, stored)
+		}
+		if e, _, _ := w.Get(ctx, "acme", "s", key); e.Claimant != envelope(7) || e.Delivery != delivery(1) || e.FirstClaimed.UnixMilli() != stored.UnixMilli() {
+			t.Fatalf("after the takeover: %+v", e)
+		}
+	}
+
+	// A value that is no claim (an operator's put) is someone else's, and counts as decided.
+	k, _ := kvwindow.KVKey("acme", "s", "foreign")
+	m := nats.NewMsg("$KV.dedupe-window." + k)
+	m.Data = []byte("hello")
+	if _, err := js.PublishMsg(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	e, ok, err := w.Get(ctx, "acme", "s", "old")
-	if err != nil || !ok || e.Claimant != (kvwindow.Claimant{Seq: 7}) || e.Delivery != (kvwindow.Delivery{}) || e.Revision != pa.Sequence {
-		t.Fatalf("Get of an old-format claim: %+v %v %v", e, ok, err)
-	}
-	c = kvwindow.Claim{Tenant: "acme", Source: "s", Key: "old", TTL: time.Minute, Claimant: envelope(8), Delivery: delivery(1)}
-	if got := claim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: pa.Sequence}) {
-		t.Fatalf("other sequence on an old-format claim: %+v", got)
-	}
-	c.Claimant = envelope(7)
-	took := claim(t, w, c)
-	if took.Status != kvwindow.Owned || took.Revision <= pa.Sequence {
-		t.Fatalf("same sequence on an old-format claim: %+v, want Owned with a new revision", took)
-	}
-	if e, _, _ := w.Get(ctx, "acme", "s", "old"); e.Claimant != envelope(7) || e.Delivery != delivery(1) {
-		t.Fatalf("after the takeover: %+v", e)
+	c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: "foreign", TTL: time.Minute, Claimant: envelope(9), Delivery: delivery(1)}
+	if got := claim(t, w, c); got.Status != kvwindow.Duplicate || !got.Published {
+		t.Fatalf("claim over a foreign value: %+v, want Duplicate, Published", got)
 	}
 }
 
@@ -585,8 +643,11 @@ func TestTakeoverRewritesClaim(t *testing.T) {
 		t.Fatalf("takeover: %+v after %+v", took, first)
 	}
 	m := lastOn(t, st, "t", "s", "k")
-	if m.Sequence != took.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "7200" || !strings.Contains(string(m.Data), `"dlv":2,`) {
+	if m.Sequence != took.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "7200" {
 		t.Fatalf("taken-over claim: seq %d headers %v data %s", m.Sequence, m.Header, m.Data)
+	}
+	if v, ok := kvwindow.DecodeValue(m.Data); !ok || v.Delivery != delivery(2) || v.FirstMs != first.FirstClaimed.UnixMilli() {
+		t.Fatalf("taken-over claim: %+v %v, want delivery 2 and the first claim's time %s", v, ok, first.FirstClaimed)
 	}
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$KV.dedupe-window.>"))
 	if err != nil {

@@ -15,7 +15,14 @@ import (
 type Claimer interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
 	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
-	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error)
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (uint64, bool, error)
+}
+
+// LegacyPutter is implemented by windows whose test can store a claim as a worker before the compact claim value
+// wrote it (JSON, no first claim time, a publish recorded only by redeliveries). The suite's legacy case runs
+// only for those.
+type LegacyPutter interface {
+	PutLegacyClaim(ctx context.Context, tenant, source, key string, claimant kvwindow.Claimant, ttl time.Duration) (rev uint64, err error)
 }
 
 type scopeKey struct{ tenant, source, key string }
@@ -27,6 +34,8 @@ type memEntry struct {
 	at        time.Time
 	ttl       time.Duration
 	published bool
+	first     time.Time // when the envelope first claimed the key, kept across takeovers and marks
+	legacy    bool      // written as an older worker would (PutLegacyClaim)
 }
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
@@ -124,20 +133,22 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 	k := scopeKey{c.Tenant, c.Source, c.Key}
 	status := kvwindow.Won
 	published := false
+	first := m.now().Truncate(time.Millisecond) // the real window records milliseconds
 	if e, ok := m.live(k); ok {
 		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
 		if e.claimant.Seq != c.Claimant.Seq || (e.claimant.Stamp != c.Claimant.Stamp && e.claimant.Stamp != 0) {
-			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision}, nil
+			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published || e.legacy,
+				FirstClaimed: e.first, HolderSeq: e.claimant.Seq}, nil
 		}
 		switch {
 		case e.delivery == c.Delivery:
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published}, nil
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published, FirstClaimed: e.first}, nil
 		case c.Delivery.Before(e.delivery):
-			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision}, nil
+			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision, FirstClaimed: e.first}, nil
 		}
 		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
-		// rewrite of the claim.
-		status, published = kvwindow.Owned, e.published
+		// rewrite of the claim, which keeps the first claim time and the record of a publish.
+		status, published, first = kvwindow.Owned, e.published, e.first
 	}
 	m.rev++
 	m.entries[k] = memEntry{
@@ -147,32 +158,52 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 		at:        m.now(),
 		ttl:       time.Duration(c.TTLSeconds()) * time.Second,
 		published: published,
+		first:     first,
 	}
-	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published}, nil
+	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published, FirstClaimed: first}, nil
 }
 
 // MarkPublished records that c's event was published while the claim is still revision rev, as
-// kvwindow.Window.MarkPublished (a new revision and the full TTL from now).
-func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error) {
+// kvwindow.Window.MarkPublished (a new revision, returned, and the full TTL from now; the first claim time kept).
+func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	if rev == 0 {
-		return false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
+		return 0, false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
-		return false, err
+		return 0, false, err
 	}
 	k := scopeKey{c.Tenant, c.Source, c.Key}
-	if e, ok := m.live(k); !ok || e.revision != rev {
-		return false, nil
+	e, ok := m.live(k)
+	if !ok || e.revision != rev {
+		return 0, false, nil
 	}
 	m.rev++
 	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
-		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true}
-	return true, nil
+		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true, first: e.first}
+	return m.rev, true, nil
+}
+
+// PutLegacyClaim stores a claim of claimant on key as a worker before the compact claim value wrote it: no
+// delivery, no first claim time (it reads as the time of the write), no record of a publish.
+func (m *Memory) PutLegacyClaim(ctx context.Context, tenant, source, key string, claimant kvwindow.Claimant, ttl time.Duration) (uint64, error) {
+	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+		return 0, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if err := m.check(ctx); err != nil {
+		return 0, err
+	}
+	m.rev++
+	now := m.now()
+	m.entries[scopeKey{tenant, source, key}] = memEntry{claimant: claimant, revision: m.rev, at: now,
+		ttl: (ttl + time.Second - 1) / time.Second * time.Second, first: now.Truncate(time.Millisecond), legacy: true}
+	return m.rev, nil
 }
 
 // Release drops the claim on key only while it is still revision rev, as kvwindow.Window.Release: true when it
@@ -214,6 +245,7 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 	return kvwindow.Entry{
 		Tenant: tenant, Source: source, Key: key,
 		Claimant: e.claimant, Delivery: e.delivery, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
+		FirstClaimed: e.first, Published: e.published,
 	}, true, nil
 }
 

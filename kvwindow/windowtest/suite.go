@@ -47,13 +47,13 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("first claim: %+v, want Won with a revision", first)
 		}
 		again := mustClaim(t, w, c)
-		if again != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: first.Revision}) {
+		if decision(again) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: first.Revision}) {
 			t.Fatalf("same claimant again: %+v, want Owned rev %d", again, first.Revision)
 		}
 		other := c
 		other.Claimant = claimant(8)
 		dup := mustClaim(t, w, other)
-		if dup != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
+		if decision(dup) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
 			t.Fatalf("other claimant: %+v, want Duplicate rev %d", dup, first.Revision)
 		}
 		// A different TTL does not change the decision.
@@ -91,12 +91,15 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if first.Status != kvwindow.Won || first.Published {
 			t.Fatalf("first claim: %+v", first)
 		}
-		ok, err := w.MarkPublished(testCtx(t), c, first.Revision)
-		if err != nil || !ok {
-			t.Fatalf("MarkPublished at the claim's revision: %v %v", ok, err)
+		marked, ok, err := w.MarkPublished(testCtx(t), c, first.Revision)
+		if err != nil || !ok || marked <= first.Revision {
+			t.Fatalf("MarkPublished at the claim's revision %d: %d %v %v, want a later revision", first.Revision, marked, ok, err)
 		}
-		if ok, err := w.MarkPublished(testCtx(t), c, first.Revision); err != nil || ok {
-			t.Errorf("MarkPublished at a revision that moved on: %v %v, want false", ok, err)
+		if rev, ok, err := w.MarkPublished(testCtx(t), c, first.Revision); err != nil || ok || rev != 0 {
+			t.Errorf("MarkPublished at a revision that moved on: %d %v %v, want false", rev, ok, err)
+		}
+		if again, ok, err := w.MarkPublished(testCtx(t), c, marked); err != nil || !ok || again <= marked {
+			t.Errorf("MarkPublished at the revision the mark returned: %d %v %v, want a later revision", again, ok, err)
 		}
 		c.Delivery = delivery(2)
 		later := mustClaim(t, w, c)
@@ -109,8 +112,113 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 		other := c
 		other.Claimant = claimant(42)
-		if dup := mustClaim(t, w, other); dup.Status != kvwindow.Duplicate || dup.Published {
-			t.Errorf("another envelope: %+v, want Duplicate", dup)
+		if dup := mustClaim(t, w, other); dup.Status != kvwindow.Duplicate || !dup.Published || dup.HolderSeq != 41 {
+			t.Errorf("another envelope: %+v, want Duplicate, Published (the holder marked it), holder seq 41", dup)
+		}
+	})
+
+	t.Run("DuplicateWaitsForHolder", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		tn := tenant(t)
+		holder := kvwindow.Claim{Tenant: tn, Source: "s", Key: "held", TTL: time.Minute, Claimant: claimant(51), Delivery: delivery(1)}
+		copyOf := holder
+		copyOf.Claimant = claimant(52)
+		won := mustClaim(t, w, holder)
+		dup := mustClaim(t, w, copyOf)
+		if dup.Status != kvwindow.Duplicate || dup.Published || dup.HolderSeq != 51 || !dup.FirstClaimed.Equal(won.FirstClaimed) {
+			t.Fatalf("copy while the holder is undecided: %+v, want Duplicate, not Published, holder seq 51, first claimed %s",
+				dup, won.FirstClaimed)
+		}
+		marked, ok, err := w.MarkPublished(testCtx(t), holder, won.Revision)
+		if err != nil || !ok {
+			t.Fatalf("MarkPublished: %v %v", ok, err)
+		}
+		dup = mustClaim(t, w, copyOf)
+		if dup.Status != kvwindow.Duplicate || !dup.Published || dup.Revision != marked || !dup.FirstClaimed.Equal(won.FirstClaimed) {
+			t.Fatalf("copy after the holder's mark: %+v, want Duplicate, Published, rev %d", dup, marked)
+		}
+		// An undecided holder that gives up lets the copy through.
+		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(53), Delivery: delivery(1)}
+		held := mustClaim(t, w, other)
+		if ok, err := w.Release(testCtx(t), tn, "s", "released", held.Revision); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		other.Claimant = claimant(54)
+		if got := mustClaim(t, w, other); got.Status != kvwindow.Won {
+			t.Fatalf("copy after the holder released: %+v, want Won", got)
+		}
+	})
+
+	t.Run("FirstClaimedSurvivesTakeoversAndMarks", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "first", TTL: time.Minute, Claimant: claimant(61), Delivery: delivery(1)}
+		won := mustClaim(t, w, c)
+		if won.Status != kvwindow.Won || won.FirstClaimed.IsZero() || won.FirstClaimed.After(time.Now()) {
+			t.Fatalf("first claim: %+v, want Won with a first claim time", won)
+		}
+		f := won.FirstClaimed
+		check := func(what string, got kvwindow.Outcome, want kvwindow.Status) {
+			t.Helper()
+			if got.Status != want || !got.FirstClaimed.Equal(f) {
+				t.Fatalf("%s: %+v, want %v first claimed %s", what, got, want, f)
+			}
+		}
+		check("same delivery again", mustClaim(t, w, c), kvwindow.Owned)
+		c.Delivery = delivery(2)
+		took := mustClaim(t, w, c)
+		check("takeover", took, kvwindow.Owned)
+		// A mark without the first claim time reads it from the claim; one with it writes it as given.
+		marked, ok, err := w.MarkPublished(testCtx(t), c, took.Revision)
+		if err != nil || !ok {
+			t.Fatalf("MarkPublished: %v %v", ok, err)
+		}
+		check("after a mark", mustClaim(t, w, c), kvwindow.Owned)
+		c.Delivery = delivery(3)
+		took = mustClaim(t, w, c)
+		check("takeover after a mark", took, kvwindow.Owned)
+		if !took.Published || took.Revision <= marked {
+			t.Fatalf("takeover after a mark: %+v, want Published after revision %d", took, marked)
+		}
+		c.FirstClaimed = took.FirstClaimed
+		if _, ok, err := w.MarkPublished(testCtx(t), c, took.Revision); err != nil || !ok {
+			t.Fatalf("MarkPublished with the first claim time: %v %v", ok, err)
+		}
+		c.FirstClaimed = time.Time{}
+		c.Delivery = delivery(4)
+		check("takeover after a second mark", mustClaim(t, w, c), kvwindow.Owned)
+		c.Delivery = delivery(2)
+		check("an earlier delivery", mustClaim(t, w, c), kvwindow.Stale)
+		c.Claimant = claimant(62)
+		check("a copy", mustClaim(t, w, c), kvwindow.Duplicate)
+	})
+
+	t.Run("LegacyClaimReadsAsPublished", func(t *testing.T) {
+		t.Parallel()
+		w := newWindow(t)
+		lp, ok := w.(LegacyPutter)
+		if !ok {
+			t.Skip("the window cannot store a legacy claim")
+		}
+		tn := tenant(t)
+		before := time.Now().Add(-time.Second)
+		rev, err := lp.PutLegacyClaim(testCtx(t), tn, "s", "legacy", claimant(71), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "legacy", TTL: time.Minute, Claimant: claimant(72), Delivery: delivery(1)}
+		dup := mustClaim(t, w, c)
+		if dup.Status != kvwindow.Duplicate || !dup.Published || dup.Revision != rev || dup.HolderSeq != 71 ||
+			dup.FirstClaimed.Before(before) || dup.FirstClaimed.After(time.Now().Add(time.Second)) {
+			t.Fatalf("copy of a legacy claim: %+v, want Duplicate, Published (decided), rev %d, holder seq 71, first claimed "+
+				"about when it was written", dup, rev)
+		}
+		// The holder's own redelivery takes it over; Owned keeps reporting only a recorded publish.
+		c.Claimant = claimant(71)
+		took := mustClaim(t, w, c)
+		if took.Status != kvwindow.Owned || took.Published || took.Revision <= rev || !took.FirstClaimed.Equal(dup.FirstClaimed) {
+			t.Fatalf("holder's redelivery on a legacy claim: %+v, want Owned, not Published, first claimed %s", took, dup.FirstClaimed)
 		}
 	})
 
@@ -199,10 +307,10 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if won.Revision <= first.Revision {
 			t.Fatalf("re-admitted claim revision %d, want > %d", won.Revision, first.Revision)
 		}
-		if got := mustClaim(t, w, next); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: won.Revision}) {
+		if got := mustClaim(t, w, next); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: won.Revision}) {
 			t.Fatalf("new claimant again: %+v, want Owned rev %d", got, won.Revision)
 		}
-		if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: won.Revision}) {
+		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: won.Revision}) {
 			t.Fatalf("old claimant after re-admission: %+v, want Duplicate rev %d", got, won.Revision)
 		}
 	})
@@ -247,7 +355,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				if i == winner {
 					continue
 				}
-				if outs[i] != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: outs[winner].Revision}) {
+				if decision(outs[i]) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: outs[winner].Revision}) {
 					t.Fatalf("round %d claim %d: %+v, want Duplicate rev %d", round, i, outs[i], outs[winner].Revision)
 				}
 			}
@@ -268,15 +376,15 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if took.Status != kvwindow.Owned || took.Revision <= first.Revision {
 			t.Fatalf("second delivery: %+v, want Owned with a revision after %d", took, first.Revision)
 		}
-		if got := mustClaim(t, w, second); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: took.Revision}) {
+		if got := mustClaim(t, w, second); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: took.Revision}) {
 			t.Fatalf("second delivery again: %+v, want Owned rev %d", got, took.Revision)
 		}
-		if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: took.Revision}) {
+		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: took.Revision}) {
 			t.Fatalf("first delivery after the takeover: %+v, want Stale rev %d", got, took.Revision)
 		}
 		other := c
 		other.Claimant, other.Delivery = claimant(8), delivery(9)
-		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
 			t.Fatalf("other claimant: %+v, want Duplicate rev %d", got, took.Revision)
 		}
 		// A re-created consumer restarts its delivery counts: its first delivery is later than any of the old one's.
@@ -287,7 +395,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("first delivery by a re-created consumer: %+v, want Owned with a revision after %d", again, took.Revision)
 		}
 		second.Delivery = delivery(5)
-		if got := mustClaim(t, w, second); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: again.Revision}) {
+		if got := mustClaim(t, w, second); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: again.Revision}) {
 			t.Fatalf("old consumer's delivery 5: %+v, want Stale rev %d", got, again.Revision)
 		}
 	})
@@ -333,7 +441,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		c.Claimant, c.Delivery = claimant(7), delivery(1)
 		took := mustClaim(t, w, c)
 		c.Claimant, c.Delivery = kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2)
-		if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
 			t.Fatalf("other stamp after the takeover of an old-format claim: %+v, want Duplicate rev %d", got, took.Revision)
 		}
 	})
@@ -363,7 +471,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatal("release with a stale revision reported success")
 		}
 		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(2), Delivery: delivery(1)}
-		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
+		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
 			t.Fatalf("after a stale release: %+v, want Duplicate rev %d", got, took.Revision)
 		}
 		if !release("released", took.Revision) {
@@ -380,7 +488,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if release("released", took.Revision) {
 			t.Fatal("release of an old revision freed the new holder's claim")
 		}
-		if got := mustClaim(t, w, other); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: next.Revision}) {
+		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: next.Revision}) {
 			t.Fatalf("new holder after a stale release: %+v, want Owned rev %d", got, next.Revision)
 		}
 		if release("never-claimed", next.Revision) {
@@ -464,11 +572,11 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				t.Fatalf("round %d: last delivery %+v", round, last)
 			}
 			c.Delivery = delivery(n)
-			if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: last.Revision}) {
+			if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: last.Revision}) {
 				t.Fatalf("round %d: last delivery again: %+v, want Owned rev %d", round, got, last.Revision)
 			}
 			c.Delivery = delivery(n - 1)
-			if got := mustClaim(t, w, c); got != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
+			if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
 				t.Fatalf("round %d: delivery %d again: %+v, want Stale rev %d", round, n-1, got, last.Revision)
 			}
 		}
@@ -508,4 +616,9 @@ func poll(t *testing.T, timeout time.Duration, cond func() error) {
 			wait *= 2
 		}
 	}
+}
+
+// decision is what an outcome decided: its status and revision, without the holder's details.
+func decision(o kvwindow.Outcome) kvwindow.Outcome {
+	return kvwindow.Outcome{Status: o.Status, Revision: o.Revision}
 }

@@ -1,0 +1,285 @@
+package kvwindow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// sameEnvelope reports whether a claim stored by claimant held was made by the envelope c. A stored claim without
+// a stamp predates stamps: its sequence is all there is to compare.
+func sameEnvelope(held, c Claimant) bool {
+	return held.Seq == c.Seq && (held.Stamp == c.Stamp || held.Stamp == 0)
+}
+
+// Claim records that c's event was seen, with one atomic create of the key's subject ("expected last subject
+// sequence 0", TTL c.TTL). It returns Won when this call created the claim and Duplicate when another claimant
+// holds it. When c.Claimant already holds it (a redelivery), the latest delivery wins: the same delivery gets
+// Owned with the stored revision, a later delivery takes the claim over (it rewrites the claim, expecting the
+// stored revision, with the full TTL, keeping its first claim time and its record of a publish) and gets Owned
+// with the new revision, and an earlier delivery gets Stale. Any error means the window could not decide: it
+// wraps ErrUnavailable (ErrWindowLost once the bucket is known lost, or ErrInvalid for a bad claim) and is never a
+// "not a duplicate".
+func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
+	if err := c.Validate(); err != nil {
+		return Outcome{}, err
+	}
+	if err := w.usable(); err != nil {
+		return Outcome{}, err
+	}
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
+	now := time.Now().UnixMilli()
+	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, now, false)
+	ttl := ttlHeader(c.TTLSeconds())
+
+	var (
+		expected  uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
+		takeover  bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
+		first     = now  // the first claim time val records: now, or the one of the claim taken over
+		published bool   // val records a publish (copied from the claim taken over)
+		retried   bool
+		lastErr   error
+	)
+	// encode keeps val in step with what the next write must record: a takeover carries the earlier claim's first
+	// claim time and publish, a fresh create (over nothing or a marker) carries neither.
+	encode := func(f int64, pub bool) {
+		if f != first || pub != published {
+			first, published = f, pub
+			val = appendClaimValue(val[:0], c, first, published)
+		}
+	}
+	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
+		rev, err := w.create(ctx, subj, val, ttl, expected)
+		if err == nil {
+			if takeover {
+				return Outcome{Status: Owned, Revision: rev, Published: published, FirstClaimed: time.UnixMilli(first)}, nil
+			}
+			return Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first)}, nil
+		}
+		if errors.Is(err, ErrWindowLost) {
+			return Outcome{}, err
+		}
+		code, conflict := wrongLastSeq(err)
+		if !conflict {
+			return Outcome{}, w.unavailable("claim", subj, err)
+		}
+		lastErr = err
+		if code == jetstream.JSErrCodeStreamWrongLastSequence {
+			w.stats.wrongSeq10071.Add(1)
+		} else {
+			w.stats.wrongSeq10164.Add(1)
+		}
+		if code == jetstream.JSErrCodeStreamWrongLastSequenceConstant && !retried {
+			// 10164 (replicated buckets): another write on this subject was in flight. Try once more with the
+			// same expectation before reading.
+			retried = true
+			if err := w.backoff(ctx, time.Millisecond); err != nil {
+				return Outcome{}, w.unavailable("claim", subj, err)
+			}
+			continue
+		}
+		// The key is taken, or holds a marker. Decide on what the stream leader holds (a direct get could be
+		// answered by a replica that has not applied the winning write yet).
+		read := w.leader
+		if c.FirstDelivery {
+			read = w.any
+		}
+		m, err := w.read(ctx, read, subj)
+		if err != nil {
+			return Outcome{}, w.unavailable("claim: read", subj, err)
+		}
+		if m == nil || m.Sequence == expected {
+			// Expired or forgotten since, or (replicated buckets) the write that beat us is not applied on the
+			// leader yet: back off briefly and try again. A key that still holds what we expected (a second 10164:
+			// a write is in flight) gets the same write again.
+			if m == nil {
+				w.stats.empty.Add(1)
+				expected, takeover = 0, false
+				encode(now, false)
+			}
+			if err := w.backoff(ctx, time.Duration(attempt+1)*time.Millisecond); err != nil {
+				return Outcome{}, w.unavailable("claim", subj, err)
+			}
+			continue
+		}
+		takeover = false
+		if isTombstone(m) {
+			w.stats.markers.Add(1)
+			expected = m.Sequence // an expiry marker or purge: create over it
+			encode(now, false)
+			continue
+		}
+		v, ok := decodeClaimValue(m.Data)
+		if !ok || !sameEnvelope(v.claimant(), c.Claimant) {
+			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
+			// could only hold the copy back until the key expires, so it counts as decided.
+			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.decided(),
+				FirstClaimed: v.firstClaimed(m.Time).Truncate(time.Millisecond), HolderSeq: v.Seq}, nil
+		}
+		held := v.delivery()
+		heldFirst := v.firstClaimed(m.Time).Truncate(time.Millisecond)
+		switch {
+		case held == c.Delivery:
+			return Outcome{Status: Owned, Revision: m.Sequence, Published: v.Pub, FirstClaimed: heldFirst}, nil
+		case c.Delivery.Before(held):
+			return Outcome{Status: Stale, Revision: m.Sequence, FirstClaimed: heldFirst}, nil
+		}
+		// An earlier delivery of this envelope holds the claim: take it over, but only from that very revision,
+		// so that a still later delivery's takeover is never overwritten (ours then loses and reads again).
+		w.stats.takeovers.Add(1)
+		expected, takeover = m.Sequence, true
+		encode(heldFirst.UnixMilli(), v.Pub)
+	}
+	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
+}
+
+// backoff waits d before a claim writes again, and counts the wait (see Backoffs in the tests).
+func (w *shard) backoff(ctx context.Context, d time.Duration) error {
+	start := time.Now()
+	err := pause(ctx, d)
+	w.stats.backoffs.Add(1)
+	w.stats.backoffNanos.Add(uint64(time.Since(start)))
+	return err
+}
+
+// read is latest, unless a test hook (readHook) makes it report an empty key.
+func (w *shard) read(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
+	if h := w.readHook; h != nil && h(subj) {
+		return nil, nil
+	}
+	return latest(ctx, st, subj)
+}
+
+// ttlHeader is the Nats-TTL value for a TTL in seconds. A deployment uses a handful of TTLs, so the strings are
+// kept in a small table (a slot per TTL modulo its size; a collision only formats again) rather than formatted
+// for every claim.
+func ttlHeader(sec int64) string {
+	slot := &ttlCache[uint64(sec)%uint64(len(ttlCache))]
+	if e := slot.Load(); e != nil && e.sec == sec {
+		return e.s
+	}
+	e := &ttlEntry{sec: sec, s: strconv.FormatInt(sec, 10)}
+	slot.Store(e)
+	return e.s
+}
+
+type ttlEntry struct {
+	sec int64
+	s   string
+}
+
+var ttlCache [64]atomic.Pointer[ttlEntry]
+
+func pause(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// create publishes a claim value on subj expecting its last sequence to be expected. Its message and header map
+// come from a pool: PublishMsg has sent them by the time it returns, and a claim is the hot path.
+func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64) (uint64, error) {
+	m := msgPool.Get().(*nats.Msg)
+	defer func() {
+		m.Subject, m.Data = "", nil
+		msgPool.Put(m)
+	}()
+	m.Subject, m.Data = subj, val
+	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(expected, 10)
+	m.Header[jetstream.MsgTTLHeader][0] = ttl
+	var pa *jetstream.PubAck
+	var err error
+	if !w.async {
+		pa, err = w.js.PublishMsg(ctx, m)
+	} else {
+		// The client keeps an async message until its ack, which may outlive ctx: it must not go back to the pool.
+		pa, err = w.publishAsync(ctx, &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
+			jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expected, 10)},
+			jetstream.MsgTTLHeader:              []string{ttl},
+		}})
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := w.acked(pa); err != nil {
+		return 0, err
+	}
+	return pa.Sequence, nil
+}
+
+var msgPool = sync.Pool{New: func() any {
+	return &nats.Msg{Header: nats.Header{
+		jetstream.ExpectedLastSubjSeqHeader: []string{""},
+		jetstream.MsgTTLHeader:              []string{""},
+	}}
+}}
+
+func (w *shard) publishAsync(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
+	f, err := w.js.PublishMsgAsync(m)
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case pa := <-f.Ok():
+		return pa, nil
+	case err := <-f.Err():
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// wrongLastSeq reports whether err is the server's "wrong last sequence" answer (10071, or 10164 on replicated
+// streams), with its code.
+func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) {
+		return 0, false
+	}
+	switch api.ErrorCode {
+	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
+		return api.ErrorCode, true
+	}
+	return 0, false
+}
+
+// kvOperation is the header the KV layer marks deletes and purges with.
+const kvOperation = "KV-Operation"
+
+// isTombstone reports whether a stored message is a KV delete/purge or a server marker rather than a claim.
+func isTombstone(m *jetstream.RawStreamMsg) bool {
+	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
+}
+
+// latest reads the last message on subj from the stream leader; nil when there is none.
+func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
+	return latest(ctx, w.leader, subj)
+}
+
+func latest(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
+	m, err := st.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
+}
+
+func (w *shard) unavailable(op, subj string, err error) error {
+	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
+}
+

@@ -1,0 +1,238 @@
+package kvwindow
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// shard is the claim window over one JetStream KV bucket: the whole window when it is not sharded, one of its
+// buckets when it is. It is safe for concurrent use and keeps no per-key state: every claim lives in the bucket.
+type shard struct {
+	js      jetstream.JetStream
+	nc      *nats.Conn
+	cfg     Config                   // cfg.Bucket is this shard's bucket
+	kvCfg   jetstream.KeyValueConfig // what bind creates when the bucket is missing (its name aside)
+	stream  string                   // KV_<bucket>
+	prefix  string                   // "$KV.<bucket>."
+	api     string                   // JetStream API prefix, e.g. "$JS.API."
+	leader  jetstream.Stream         // reads through the stream leader's API (never a direct get)
+	any     jetstream.Stream         // reads by direct get when the bucket allows it (any replica may answer)
+	async   bool                     // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
+	markTTL time.Duration
+	stats   stats
+	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
+	// created again, and every claim it held is gone.
+	created time.Time
+	// floor is the bucket's last sequence when New bound it. Every write of ours lands after it, so one
+	// acknowledged at or below it was stored in another stream of the same name: the bucket was re-created.
+	floor uint64
+	// lost is set once the bucket is known deleted or re-created; claims in it then fail at once (see observe).
+	lost atomic.Pointer[lostState]
+	// readHook, in tests only, makes a claim's read of subj find the key empty (it returns true), as a claim that
+	// expired between the write and the read would.
+	readHook func(subj string) bool
+}
+
+// lostState is why a bucket refuses claims. A bucket that was not found may still come back as it was (the
+// answer was wrong, or the operator restored nothing yet); one created again never does.
+type lostState struct {
+	err       error
+	recreated bool
+}
+
+// stats count what claims ran into; tests read them to learn the server's behaviour.
+type stats struct {
+	wrongSeq10071, wrongSeq10164, markers, empty, takeovers atomic.Uint64
+	backoffs, backoffNanos                                  atomic.Uint64
+}
+
+// maxClaimAttempts bounds how often one Claim writes: a create can lose to a claim that expires or is forgotten
+// before we read it, a 10164 answer asks for one more try, and a takeover can lose to a still later delivery of
+// the same envelope (rare: it takes several deliveries of one envelope alive at once).
+const maxClaimAttempts = 5
+
+// newShard binds to the bucket cfg.Bucket, creating it (as create says) when it is missing and mayCreate is set
+// (New decides that from what the window's other buckets hold). It fails when the bucket is missing and may not be
+// created, or when the existing bucket cannot carry per-key TTLs (the error says how to fix it). An existing
+// bucket is never modified.
+func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create jetstream.KeyValueConfig, mayCreate bool) (*shard, error) {
+	w := &shard{
+		js:     js,
+		nc:     js.Conn(),
+		cfg:    cfg,
+		kvCfg:  create,
+		stream: "KV_" + cfg.Bucket,
+		prefix: "$KV." + cfg.Bucket + ".",
+		api:    apiPrefix(js.Options()),
+	}
+	st, err := w.bind(ctx, mayCreate)
+	if err != nil {
+		return nil, err
+	}
+	info := st.CachedInfo()
+	if err := w.compatible(info); err != nil {
+		return nil, err
+	}
+	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	w.created, w.floor = info.Created, info.State.LastSeq
+	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
+	if w.any, err = w.bind(ctx, false); err != nil {
+		return nil, err
+	}
+	if c := w.any.CachedInfo().Created; !c.Equal(w.created) {
+		return nil, w.markLost(fmt.Sprintf("was created again while the worker bound to it (created %s, then %s)",
+			w.created.UTC().Format(time.RFC3339Nano), c.UTC().Format(time.RFC3339Nano)), true)
+	}
+	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
+	// that has not applied the latest write yet. The client chooses direct gets from the cached stream info,
+	// so this handle's copy says "no direct get"; it is never refreshed (Ping uses its own request).
+	info.Config.AllowDirect = false
+	w.leader = st
+	return w, nil
+}
+
+func apiPrefix(o jetstream.JetStreamOptions) string {
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		if strings.HasSuffix(o.APIPrefix, ".") {
+			return o.APIPrefix
+		}
+		return o.APIPrefix + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
+func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, w.cfg.Timeout)
+}
+
+func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, error) {
+	for attempt := 0; ; attempt++ {
+		octx, cancel := w.opCtx(ctx)
+		st, err := w.js.Stream(octx, w.stream)
+		cancel()
+		if err == nil {
+			return st, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
+		}
+		if !w.cfg.Provision {
+			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it "+
+				"(nats kv add %s --history=1 --marker-ttl=%s) or enable Provision", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+		}
+		if !mayCreate {
+			// New saw the bucket (or its siblings) a moment ago: it went away since, and with it its claims.
+			return nil, w.markLost("was deleted while the worker bound to it", false)
+		}
+		if attempt > 0 {
+			return nil, fmt.Errorf("%w: bucket %q: created but not found", ErrUnavailable, w.cfg.Bucket)
+		}
+		octx, cancel = w.opCtx(ctx)
+		kvc := w.kvCfg
+		kvc.Bucket = w.cfg.Bucket
+		_, err = w.js.CreateKeyValue(octx, kvc)
+		cancel()
+		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return nil, fmt.Errorf("kvwindow: bucket %q: create: %w", w.cfg.Bucket, err)
+		}
+	}
+}
+
+// usable fails with the bucket's ErrWindowLost error once it is known lost.
+func (w *shard) usable() error {
+	if l := w.lost.Load(); l != nil {
+		return l.err
+	}
+	return nil
+}
+
+// markLost records that the bucket was deleted (recreated false: it may still come back as it was) or created
+// again (for good), and returns the error every claim in it now fails with.
+func (w *shard) markLost(reason string, recreated bool) error {
+	l := &lostState{recreated: recreated, err: fmt.Errorf("%w: bucket %q %s: the claims it held are gone, and a copy "+
+		"of an event they covered would be published again; this worker claims nothing in it until it is restarted: "+
+		"restore the bucket, or accept the loss, then restart the worker (OPERATIONS.md, \"The window bucket was lost "+
+		"or re-created\")", ErrWindowLost, w.cfg.Bucket, reason)}
+	for {
+		old := w.lost.Load()
+		if old != nil && old.recreated {
+			return old.err // the first reason for good stays
+		}
+		if w.lost.CompareAndSwap(old, l) {
+			return l.err
+		}
+	}
+}
+
+// acked checks where a write of ours was stored: in this bucket's stream, after the sequence it had at bind.
+func (w *shard) acked(pa *jetstream.PubAck) error {
+	if pa.Stream == w.stream && pa.Sequence > w.floor {
+		return nil
+	}
+	return w.markLost(fmt.Sprintf("was created again under the running worker (a write was stored at sequence %d of "+
+		"stream %q, at or below sequence %d, the last one when the worker bound to it)", pa.Sequence, pa.Stream, w.floor), true)
+}
+
+// observe checks the bucket's stream info (or the error asking for it) against the bucket New bound to. A bucket
+// not found is lost until it is found again as it was; one with another creation time is lost for good.
+func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return w.markLost("was deleted under the running worker", false)
+	case err != nil:
+		return fmt.Errorf("%w: ping bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
+	case !info.Created.Equal(w.created):
+		return w.markLost(fmt.Sprintf("was deleted and created again under the running worker (now created %s; the "+
+			"worker bound to the one created %s)", info.Created.UTC().Format(time.RFC3339Nano),
+			w.created.UTC().Format(time.RFC3339Nano)), true)
+	}
+	for {
+		l := w.lost.Load()
+		if l == nil {
+			return nil
+		}
+		if l.recreated {
+			return l.err
+		}
+		if w.lost.CompareAndSwap(l, nil) {
+			return nil
+		}
+	}
+}
+
+// compatible checks that an existing bucket can hold the window. It never changes the bucket.
+func (w *shard) compatible(info *jetstream.StreamInfo) error {
+	c := info.Config
+	fix := fmt.Sprintf("delete and recreate it with per-key TTLs (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
+		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+	var problems []string
+	if !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0 {
+		problems = append(problems, "it does not support per-key TTLs (allow_msg_ttl and a limit marker TTL are required)")
+	}
+	if c.MaxMsgsPerSubject != 1 {
+		// With history > 1 the server raises every message TTL to at least the marker TTL.
+		problems = append(problems, fmt.Sprintf("it keeps history %d (must be 1)", c.MaxMsgsPerSubject))
+	}
+	if c.Discard != jetstream.DiscardNew {
+		problems = append(problems, "its discard policy is old (a full bucket would evict live claims)")
+	}
+	if c.Mirror != nil || c.Sealed {
+		problems = append(problems, "it is a mirror or sealed (not writable)")
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+	}
+	return nil
+}
+
