@@ -282,4 +282,3 @@ func latest(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.R
 func (w *shard) unavailable(op, subj string, err error) error {
 	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
 }
-

@@ -235,4 +235,3 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	}
 	return nil
 }
-
