@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz bench bench-quick bench-go lint chaos soak clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check bench bench-quick bench-go lint chaos soak clean
 
 all: build
 
@@ -21,9 +21,13 @@ build:
 run: build
 	DEDUPE_HTTP_ADDR="$${DEDUPE_HTTP_ADDR-127.0.0.1:9464}" exec ./$(BIN) run
 
-## test: everything CI runs — vet, unit and integration tests, the race detector on the concurrent packages,
-## and a few seconds of each fuzz target so that a parser regression fails the build.
-test: test-unit test-race fuzz-short
+## test: everything CI runs — vet, unit and integration tests (the fault suite's short variants, a fixed seed), the
+## README's walkthroughs (with the tools present: internal/docscheck), and the race detector on the concurrent
+## packages. Every fuzz target's seed corpus and testdata run here as plain tests (go test runs a Fuzz function on
+## its seeds), so a parser regression fails the build; the fuzzer itself, which builds each package again with
+## coverage instrumentation (about 20 s a target on a loaded machine before it fuzzes at all), runs in make fuzz
+## and make fuzz-short.
+test: test-unit test-race
 
 test-unit:
 	$(GO) vet $(PKGS)
@@ -32,12 +36,21 @@ test-unit:
 test-race:
 	$(GO) test -race -count=1 -timeout 6m ./pipeline/ ./kvwindow/...
 
+## fuzz-short: each fuzz target for FUZZTIME (5s): new inputs, not only the seeds make test runs.
 fuzz-short:
 	@./scripts/fuzz.sh $(FUZZTIME)
 
 ## fuzz: each fuzz target for FUZZTIME (default here 2m).
 fuzz:
 	@./scripts/fuzz.sh $(if $(filter 5s,$(FUZZTIME)),2m,$(FUZZTIME))
+
+## docs-check: the README's walkthroughs, every step (make test skips those whose tools are missing): the nats CLI
+## quickstart and the webhook quickstart against a worker built from this tree, on free loopback ports. Installs the
+## nats CLI NATSCLI into bin/tools first (about a minute the first time, from the Go module proxy).
+NATSCLI   ?= v0.5.1
+docs-check:
+	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI)
+	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
 
 ## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
 ## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs
