@@ -17,7 +17,7 @@ func TestParse(t *testing.T) {
 	}{
 		{
 			name: "indented steps with expected output and a continuation",
-			md: "Intro\n\n<!-- docs-check: one -->\n\n    A=1\n    curl -i x \\\n      -d y\n    # HTTP/1.1 202 ... seq\n\n    echo $A\n\nAfter\n",
+			md:   "Intro\n\n<!-- docs-check: one -->\n\n    A=1\n    curl -i x \\\n      -d y\n    # HTTP/1.1 202 ... seq\n\n    echo $A\n\nAfter\n",
 			want: []docscheck.Block{{Name: "one", Mode: docscheck.Steps, Line: 3, Steps: []docscheck.Step{
 				{Line: 5, Command: "A=1"},
 				{Line: 6, Command: "curl -i x \\\n  -d y", Expect: []string{"HTTP/1.1 202 ... seq"}},
