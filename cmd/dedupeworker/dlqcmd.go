@@ -23,14 +23,14 @@ import (
 const dlqUsage = `Usage:
   dedupeworker dlq ls     [SELECTION] [--limit N] [--json]
   dedupeworker dlq show   SEQ [--body | --json]
-  dedupeworker dlq replay [SELECTION] [--limit N] [--truncated-ok] [--yes] [--json]
+  dedupeworker dlq replay [SELECTION] [--limit N] [--truncated-ok] [--force] [--yes] [--json]
 
 Dead letters are the envelopes the worker could never process. They are kept in stream DEDUPE_DLQ_STREAM
 (DEDUPE_DLQ) on <DEDUPE_DLQ_PREFIX>.<reason> (dedupe.dlq.<reason>) with their headers and body, plus Dedupe-Error
 (why), Dedupe-Subject (where they were published) and Dedupe-Input-Seq (their sequence in the input stream).
 
 SELECTION is any of these flags, each narrowing it (--reason and --seq may be repeated or take comma lists):
-  --reason R   bad-subject, bad-tenant, bad-source, bad-claim or output-reject
+  --reason R   bad-subject, bad-tenant, bad-source, bad-claim, output-reject or control-header
   --tenant T   the tenant in Dedupe-Subject (<input prefix>.<tenant>.<source>[.<more>])
   --source S   the source in Dedupe-Subject
   --seq LIST   dead-letter sequences: N, N-M, or N- (N and after)
@@ -42,16 +42,24 @@ show    prints one dead letter: its headers and a preview of its body. --body wr
 replay  publishes each selected dead letter (at most --limit; default all) to its Dedupe-Subject with its original
         headers and body (every Dedupe-* and Nats-* header removed), into the input stream (DEDUPE_INPUT_STREAM)
         only, and removes it from the dead-letter stream once the input stream has stored it. Without --yes it is
-        a dry run: it prints what it would replay and changes nothing. A truncated dead letter (Dedupe-Truncated:
-        the sender's headers were dropped and the body cut) is refused unless --truncated-ok. Each envelope is
-        published with Nats-Msg-Id replay/<dlq stream>/<seq>/<stored at>, so a replay interrupted and run again
-        within the input stream's duplicate window stores it once. The running worker processes the replayed
+        a dry run: it prints what it would replay and changes nothing. Refused (result "refused", the detail
+        says why; with --yes, exit status 1):
+          - a dead letter whose original envelope the input stream still holds for the worker (same sequence
+            and stored time; on a stream that keeps processed envelopes, not yet acknowledged by DEDUPE_CONSUMER):
+            the worker delivers it again itself, and a replay would process it twice. No flag overrides this;
+          - a truncated dead letter (Dedupe-Truncated: the sender's headers were dropped and the body cut),
+            unless --truncated-ok;
+          - one that can only fail again, unless --force: bad-subject, bad-tenant and bad-source (the worker
+            refuses the subject) and control-header (an empty body with a Status header, published again with
+            its Status and Description headers as they came, and dead-lettered again).
+        Each envelope is published with Nats-Msg-Id replay/<dlq stream>/<seq>/<stored at>, so a replay
+        interrupted and run again within the input stream's duplicate window stores it once. The running worker processes the replayed
         envelopes like any delivery: one whose event was published meanwhile is a duplicate. With --yes, exit
         status 1 when any selected dead letter was not replayed.
 
 Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
 DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's
-DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX, DEDUPE_INPUT_STREAM and DEDUPE_INPUT_PREFIX.
+DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX, DEDUPE_INPUT_STREAM, DEDUPE_INPUT_PREFIX and DEDUPE_CONSUMER.
 
 `
 
@@ -67,6 +75,7 @@ type dlqOptions struct {
 	seq         uint64 // show: the dead letter
 	yes         bool   // replay: act, not a dry run
 	truncatedOK bool   // replay: replay truncated dead letters too
+	force       bool   // replay: replay dead letters that can only fail again too
 }
 
 func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -115,7 +124,7 @@ func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case "show":
 		return dlqShow(ctx, r, opts, now, stdout)
 	default:
-		rp := &dlqReplayer{js: js, r: r, opts: opts, inputStream: cfg.InputStream, now: now}
+		rp := &dlqReplayer{js: js, r: r, opts: opts, inputStream: cfg.InputStream, consumer: cfg.Consumer, now: now}
 		return rp.run(ctx, stdout, stderr)
 	}
 }
@@ -147,6 +156,7 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 	if sub == "replay" {
 		fs.BoolVar(&o.yes, "yes", false, "replay (without it: a dry run)")
 		fs.BoolVar(&o.truncatedOK, "truncated-ok", false, "replay truncated dead letters too (what was kept of them)")
+		fs.BoolVar(&o.force, "force", false, "replay dead letters that can only fail again too (bad-subject, bad-tenant, bad-source, control-header)")
 	}
 	var pos []string
 	for {
@@ -258,7 +268,7 @@ func (t *dlqTable) row(dl *deadLetter, extra string) {
 func (t *dlqTable) flush() error { return t.tw.Flush() }
 
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
-	name := r.st.CachedInfo().Config.Name
+	name := r.name
 	if !o.asJSON {
 		counts, err := r.counts(ctx)
 		if err != nil {
@@ -337,7 +347,7 @@ type dlqShowRecord struct {
 const dlqPreviewBytes = 1024
 
 func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout io.Writer) error {
-	name := r.st.CachedInfo().Config.Name
+	name := r.name
 	dl, found, err := r.get(ctx, o.seq)
 	if err != nil {
 		return failErr(err)

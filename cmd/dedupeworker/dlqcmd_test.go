@@ -84,11 +84,11 @@ func TestDlqParseArgs(t *testing.T) {
 	if o, _ := parse("ls", "--reason", "bad-claim"); o.sel.filterSubject("x.dlq") != "x.dlq.bad-claim" || o.limit != 100 {
 		t.Errorf("one reason: %q, limit %d", o.sel.filterSubject("x.dlq"), o.limit)
 	}
-	if o, _ := parse("replay"); o.limit != 0 || o.yes || o.truncatedOK {
+	if o, _ := parse("replay"); o.limit != 0 || o.yes || o.truncatedOK || o.force {
 		t.Errorf("replay defaults: %+v", o)
 	}
-	if o, _ := parse("replay", "--yes", "--truncated-ok"); !o.yes || !o.truncatedOK {
-		t.Errorf("replay --yes --truncated-ok: %+v", o)
+	if o, _ := parse("replay", "--yes", "--truncated-ok", "--force", "--reason", "control-header"); !o.yes || !o.truncatedOK || !o.force {
+		t.Errorf("replay --yes --truncated-ok --force: %+v", o)
 	}
 	for _, args := range [][]string{{"7", "--body"}, {"--body", "7"}} {
 		if o, err := parse("show", args...); err != nil || o.seq != 7 || !o.body {
@@ -111,6 +111,7 @@ func TestDlqParseArgs(t *testing.T) {
 		{[]string{"dlq", "ls", "--limit", "-1"}, "--limit"},
 		{[]string{"dlq", "ls", "12"}, `unexpected argument "12"`},
 		{[]string{"dlq", "replay", "--body"}, "flag provided but not defined"},
+		{[]string{"dlq", "ls", "--force"}, "flag provided but not defined"},
 		{[]string{"dlq", "show"}, "SEQ is required"},
 		{[]string{"dlq", "show", "1", "2"}, "one SEQ only"},
 		{[]string{"dlq", "show", "x"}, "whole number"},
@@ -162,6 +163,10 @@ func TestDlqReplayHeaders(t *testing.T) {
 			"Natsy": {"n"}, "Stripe-Signature": {"t=1,v1=a", "t=1,v1=b"},
 		}, nats.Header{"Idempotency-Key": {"k"}, "Ingest-Verified": {"false"}, "X-Dedupe-Error": {"mine"},
 			"Dedupe": {"no dash"}, "Natsy": {"n"}, "Stripe-Signature": {"t=1,v1=a", "t=1,v1=b"}}},
+		{"control header, renamed by the worker", nats.Header{"Dedupe-Original-Status": {"409"},
+			"Dedupe-Original-Description": {"Consumer Deleted"}, "Dedupe-Error": {"x"}, "A": {"1"}},
+			nats.Header{"Status": {"409"}, "Description": {"Consumer Deleted"}, "A": {"1"}}},
+		{"control header, as it came", nats.Header{"Status": {"400"}, "Dedupe-Error": {"x"}}, nats.Header{"Status": {"400"}}},
 		{"none", nil, nats.Header{}},
 	}
 	for _, tc := range cases {
@@ -207,7 +212,7 @@ func TestDlqSelectionMatch(t *testing.T) {
 	dl := func(seq uint64, reason, subject string) *deadLetter {
 		m := &jetstream.RawStreamMsg{Subject: "dedupe.dlq." + reason, Sequence: seq,
 			Header: nats.Header{"Dedupe-Subject": {subject}}}
-		return newDeadLetter(m, "dedupe.dlq", "ingest", false)
+		return newDeadLetter(m, "dedupe.dlq", "ingest")
 	}
 	seqs, _ := parseDlqSeqs("1-5")
 	cases := []struct {

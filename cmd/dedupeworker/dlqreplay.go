@@ -13,8 +13,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
 // Results of replaying one dead letter.
@@ -23,7 +21,7 @@ const (
 	dlqWouldFail     = "would-fail"     // dry run: the input stream does not capture its subject
 	dlqReplayed      = "replayed"       // stored by the input stream and removed from the dead-letter stream
 	dlqAlreadyStored = "already-stored" // an earlier, interrupted replay had stored it; now removed
-	dlqRefused       = "refused"        // truncated, and no --truncated-ok
+	dlqRefused       = "refused"        // truncated, original still in the input, or can only fail again (detail says which)
 	dlqFailed        = "failed"         // not replayed, or replayed and not removed (detail says which)
 )
 
@@ -48,6 +46,7 @@ type dlqReplayer struct {
 	r           *dlqReader
 	opts        dlqOptions
 	inputStream string
+	consumer    string // the worker's consumer on the input stream (DEDUPE_CONSUMER)
 	now         time.Time
 
 	input    jetstream.Stream // the input stream, read once
@@ -55,7 +54,7 @@ type dlqReplayer struct {
 }
 
 func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error {
-	dlqName := rp.r.st.CachedInfo().Config.Name
+	dlqName := rp.r.name
 	if rp.input, rp.inputErr = rp.js.Stream(ctx, rp.inputStream); rp.inputErr != nil && rp.opts.yes {
 		return failErr(fmt.Errorf("dlq replay: input stream %s: %w (check DEDUPE_INPUT_STREAM)", rp.inputStream, rp.inputErr))
 	}
@@ -179,12 +178,32 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		rec.Result, rec.Detail = dlqRefused, rp.truncatedWhy(ctx, dl)
 		return rec
 	}
+	// The original first: while the input stream still holds it for the worker, the worker delivers it again
+	// itself, and a replay beside it is a second copy (an event without a key, named by its input sequence, is
+	// published twice). No flag overrides that.
+	switch orig := rp.original(ctx, dl); orig.kind {
+	case originPending:
+		rec.Result, rec.Detail = dlqRefused, orig.where+orig.pending+": the worker delivers it again itself: a replay "+
+			"would process the envelope twice (an event without a key would be published twice). Wait until the worker "+
+			"has processed it (it leaves "+orig.stream+"; a new dead letter is written if it fails again), or remove it "+
+			"from "+orig.stream+" first"
+		return rec
+	case originUnreadable:
+		rec.Result, rec.Detail = dlqFailed, "could not check whether the original is still in the input: "+orig.where
+		if !rp.opts.yes {
+			rec.Result = dlqWouldFail
+		}
+		return rec
+	}
+	if why := rp.failsAgain(dl); why != "" {
+		if !rp.opts.force {
+			rec.Result, rec.Detail = dlqRefused, why+"; --force replays it anyway"
+			return rec
+		}
+		rec.Detail = why
+	}
 	if !rp.opts.yes {
 		rec.Result = dlqWouldReplay
-		if dl.reason == pipeline.DeadBadSubject || dl.reason == pipeline.DeadBadTenant || dl.reason == pipeline.DeadBadSource {
-			rec.Detail = fmt.Sprintf("%s: replayed to the same subject, it is dead-lettered again unless the worker now "+
-				"accepts that subject", dl.reason)
-		}
 		switch {
 		case rp.inputErr != nil:
 			rec.Result, rec.Detail = dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr)
@@ -198,7 +217,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	ack, err := rp.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(rp.inputStream), jetstream.WithMsgID(rp.replayID(dl)))
 	if err != nil {
 		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
-			dl.subject, rp.inputStream, err, rp.r.st.CachedInfo().Config.Name)
+			dl.subject, rp.inputStream, err, rp.r.name)
 		rec.unanswered = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 		return rec
 	}
@@ -206,7 +225,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	if err := rp.r.st.DeleteMsg(ctx, dl.seq); err != nil {
 		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
 			"replay again to remove it (within %s's duplicate window the second publish is collapsed)",
-			ack.Sequence, rp.inputStream, rp.r.st.CachedInfo().Config.Name, err, rp.inputStream)
+			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream)
 		return rec
 	}
 	rec.Result = dlqReplayed
@@ -217,65 +236,35 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	return rec
 }
 
+// failsAgain says why a replay of dl can only be dead-lettered again, or "".
+func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
+	if !slices.Contains(dlqFailsAgain, dl.reason) {
+		return ""
+	}
+	if dl.reason == dlqControlHeader {
+		status := cmp.Or(dl.header.Get(dlqOriginalStatus), dl.header.Get("Status"))
+		if desc := cmp.Or(dl.header.Get(dlqOriginalDescription), dl.header.Get("Description")); desc != "" {
+			status += " " + desc
+		}
+		return fmt.Sprintf("%s: an empty body with a Status header (%s), which nats.go consumers take for a server "+
+			"status message: replayed as it was, the worker dead-letters it again. To have it processed, publish its "+
+			"body and its other headers yourself (dlq show %d --json shows them)", dl.reason, status, dl.seq)
+	}
+	return fmt.Sprintf("%s: the worker refuses its subject %s, so a replay is dead-lettered again unless the worker "+
+		"now accepts it (a source or tenant rule changed)", dl.reason, dl.subject)
+}
+
 // replayID is the Nats-Msg-Id of a dead letter's replay: the dead-letter stream, the sequence, and the time the
 // stream stored it (sequences restart when the stream is created again; times do not).
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
-	return "replay/" + rp.r.st.CachedInfo().Config.Name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
+	return "replay/" + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
 }
 
-// truncatedWhy explains why a truncated dead letter is refused, and whether its original is still in the input
-// stream.
-func (rp *dlqReplayer) truncatedWhy(ctx context.Context, dl *deadLetter) string {
-	s := fmt.Sprintf("truncated: %s. A replay would publish what was kept, not the original envelope", dl.truncated)
-	if dl.inputSeq > 0 {
-		s += "; " + rp.originalState(ctx, cmp.Or(dl.inputStream, rp.inputStream), dl)
-	}
-	return s + "; --truncated-ok replays what was kept"
-}
-
-// originalState says whether the input stream still holds the original of a dead letter.
-func (rp *dlqReplayer) originalState(ctx context.Context, stream string, dl *deadLetter) string {
-	st := rp.input
-	if stream != rp.inputStream || st == nil {
-		var err error
-		if st, err = rp.js.Stream(ctx, stream); err != nil {
-			return fmt.Sprintf("stream %s, where the original was message %d, could not be read (%v)", stream, dl.inputSeq, err)
-		}
-	}
-	m, err := st.GetMsg(ctx, dl.inputSeq)
-	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-		what := ""
-		if st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
-			what = " (a work-queue stream deletes an envelope once the worker acknowledged it)"
-		}
-		return fmt.Sprintf("stream %s no longer holds the original, its message %d%s", stream, dl.inputSeq, what)
-	case err != nil:
-		return fmt.Sprintf("stream %s, where the original was message %d, could not be read (%v)", stream, dl.inputSeq, err)
-	case m.Subject != dl.subject || !dlqSameStamp(dl, m):
-		return fmt.Sprintf("stream %s holds another envelope as message %d, not the original (the stream was created again)",
-			stream, dl.inputSeq)
-	default:
-		return fmt.Sprintf("stream %s still holds the original as message %d: republish that one instead", stream, dl.inputSeq)
-	}
-}
-
-// dlqSameStamp compares the envelope identity the dead letter's Nats-Msg-Id records (dlq/<stream>/<seq>/<stamp>)
-// with the stored time of m; true when the id records none.
-func dlqSameStamp(dl *deadLetter, m *jetstream.RawStreamMsg) bool {
-	id := dl.header.Get(jetstream.MsgIDHeader)
-	i := strings.LastIndexByte(id, '/')
-	if i < 0 {
-		return true
-	}
-	stamp, err := strconv.ParseInt(id[i+1:], 10, 64)
-	return err != nil || stamp == m.Time.UnixNano()
-}
-
 // dlqReplayHeaders are the headers a replay publishes: the dead letter's, minus every Dedupe-* header (what the
-// worker added) and every Nats-* header (JetStream's: the dead letter's own Nats-Msg-Id, and the metadata of a
-// direct get), whatever their letter case. The original's Nats-* headers were already dropped by the worker.
+// worker added; Dedupe-Original-Status and -Description go back to Status and Description) and every Nats-*
+// header (JetStream's: the dead letter's own Nats-Msg-Id), whatever their letter case. The original's Nats-*
+// headers were already dropped by the worker.
 func dlqReplayHeaders(h nats.Header) nats.Header {
 	out := nats.Header{}
 	for k, vs := range h {
@@ -283,6 +272,13 @@ func dlqReplayHeaders(h nats.Header) nats.Header {
 			continue
 		}
 		out[k] = slices.Clone(vs)
+	}
+	// The headers of a control-header envelope are renamed in its dead letter (a dead letter with them is poison
+	// to nats.go consumers too): the replay publishes them as they came.
+	for orig, name := range map[string]string{"Status": dlqOriginalStatus, "Description": dlqOriginalDescription} {
+		if vs := h.Values(name); len(vs) > 0 {
+			out[orig] = slices.Clone(vs)
+		}
 	}
 	return out
 }

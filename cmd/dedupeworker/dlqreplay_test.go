@@ -60,14 +60,14 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 	for _, r := range tableRows(t, out) {
 		results[r[0]] = r[5]
 	}
-	if want := map[string]string{"1": dlqWouldReplay, "2": dlqWouldReplay, "3": dlqRefused, "4": dlqWouldFail}; !reflect.DeepEqual(results, want) {
+	if want := map[string]string{"1": dlqWouldReplay, "2": dlqRefused, "3": dlqRefused, "4": dlqWouldFail}; !reflect.DeepEqual(results, want) {
 		t.Errorf("dry run results %v, want %v\n%s", results, want, out)
 	}
 	for _, want := range []string{
 		"seq 3: truncated: sender headers (9 bytes) dropped; body 3 of 90000 bytes kept; the original is message 40 of stream INGEST. A replay would publish what was kept, not the original envelope; stream INGEST no longer holds the original, its message 40 (a work-queue stream deletes an envelope once the worker acknowledged it); --truncated-ok replays what was kept\n",
-		"seq 2: bad-tenant: replayed to the same subject, it is dead-lettered again unless the worker now accepts that subject\n",
+		"seq 2: bad-tenant: the worker refuses its subject ingest.ac!me.gh, so a replay is dead-lettered again unless the worker now accepts it (a source or tenant rule changed); --force replays it anyway\n",
 		"seq 4: stream INGEST does not capture subject elsewhere.acme.gh (its subjects: ingest.>)\n",
-		"dry run: would replay 2 of the 4 selected dead letters of DEDUPE_DLQ to stream INGEST; 1 refused; 1 would-fail. Nothing was changed: add --yes to replay\n",
+		"dry run: would replay 1 of the 4 selected dead letters of DEDUPE_DLQ to stream INGEST; 2 refused; 1 would-fail. Nothing was changed: add --yes to replay\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("dry run lacks %q:\n%s", want, out)
@@ -80,7 +80,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 	// A user who may not publish on the input subjects gets no answer: replay stops after a few, removing nothing.
 	e.deadLetter("output-reject", "ingest.acme.gh", 6, "too large", nil, []byte("five"), "") // 5
 	t.Setenv("DEDUPE_NATS_URL", url("noingest"))
-	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--seq", "1-2,5")
+	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--force", "--seq", "1-2,5")
 	if code != 1 || !strings.Contains(stderr, "dlq replay: stopped after dead letter 5: 3 publishes in a row got no answer (may this user publish on the input subjects? is stream INGEST available?)") {
 		t.Fatalf("replay without publish permission: %d\n%s\n%s", code, out, stderr)
 	}
@@ -106,7 +106,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 
 	// Run again: the input stream collapses the second publish; the dead letter goes.
 	t.Setenv("DEDUPE_NATS_URL", url("admin"))
-	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--seq", "1-2", "--json")
+	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--force", "--seq", "1-2", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if code != 0 || len(lines) != 2 {
 		t.Fatalf("replay again: %d\n%s\n%s", code, out, stderr)
@@ -370,7 +370,7 @@ func TestDlqTruncatedNamesTheOriginal(t *testing.T) {
 	}
 	code, out, stderr := runCLI(t, "", "dlq", "replay")
 	for _, want := range []string{
-		"seq 1: truncated: body 3 of 12 bytes kept. A replay would publish what was kept, not the original envelope; stream INGEST still holds the original as message 1: republish that one instead; --truncated-ok",
+		"seq 1: truncated: body 3 of 12 bytes kept. A replay would publish what was kept, not the original envelope; stream INGEST still holds the original as message 1 (the stream keeps processed envelopes; consumer dedupeworker does not exist): republish that one instead; --truncated-ok",
 		"seq 2: truncated: body 3 of 12 bytes kept. A replay would publish what was kept, not the original envelope; stream INGEST holds another envelope as message 1, not the original (the stream was created again); --truncated-ok",
 		"dry run: would replay 0 of the 2 selected dead letters of DEDUPE_DLQ to stream INGEST; 2 refused.",
 	} {

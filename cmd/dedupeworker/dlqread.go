@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+// deadLetter is one message of the dead-letter stream, with what the worker wrote about it.
+type deadLetter struct {
+	seq            uint64
+	stored         time.Time // when the dead-letter stream stored it
+	reason         string    // the last token of its subject
+	subject        string    // Dedupe-Subject: where the envelope was published
+	tenant, source string    // from subject, "" when it has no <input prefix>.<tenant>.<source> form
+	err            string    // Dedupe-Error
+	inputStream    string    // Dedupe-Input-Stream
+	inputSeq       uint64    // Dedupe-Input-Seq, 0 when absent
+	truncated      string    // Dedupe-Truncated: what was dropped ("" when whole)
+	header         nats.Header
+	data           []byte
+}
+
+func newDeadLetter(m *jetstream.RawStreamMsg, dlqPrefix, inputPrefix string) *deadLetter {
+	h := m.Header
+	if h == nil {
+		h = nats.Header{}
+	}
+	dl := &deadLetter{
+		seq: m.Sequence, stored: m.Time, header: h, data: m.Data,
+		reason:      strings.TrimPrefix(m.Subject, dlqPrefix+"."),
+		subject:     h.Get(pipeline.HeaderSubject),
+		err:         h.Get(pipeline.HeaderError),
+		inputStream: h.Get(pipeline.HeaderInputStream),
+		truncated:   h.Get(pipeline.HeaderTruncated),
+	}
+	dl.inputSeq, _ = strconv.ParseUint(h.Get(pipeline.HeaderInputSeq), 10, 64)
+	if rest, ok := strings.CutPrefix(dl.subject, inputPrefix+"."); ok {
+		tokens := strings.SplitN(rest, ".", 3)
+		if len(tokens) >= 2 && tokens[0] != "" && tokens[1] != "" {
+			dl.tenant, dl.source = tokens[0], tokens[1]
+		}
+	}
+	return dl
+}
+
+// dlqReader reads the dead-letter stream by sequence, through the stream's message-get API (streamGet, never a
+// direct get): no consumer of any kind is created, so reading changes nothing on the server, and no stored
+// header is taken for a server status.
+type dlqReader struct {
+	js                     jetstream.JetStream
+	st                     jetstream.Stream
+	name                   string
+	last                   uint64 // the stream's last sequence when the reader was opened: nothing after it is read
+	dlqPrefix, inputPrefix string
+}
+
+func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefix, inputPrefix string) (*dlqReader, error) {
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("dlq: stream %s does not exist: check DEDUPE_DLQ_STREAM and DEDUPE_NATS_URL (the worker "+
+			"creates it on start with DEDUPE_PROVISION=true)", stream)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("dlq: stream %s: %w", stream, err)
+	}
+	info := st.CachedInfo()
+	return &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
+		inputPrefix: inputPrefix}, nil
+}
+
+// get reads the dead letter at seq; found is false when there is none.
+func (r *dlqReader) get(ctx context.Context, seq uint64) (dl *deadLetter, found bool, err error) {
+	m, err := streamGet(ctx, r.js, r.name, seq, "")
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("dlq: %w", err)
+	}
+	return newDeadLetter(m, r.dlqPrefix, r.inputPrefix), true, nil
+}
+
+// scan calls fn for every selected dead letter, in sequence order, up to the stream's last sequence when the
+// reader was opened (so that dead letters written meanwhile, a replay's own among them, are not read). Each read
+// asks the server for the next message at or after a sequence on the selection's subject: only the ranges of --seq
+// are visited. fn returns false to stop.
+func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLetter) (bool, error)) error {
+	ranges := sel.seqs
+	if len(ranges) == 0 {
+		ranges = dlqSeqSet{{1, math.MaxUint64}}
+	}
+	filter := sel.filterSubject(r.dlqPrefix)
+	cur := uint64(1)
+	for i := 0; i < len(ranges); {
+		hi := min(ranges[i].hi, r.last)
+		cur = max(cur, ranges[i].lo)
+		if cur > hi {
+			i++
+			continue
+		}
+		m, err := streamGet(ctx, r.js, r.name, cur, filter)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil // nothing on the subject at or after cur
+		}
+		if err != nil {
+			return fmt.Errorf("dlq: read %s from message %d: %w", r.name, cur, err)
+		}
+		if m.Sequence > hi {
+			cur = m.Sequence
+			i++
+			continue
+		}
+		cur = m.Sequence + 1
+		dl := newDeadLetter(m, r.dlqPrefix, r.inputPrefix)
+		if !sel.match(dl) {
+			continue
+		}
+		more, err := fn(dl)
+		if err != nil || !more {
+			return err
+		}
+	}
+	return nil
+}
+
+// counts returns the number of dead letters per reason, from the stream's subject state.
+func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
+	info, err := r.st.Info(ctx, jetstream.WithSubjectFilter(r.dlqPrefix+".>"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for subj, n := range info.State.Subjects {
+		out[strings.TrimPrefix(subj, r.dlqPrefix+".")] += n
+	}
+	return out, nil
+}
