@@ -138,4 +138,3 @@ func (sel dlqSelection) match(dl *deadLetter) bool {
 		(sel.source == "" || sel.source == dl.source) &&
 		sel.seqs.contains(dl.seq)
 }
-
