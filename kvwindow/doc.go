@@ -30,14 +30,29 @@
 //     bucket with history 1 and a limit marker TTL; the server removes the claim when it lapses and leaves a
 //     "MaxAge" marker for the marker TTL, over which the next claim writes. The worker keeps no per-key state:
 //     memory per key is server-side (one small message).
+//   - The holder's outcome travels with the claim. MarkPublished records the publish in the claim (one write
+//     expected at the holder's revision, returning the new one); a copy that finds the claim is told whether the
+//     holder's outcome is decided (Outcome.Published), so that it is acknowledged only once the event is stored,
+//     and a released claim lets it through. The first claim time is kept across takeovers and marks
+//     (Outcome.FirstClaimed), so that a takeover can tell how long ago an earlier delivery may have published.
+//   - Lost buckets are never silent. New never creates a shard bucket missing beside siblings that hold claims, and
+//     each bucket's creation time and last sequence are recorded at bind: a Ping that finds the bucket gone or
+//     created again, or a write stored at or below that sequence, marks the bucket lost, and every later claim in
+//     it fails with ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and
+//     its index (metadata, and the description), checked on every bucket at New.
 //
 // Key layout: "<tenant>.<source>.<enc>" in the bucket (subject "$KV.<bucket>.<tenant>.<source>.<enc>"), where enc
 // is the unpadded base64url of the event key when it is at most 48 bytes and otherwise "=" followed by the unpadded
 // base64url of its SHA-256. Any key bytes are valid; tenant and source are 1–64 of [A-Za-z0-9_-] (checked in every
 // method), so no key can reach into another scope and a tenant or source is one subject-filtered purge away.
-// The value is a small JSON record: {"seq":claimant_seq,"ts":claimant_stamp_ns,"con":consumer_created_ns,
-// "dlv":delivery_count,"at":unix_ms,"ttl":seconds,"key":"<event key>"}. Values written before ts, con and dlv
-// existed still read: as claimant stamp 0 (matched by sequence alone) and the earliest delivery.
-//
+// The value is compact binary (about 30 bytes): a version byte (0x01, which can never start JSON), then varints —
+// claimant sequence and stamp, consumer creation time, delivery count, first claim time in milliseconds relative to
+// the stamp — a flags byte ("published", "key follows") and, only when the KV key holds the event key's hash, the
+// event key itself. The claim time and TTL are the stored message's timestamp and Nats-TTL header. JSON values
+// written by older workers ({"seq","ts","con","dlv","at","ttl","key","pub"}) still read everywhere: as claimant
+// stamp 0 (matched by sequence alone) and the earliest delivery when those fields are missing, first claimed when
+// the server stored them, and — for a copy that finds one — as decided (published), because those workers recorded
+// only the publishes of redeliveries.
+
 // The package windowtest holds an in-memory window with the same semantics and the conformance suite both pass.
 package kvwindow
