@@ -224,3 +224,32 @@ func TestMainSignals(t *testing.T) {
 		})
 	}
 }
+
+// A second worker started with another DEDUPE_EMBEDDED_LISTEN on the same DEDUPE_EMBEDDED_STORE_DIR refuses to
+// start, exit status 2, naming the directory and the running server; before the lock it started a second
+// JetStream server on the directory (exit status 0 when stopped, both "consuming").
+func TestWorkerEmbeddedStoreDirLocked(t *testing.T) {
+	url := embeddedEnv(t)
+	t.Setenv("DEDUPE_LOG_FORMAT", "json")
+	logs, stop := startWorker(t)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(logs.String(), `"pipeline: consuming"`) {
+			return errors.New("not consuming yet")
+		}
+		return nil
+	})
+	dir := os.Getenv("DEDUPE_EMBEDDED_STORE_DIR")
+	t.Setenv("DEDUPE_EMBEDDED_LISTEN", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out, errb bytes.Buffer
+	err := run(ctx, []string{"run"}, strings.NewReader(""), &out, &errb)
+	code := exitCode(err, &errb)
+	if code != 2 || !strings.Contains(errb.String(), "embedded: store directory "+dir+" is in use by another embedded server") ||
+		!strings.Contains(errb.String(), "DEDUPE_NATS_URL="+url) {
+		t.Errorf("second worker on %s: exit %d (want 2)\n%s", dir, code, errb.String())
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -89,6 +89,10 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	if w.embeddedNATS {
 		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log,
 			MaxPayload: embedded.MaxPayloadFor(cfg.MaxJSONBytes)})
+		if errors.Is(err, embedded.ErrStoreInUse) {
+			// Two workers configured onto one directory: a configuration error, as a busy DEDUPE_HTTP_ADDR is not.
+			return &exitError{code: exitUsage, err: err}
+		}
 		if err != nil {
 			return failErr(err)
 		}

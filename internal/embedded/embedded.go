@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -52,10 +53,12 @@ func MaxPayloadFor(maxBody int) int {
 
 // Server is a running embedded NATS server.
 type Server struct {
-	ns *server.Server
+	ns   *server.Server
+	lock *storeLock
 }
 
-// Start validates cfg, starts the server and waits until it accepts connections.
+// Start validates cfg, locks the store directory (ErrStoreInUse when another server holds it), starts the server
+// and waits until it accepts connections.
 func Start(cfg Config) (*Server, error) {
 	if cfg.ReadyTimeout == 0 {
 		cfg.ReadyTimeout = 10 * time.Second
@@ -80,6 +83,22 @@ func Start(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.StoreDir, 0o750); err != nil {
 		return nil, fmt.Errorf("embedded: store directory: %w", err)
 	}
+	lock, err := lockStore(cfg.StoreDir)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := startServer(cfg, host, port)
+	if err != nil {
+		lock.release()
+		return nil, err
+	}
+	srv.lock = lock
+	lock.record(strings.TrimPrefix(srv.ClientURL(), "nats://"))
+	return srv, nil
+}
+
+// startServer starts the server of a validated cfg whose store directory is locked.
+func startServer(cfg Config, host string, port int) (*Server, error) {
 	if port != 0 {
 		// The server only logs a busy port and then never becomes ready; probing first turns that into an error
 		// a person can act on.
@@ -132,6 +151,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
+		s.lock.release()
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("embedded: shutdown: %w", ctx.Err())

@@ -1,0 +1,105 @@
+package embedded
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// ErrStoreInUse is wrapped by Start's error when another embedded server (in this process or another) holds the
+// store directory. Two JetStream servers on one store directory each rebuild the other's streams from files the
+// other is writing: one directory, one server.
+var ErrStoreInUse = errors.New("embedded: store directory in use")
+
+// storeInUse is the refusal: its message names the directory and its holder, and it is ErrStoreInUse.
+type storeInUse struct{ msg string }
+
+func (e *storeInUse) Error() string        { return e.msg }
+func (e *storeInUse) Is(target error) bool { return target == ErrStoreInUse }
+
+// lockFileName is the lock file in the store directory. It holds the holder's process id and listen address, so
+// that the refusal can name them; the lock itself is the kernel's (flock), released when the holder exits,
+// however it exits.
+const lockFileName = "dedupeworker.lock"
+
+// storeLock is a held lock on a store directory.
+type storeLock struct{ f *os.File }
+
+// lockStore takes the store directory's lock, or says who holds it.
+func lockStore(dir string) (*storeLock, error) {
+	path := filepath.Join(dir, lockFileName)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: store directory %s: lock file: %w", dir, err)
+	}
+	held, err := tryLock(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("embedded: store directory %s: lock %s: %w", dir, path, err)
+	}
+	if !held {
+		b, _ := os.ReadFile(path)
+		_ = f.Close()
+		return nil, &storeInUse{fmt.Sprintf("embedded: store directory %s is in use by another embedded server%s (lock %s): "+
+			"one server per directory. Stop that one, give this one another directory (DEDUPE_EMBEDDED_STORE_DIR), "+
+			"or connect to the running one%s", dir, holderText(string(b)), path, connectText(string(b)))}
+	}
+	return &storeLock{f: f}, nil
+}
+
+// record writes who holds the lock, for the refusal of the next one.
+func (l *storeLock) record(listen string) {
+	_ = l.f.Truncate(0)
+	_, _ = l.f.WriteAt([]byte(fmt.Sprintf("pid %d\nlisten %s\n", os.Getpid(), listen)), 0)
+}
+
+// release gives the directory up. The file stays: removing it would let a third server lock a new file while a
+// second one still waits on the old.
+func (l *storeLock) release() {
+	if l != nil && l.f != nil {
+		_ = unlock(l.f)
+		_ = l.f.Close()
+		l.f = nil
+	}
+}
+
+// holderText is " (pid 12, listening on 127.0.0.1:4222)" from the lock file, or "" when it records nothing.
+func holderText(content string) string {
+	pid, listen := lockFields(content)
+	var parts []string
+	if pid != "" {
+		parts = append(parts, "pid "+pid)
+	}
+	if listen != "" {
+		parts = append(parts, "listening on "+listen)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
+}
+
+func connectText(content string) string {
+	if _, listen := lockFields(content); listen != "" {
+		return " (DEDUPE_NATS_URL=nats://" + listen + ")"
+	}
+	return " (DEDUPE_NATS_URL)"
+}
+
+func lockFields(content string) (pid, listen string) {
+	for line := range strings.Lines(content) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch k {
+		case "pid":
+			if _, err := strconv.Atoi(v); err == nil {
+				pid = v
+			}
+		case "listen":
+			listen = v
+		}
+	}
+	return pid, listen
+}
