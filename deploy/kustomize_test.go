@@ -278,15 +278,11 @@ func kustomizeCmd(ctx context.Context, dir string) *exec.Cmd {
 	return nil
 }
 
-// TestKustomizeBuild builds the manifests with the real kustomize, when one is installed, on a copy of deploy/k8s:
-// without the creds file the build fails naming it; with one, deploy/k8s gives the base with the generated Secret
-// mounted, and the KEDA overlay the same plus the ScaledObject.
-func TestKustomizeBuild(t *testing.T) {
-	if kustomizeCmd(t.Context(), ".") == nil {
-		t.Skip("neither kustomize nor kubectl on PATH")
-	}
+// copyK8s copies deploy/k8s into a temporary folder, without an operator's creds or secrets lying in the working
+// tree (the tests never read them), and returns the folder that holds the copy's k8s/.
+func copyK8s(t *testing.T) string {
+	t.Helper()
 	tmp := t.TempDir()
-	// Copy the manifests, never an operator's creds file lying in the working tree.
 	err := filepath.WalkDir(k8sRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.Name() == credsKey || ingestOperatorFile(path) {
 			return err
@@ -304,27 +300,48 @@ func TestKustomizeBuild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	build := func(dir string) ([]byte, error) {
-		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-		defer cancel()
-		cmd := kustomizeCmd(ctx, filepath.Join(tmp, dir))
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, errors.New(strings.TrimSpace(stderr.String()))
-		}
-		return out, nil
+	return tmp
+}
+
+// withOperatorFiles writes placeholders for every file the base's secretGenerators read into a copy of deploy/k8s.
+func withOperatorFiles(t *testing.T, tmp string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(tmp, k8sDir, credsKey), []byte("not a real creds file\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
+	writeIngestFiles(t, filepath.Join(tmp, k8sDir))
+}
+
+// kustomizeBuild renders dir (deploy/k8s or an overlay) of a copy; the error is kustomize's message.
+func kustomizeBuild(t *testing.T, tmp, dir string) ([]byte, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	cmd := kustomizeCmd(ctx, filepath.Join(tmp, dir))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, errors.New(strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// TestKustomizeBuild builds the manifests with the real kustomize, when one is installed, on a copy of deploy/k8s:
+// without the creds file the build fails naming it; with one, deploy/k8s gives the base with the generated Secret
+// mounted, and the KEDA overlay the same plus the ScaledObject.
+func TestKustomizeBuild(t *testing.T) {
+	if kustomizeCmd(t.Context(), ".") == nil {
+		t.Skip("neither kustomize nor kubectl on PATH")
+	}
+	tmp := copyK8s(t)
+	build := func(dir string) ([]byte, error) { return kustomizeBuild(t, tmp, dir) }
 	for _, dir := range []string{k8sRoot, kedaDir} {
 		if _, err := build(dir); err == nil || !strings.Contains(err.Error(), credsKey) {
 			t.Errorf("kustomize build %s without %s: err = %v, want an error naming the file", dir, credsKey, err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(tmp, k8sDir, credsKey), []byte("not a real creds file\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	writeIngestFiles(t, filepath.Join(tmp, k8sDir))
+	withOperatorFiles(t, tmp)
 	ns := readKustomization(t, k8sDir).Namespace
 	kinds := func(dir string) map[string]int {
 		out, err := build(dir)
@@ -359,7 +376,7 @@ func TestKustomizeBuild(t *testing.T) {
 				t.Fatalf("kustomize build %s: %v", dir, err)
 			}
 			got[o.Kind]++
-			if o.Metadata.Namespace != ns {
+			if o.Kind != "Namespace" && o.Metadata.Namespace != ns { // the Namespace itself is cluster-scoped
 				t.Errorf("kustomize build %s: %s %s in namespace %q", dir, o.Kind, o.Metadata.Name, o.Metadata.Namespace)
 			}
 			switch workerKind(o.Kind, o.Metadata.Name) {
@@ -379,7 +396,7 @@ func TestKustomizeBuild(t *testing.T) {
 		return got
 	}
 	base, keda := kinds(k8sRoot), kinds(kedaDir)
-	want := map[string]int{"ConfigMap": 3, "Secret": 3, "Deployment": 2, "Service": 2, "PodDisruptionBudget": 2} // with the receiver's
+	want := map[string]int{"Namespace": 1, "ConfigMap": 3, "Secret": 3, "Deployment": 2, "Service": 2, "PodDisruptionBudget": 2} // with the receiver's
 	if !maps.Equal(base, want) {
 		t.Errorf("kustomize build deploy/k8s: kinds %v, want %v", base, want)
 	}
