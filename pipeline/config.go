@@ -24,9 +24,9 @@ type Window interface {
 	// it for good, so that a well-formed retry of the event is not suppressed.
 	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
 	// MarkPublished records in the claim (still at revision rev) that its event was published, so that a later
-	// delivery finds Owned with Published and does not publish again. The pipeline calls it after a redelivery
-	// published.
-	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (bool, error)
+	// delivery finds Owned with Published and does not publish again, and a copy waiting for the holder (a
+	// Duplicate without Published) is acknowledged. The pipeline calls it after every keyed publish, before the ack.
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (newRev uint64, ok bool, err error)
 	Ping(ctx context.Context) error
 }
 
@@ -86,6 +86,11 @@ type Config struct {
 	// OutputMaxAge and DLQMaxAge are the age limits of the output and dead-letter streams that Provision creates
 	// (existing streams are not changed). Defaults 7 days and 30 days.
 	OutputMaxAge, DLQMaxAge time.Duration
+	// OutputDuplicates is the duplicate window of the output stream Provision creates (an existing stream is never
+	// changed). Default max(2m, 4×AckWait); at least AckWait. A longer window catches a republish further apart
+	// from the first publish, at a cost in the server's memory: it keeps every Nats-Msg-Id published within the
+	// window (about 150–250 bytes each: README, "When never published twice holds").
+	OutputDuplicates time.Duration
 	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
 	// envelopes (any retention but work-queue) starts: "all", "new", "seq:<n>" or "time:<RFC 3339>". Empty (the
 	// default): such a consumer is created only while the stream is empty; on a non-empty one Provision fails with
@@ -163,6 +168,9 @@ func (c Config) WithDefaults() Config {
 	if c.ShutdownTimeout == 0 {
 		c.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	if c.OutputDuplicates == 0 {
+		c.OutputDuplicates = duplicateWindow(c.AckWait)
+	}
 	if c.OutputMaxAge == 0 {
 		c.OutputMaxAge = DefaultOutputMaxAge
 	}
@@ -237,8 +245,11 @@ func (c Config) Validate() error {
 	if c.ShutdownTimeout <= 0 {
 		return fmt.Errorf("pipeline: ShutdownTimeout: must be positive, got %s", c.ShutdownTimeout)
 	}
-	if c.OutputMaxAge < duplicateWindow(c.AckWait) {
-		return fmt.Errorf("pipeline: OutputMaxAge: must be at least the output's duplicate window %s, got %s", duplicateWindow(c.AckWait), c.OutputMaxAge)
+	if c.OutputDuplicates < c.AckWait {
+		return fmt.Errorf("pipeline: OutputDuplicates: must be at least AckWait %s, got %s", c.AckWait, c.OutputDuplicates)
+	}
+	if c.OutputMaxAge < c.OutputDuplicates {
+		return fmt.Errorf("pipeline: OutputMaxAge: must be at least the output's duplicate window %s, got %s", c.OutputDuplicates, c.OutputMaxAge)
 	}
 	if c.DLQMaxAge < time.Minute {
 		return fmt.Errorf("pipeline: DLQMaxAge: must be at least 1m, got %s", c.DLQMaxAge)

@@ -5,41 +5,25 @@ import (
 	"errors"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 var errConnClosed = errors.New("pipeline: NATS connection closed")
 
-// consume binds the consumer and keeps a Consume loop alive until ctx is done. The client library re-pulls after a
-// reconnect or missed heartbeats by itself; when the loop stops (consumer deleted, connection closed) it is
-// re-created. It never creates the consumer again (that would replay the stream): a deleted consumer leaves the
-// pipeline unready until an operator restores it or restarts with Provision.
+// consume binds the consumer and keeps a pull subscription on it until ctx is done. The subscription pulls again
+// after a reconnect, a leader change or missed heartbeats by itself; when it ends (consumer deleted, connection
+// closed) it is bound again. It never creates the consumer again (that would replay the stream) unless Provision
+// is set and the stream keeps no processed envelopes: a deleted consumer otherwise leaves the pipeline unready
+// until an operator restores it.
 func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
-	nc := p.js.Conn()
-	handler := func(m jetstream.Msg) {
+	nc := p.nc
+	handler := func(d *delivery) {
 		select {
-		case rs.work <- delivery{m, p.clock()}:
+		case rs.work <- d:
 		case <-rs.stopping:
-			_ = m.Nak()
+			_ = p.nakMsg(d, 0)
 			p.nakShutdown.Inc()
 		}
-	}
-	errHandler := jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-		switch {
-		case errors.Is(err, jetstream.ErrNoHeartbeat), errors.Is(err, jetstream.ErrConsumerLeadershipChanged),
-			errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrServerShutdown):
-			p.log.Debug("pipeline: consume", "err", err)
-		default:
-			p.log.Warn("pipeline: consume", "err", err)
-		}
-	})
-	expiry, heartbeat := pullTimes(p.cfg.AckWait)
-	opts := []jetstream.PullConsumeOpt{
-		jetstream.PullMaxMessages(p.cfg.MaxInFlight),
-		jetstream.PullExpiry(expiry),
-		jetstream.PullHeartbeat(heartbeat),
-		errHandler,
 	}
 	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
 	tick := time.NewTicker(time.Second)
@@ -51,7 +35,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		if nc.IsClosed() {
 			return errConnClosed
 		}
-		cc, err := p.bind(ctx, handler, opts)
+		sub, err := p.bind(ctx, handler)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -76,36 +60,36 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		bo.reset()
 		p.setBound(true)
 		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
-		closed := cc.Closed()
 	watch:
 		for {
 			select {
 			case <-ctx.Done():
 				rs.stop()
-				cc.Drain() // buffered envelopes go through the handler, which hands them back
-				t := time.NewTimer(min(5*time.Second, p.cfg.ShutdownTimeout))
-				select {
-				case <-closed:
-				case <-t.C:
-					cc.Stop()
-				}
-				t.Stop()
+				sub.drain(min(5*time.Second, p.cfg.ShutdownTimeout)) // buffered envelopes go through the handler, which hands them back
 				p.setBound(false)
 				return nil
-			case <-closed:
+			case <-sub.closed:
 				p.setBound(false)
-				p.log.Warn("pipeline: consume loop stopped; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
+				if nc.IsClosed() {
+					return errConnClosed
+				}
+				p.log.Warn("pipeline: pull subscription ended; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
+				break watch
+			case err := <-sub.failed:
+				sub.stop()
+				p.setBound(false)
+				p.log.Warn("pipeline: consuming stopped; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
 				break watch
 			case <-tick.C:
 				if nc.IsClosed() {
-					cc.Stop()
+					sub.stop()
 					p.setBound(false)
 					return errConnClosed
 				}
 				if p.rebind.Swap(false) {
 					// Another consumer under the name, or the process was paused: drop what the client buffered
 					// (it is redelivered after the ack wait) and bind again.
-					cc.Stop()
+					sub.stop()
 					p.setBound(false)
 					p.log.Warn("pipeline: binding the consumer again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
 					bo.reset()
@@ -119,7 +103,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 	}
 }
 
-func (p *Pipeline) bind(ctx context.Context, handler jetstream.MessageHandler, opts []jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
+func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub, error) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
@@ -128,7 +112,7 @@ func (p *Pipeline) bind(ctx context.Context, handler jetstream.MessageHandler, o
 	}
 	p.consumerCreated.Store(c.CachedInfo().Created.UnixNano())
 	p.rebind.Store(false)
-	return c.Consume(handler, opts...)
+	return p.newPullSub(handler)
 }
 
 // pullTimes are the consume loop's pull expiry and heartbeat: short against the ack wait (and so against the output

@@ -22,6 +22,9 @@ type Metrics struct {
 	stale                prometheus.Counter
 	streamMessages       *prometheus.GaugeVec
 	streamBytes          *prometheus.GaugeVec
+	possibleDuplicates   prometheus.Counter
+	dupWindow            prometheus.Gauge
+	dupWindowShort       prometheus.Gauge
 }
 
 // Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason}.
@@ -31,21 +34,24 @@ const (
 	OutcomeUnkeyed    = "unkeyed"
 	OutcomeDeadLetter = "dead_letter"
 
-	NakWindow     = "window_unavailable" // the window could not decide
-	NakPublish    = "publish"            // the output stream did not take the event (full, unavailable, timeout)
-	NakDeadLetter = "dead_letter"        // the dead-letter stream did not take the dead letter
-	NakShutdown   = "shutdown"           // pulled but not finished before shutdown
-	NakHeld       = "held_too_long"      // held past the hold bound: publishing now could outlive the output's duplicate window
+	NakWindow          = "window_unavailable" // the window could not decide
+	NakPublish         = "publish"            // the output stream did not take the event (full, unavailable, timeout)
+	NakDeadLetter      = "dead_letter"        // the dead-letter stream did not take the dead letter
+	NakShutdown        = "shutdown"           // pulled but not finished before shutdown
+	NakHeld            = "held_too_long"      // held past the hold bound: publishing now could outlive the output's duplicate window
+	NakHolderUndecided = "holder-undecided"   // a copy of an event whose claim holder has not published yet
+	NakRecord          = "record-failed"      // published, but the publish could not be recorded in the claim
 
-	AckRefused = "refused" // the server refused the ack (a permissions violation on $JS.ACK.>)
-	AckError   = "error"   // the client could not send the ack (connection closed or lost)
+	AckRefused    = "refused"     // the server refused the ack (a permissions violation on $JS.ACK.>)
+	AckError      = "error"       // the client could not send the ack (connection closed or lost)
+	AckNoConsumer = "no-consumer" // no consumer served the ack subject: the consumer (or its stream) was deleted
 )
 
 // NewMetrics builds the collectors and registers them with reg (nil: not registered). A collector that reg already
 // holds (a second pipeline in the same process) is reused; any other registration error panics, like
 // prometheus.MustRegister.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	buckets := prometheus.ExponentialBuckets(0.00025, 2, 15) // 250µs .. ~4s
+	buckets := prometheus.ExponentialBuckets(0.00025, 2, 17) // 250µs .. ~16s: past the default 10s publish timeout
 	return &Metrics{
 		envelopes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_envelopes_total",
@@ -101,6 +107,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "dedupeworker_stream_messages",
 			Help: "Messages held by the input, output and dead-letter streams (refreshed by the status poll).",
 		}, []string{"stream"})),
+		possibleDuplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dedupeworker_possible_duplicates_total",
+			Help: "Events published as a possible second copy (header Dedupe-Possible-Duplicate: true): an earlier delivery of the envelope may have stored the event longer ago than the output's duplicate window.",
+		})),
+		dupWindow: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedupeworker_output_duplicate_window_seconds",
+			Help: "The output stream's duplicate window, as read by the status poll.",
+		})),
+		dupWindowShort: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "dedupeworker_output_duplicate_window_short",
+			Help: "1 when the ack wait and the hold bound do not fit inside the output stream's duplicate window.",
+		})),
 		streamBytes: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedupeworker_stream_bytes",
 			Help: "Bytes held by the input, output and dead-letter streams (refreshed by the status poll).",

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -21,8 +23,12 @@ type Pipeline struct {
 	cfg Config
 	js  jetstream.JetStream
 	pub jetstream.JetStream // js's API, with a publish timeout and a pending limit sized for MaxInFlight
-	log *slog.Logger
-	m   *Metrics
+	nc  *nats.Conn
+
+	apiPrefix string // the JetStream API's subject prefix ("$JS.API." unless a domain or prefix is set)
+	ackInbox  string // reply subject of every ack: the server's answers are counted (ackReply)
+	log       *slog.Logger
+	m         *Metrics
 
 	sources map[string]*sourceState
 	other   *sourceState
@@ -46,9 +52,11 @@ type Pipeline struct {
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
 	pauseTill atomic.Int64 // deliveries received before this p.clock() value lived through a pause: never published
 
-	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld prometheus.Counter
+	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld, nakHolder, nakRecord prometheus.Counter
 
-	windowLog, publishLog, bindLog, heldLog, ackLog rateLog
+	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
+
+	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog rateLog
 }
 
 // clock is the time since New on the monotonic clock, which keeps counting while the process is stopped
@@ -100,6 +108,8 @@ func New(cfg Config) (*Pipeline, error) {
 		cfg:             cfg,
 		js:              cfg.JetStream,
 		pub:             pub,
+		nc:              cfg.JetStream.Conn(),
+		apiPrefix:       apiPrefix(cfg.JetStream.Options()),
 		epoch:           time.Now(),
 		log:             cfg.Logger,
 		m:               cfg.Metrics,
@@ -114,9 +124,14 @@ func New(cfg Config) (*Pipeline, error) {
 		nakDeadLetter:   cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
 		nakShutdown:     cfg.Metrics.naks.WithLabelValues(NakShutdown),
 		nakHeld:         cfg.Metrics.naks.WithLabelValues(NakHeld),
+		nakHolder:       cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
+		nakRecord:       cfg.Metrics.naks.WithLabelValues(NakRecord),
 	}
-	p.maxHold.Store(int64(p.holdBound(duplicateWindow(cfg.AckWait))))
-	for _, r := range []string{AckRefused, AckError} {
+	if p.nc != nil {
+		p.ackInbox = p.nc.NewInbox()
+	}
+	p.maxHold.Store(int64(p.holdBound(cfg.OutputDuplicates)))
+	for _, r := range []string{AckRefused, AckError, AckNoConsumer} {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	if cfg.DuplicatesPrefix != "" {
@@ -181,6 +196,20 @@ func publisher(js jetstream.JetStream, timeout time.Duration, maxPending int) (j
 	return pub, nil
 }
 
+// apiPrefix is the subject prefix of the JetStream API that o addresses.
+func apiPrefix(o jetstream.JetStreamOptions) string {
+	switch {
+	case o.Domain != "":
+		return "$JS." + o.Domain + ".API."
+	case o.APIPrefix != "":
+		if strings.HasSuffix(o.APIPrefix, ".") {
+			return o.APIPrefix
+		}
+		return o.APIPrefix + "."
+	}
+	return jetstream.DefaultAPIPrefix
+}
+
 // pendingLimit is the client's limit of outstanding asynchronous publishes: each worker has at most one publish
 // outstanding and the library forgets it after PublishTimeout, so twice MaxInFlight is never reached.
 func pendingLimit(maxInFlight int) int { return 2*maxInFlight + 64 }
@@ -190,16 +219,10 @@ var errNotRunning = errors.New("pipeline: not running")
 
 // runState is what one Run shares with its consume handler and workers.
 type runState struct {
-	work     chan delivery
+	work     chan *delivery
 	stopping chan struct{} // closed when Run's context is done: the handler hands back what it receives
 	stopOnce sync.Once
 	quit     chan struct{} // closed once consuming stopped: idle workers exit
-}
-
-// delivery is a message with the moment (p.clock) the consume handler received it.
-type delivery struct {
-	m  jetstream.Msg
-	at time.Duration
 }
 
 func (rs *runState) stop() { rs.stopOnce.Do(func() { close(rs.stopping) }) }
@@ -227,10 +250,17 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	bg.Go(func() { p.pauseLoop(bgCtx) })
 
 	// Refused acks show only as asynchronous errors of the connection.
-	nc := p.js.Conn()
+	nc := p.nc
 	prevErrHandler := nc.ErrorHandler()
 	nc.SetErrorHandler(p.asyncError(prevErrHandler))
 	defer nc.SetErrorHandler(prevErrHandler)
+	// Acks are sent with a reply subject; the answers say when an ack reached no consumer.
+	ackSub, err := nc.Subscribe(p.ackInbox, p.ackReply)
+	if err != nil {
+		return fmt.Errorf("pipeline: subscribe to ack replies: %w", err)
+	}
+	_ = ackSub.SetPendingLimits(-1, -1)
+	defer func() { _ = ackSub.Unsubscribe() }()
 
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {
@@ -243,7 +273,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.refreshStreams(ctx)
 
 	rs := &runState{
-		work:     make(chan delivery),
+		work:     make(chan *delivery),
 		stopping: make(chan struct{}),
 		quit:     make(chan struct{}),
 	}
@@ -272,8 +302,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			p.log.Error("pipeline: workers still busy after cancellation; returning without them")
 		}
 	}
-	if !waitFor(p.js.PublishAsyncComplete(), max(time.Until(end), 100*time.Millisecond)) {
-		p.log.Warn("pipeline: shutdown timeout: publishes still unacknowledged", "pending", p.js.PublishAsyncPending())
+	// Publishes a worker gave up waiting for may still be answered: they go through the publishing handle.
+	if !waitFor(p.pub.PublishAsyncComplete(), max(time.Until(end), 100*time.Millisecond)) {
+		p.log.Warn("pipeline: shutdown timeout: publishes still unacknowledged", "pending", p.pub.PublishAsyncPending())
 	}
 	p.log.Info("pipeline: stopped")
 	return runErr

@@ -33,7 +33,7 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //   - InputStream: subjects "<InputPrefix>.>", work-queue retention: an envelope is removed once acknowledged, so
 //     the stream never keeps what was processed and a consumer created again delivers only what was not.
 //   - OutputStream: subjects "<OutputPrefix>.>" (and "<DuplicatesPrefix>.>" when set), duplicate window
-//     max(2m, 4×AckWait), so that republishing one envelope collapses into one message; age limit OutputMaxAge.
+//     OutputDuplicates (default max(2m, 4×AckWait)), so that republishing one envelope collapses into one message; age limit OutputMaxAge.
 //   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending (default max(1000,
 //     10×MaxInFlight): room for a fleet of ten replicas), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
@@ -71,7 +71,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			Subjects:    outSubjects,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
-			Duplicates:  duplicateWindow(cfg.AckWait),
+			Duplicates:  cfg.OutputDuplicates,
 			MaxAge:      cfg.OutputMaxAge,
 		}, outNeeds},
 		{jetstream.StreamConfig{

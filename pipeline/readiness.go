@@ -22,7 +22,7 @@ func (p *Pipeline) readiness() error {
 	if !p.running.Load() {
 		return errNotRunning
 	}
-	if nc := p.js.Conn(); !nc.IsConnected() {
+	if nc := p.nc; !nc.IsConnected() {
 		return fmt.Errorf("pipeline: not connected to NATS (%s)", nc.Status())
 	}
 	if !p.bound.Load() {
@@ -83,6 +83,17 @@ func (p *Pipeline) ackFailed(reason string, err error) {
 	if ok, n := p.ackLog.allow(); ok {
 		p.log.Error("pipeline: acknowledgement failed; the envelope will be redelivered after the ack wait",
 			"reason", reason, "err", err, "failures_since_last_log", n)
+	}
+}
+
+// errAckNoConsumer is the failure of an ack that the server answered with "no responders".
+var errAckNoConsumer = errors.New("pipeline: no consumer took the ack (deleted, or its stream)")
+
+// ackReply reads the server's answers to acks: nothing to do for an ack taken; "no responders" means no consumer
+// serves the ack subject any more, and the envelope will be delivered again by whatever consumer replaces it.
+func (p *Pipeline) ackReply(m *nats.Msg) {
+	if m.Header.Get(statusHeader) == "503" {
+		p.ackFailed(AckNoConsumer, errAckNoConsumer)
 	}
 }
 

@@ -69,6 +69,33 @@ func (p *Pipeline) refreshStreams(ctx context.Context) {
 		if name == p.cfg.OutputStream {
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
+			p.checkDupWindow(info.Config.Duplicates)
 		}
+	}
+}
+
+// checkDupWindow records the output stream's duplicate window as it is now (an operator may edit it at any time)
+// and warns, once per change, when a redelivery after a lost ack (the ack wait) of a delivery held up to the hold
+// bound would no longer be caught by it: such a republish then relies on the claim's record alone, and an unkeyed
+// event is stored again.
+func (p *Pipeline) checkDupWindow(dup time.Duration) {
+	prev := time.Duration(p.outDupWindow.Swap(int64(dup)))
+	p.m.dupWindow.Set(dup.Seconds())
+	need := p.cfg.AckWait + time.Duration(p.maxHold.Load())
+	short := dup < need
+	if short {
+		p.m.dupWindowShort.Set(1)
+	} else {
+		p.m.dupWindowShort.Set(0)
+	}
+	if dup == prev {
+		return
+	}
+	if short {
+		p.log.Warn("pipeline: the output stream's duplicate window is shorter than the ack wait plus the hold bound: "+
+			"a republished unkeyed event may be stored twice; raise it (nats stream edit) or lower DEDUPE_ACK_WAIT/DEDUPE_MAX_HOLD",
+			"stream", p.cfg.OutputStream, "duplicate_window", dup, "ack_wait", p.cfg.AckWait, "hold_bound", time.Duration(p.maxHold.Load()))
+	} else if prev != 0 {
+		p.log.Info("pipeline: the output stream's duplicate window changed", "stream", p.cfg.OutputStream, "duplicate_window", dup)
 	}
 }

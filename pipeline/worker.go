@@ -29,6 +29,13 @@ const (
 	HeaderInputStream    = "Dedupe-Input-Stream"
 	HeaderTruncated      = "Dedupe-Truncated"
 	HeaderVerified       = "Ingest-Verified"
+	// HeaderPossibleDuplicate marks an output that may be a second copy of its event (README, "When never
+	// published twice holds"): consumers that must never act twice check it against their own records.
+	HeaderPossibleDuplicate = "Dedupe-Possible-Duplicate"
+	// HeaderOriginalStatus and HeaderOriginalDescription keep, in a dead letter, the Status and Description headers
+	// of an envelope shaped like a server status message (DeadControlHeader).
+	HeaderOriginalStatus      = "Dedupe-Original-Status"
+	HeaderOriginalDescription = "Dedupe-Original-Description"
 )
 
 // Values of the Dedupe-Status header.
@@ -45,6 +52,8 @@ const (
 	DeadBadSource    = "bad-source"
 	DeadBadClaim     = "bad-claim"     // the window refused the claim as invalid (kvwindow.ErrInvalid)
 	DeadOutputReject = "output-reject" // the output stream refused the event for good (e.g. too large)
+	// DeadControlHeader: an empty body with a Status header, which NATS clients take for a server status message.
+	DeadControlHeader = "control-header"
 )
 
 // envelope is what inspection decides about one delivery, before any network round trip.
@@ -85,6 +94,14 @@ func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []
 	if !keys.ValidID(e.source) {
 		e.dead = DeadBadSource
 		e.deadErr = fmt.Sprintf("source %q must be 1-64 characters of [A-Za-z0-9_-]", e.source)
+		return
+	}
+	if controlShaped(hdr, body) {
+		// Published as it is, every NATS client reading the output would take it for a status message of the
+		// server and drop it (or stop consuming). The dead letter keeps the two headers under other names.
+		e.dead = DeadControlHeader
+		e.deadErr = fmt.Sprintf("the envelope has an empty body and a Status header (%q), which NATS clients take for a server "+
+			"status message; kept here as %s/%s", hdr.Get(statusHeader), HeaderOriginalStatus, HeaderOriginalDescription)
 		return
 	}
 	if unverified(hdr) {
@@ -133,7 +150,7 @@ func (p *Pipeline) ttl(spec keys.Spec) time.Duration {
 // that a message the library still holds never shares a buffer with the next envelope.
 type outMsg struct {
 	msg  nats.Msg
-	vals [8]string
+	vals [9]string
 }
 
 func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header, 16)}} }
@@ -147,8 +164,6 @@ type worker struct {
 	e     envelope
 	out   *outMsg
 	buf   []byte
-	// published says the last forward stored its event in the output stream.
-	published bool
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
@@ -161,42 +176,37 @@ func (w *worker) loop(rs *runState) {
 	for {
 		select {
 		case d := <-rs.work:
-			w.handle(d.m, d.at)
+			w.handle(d)
 		case <-rs.quit:
 			return
 		}
 	}
 }
 
-// handle takes one envelope through inspect → claim → publish → ack. Every path ends in exactly one of Ack (the
-// outcome is durable), NakWithDelay (retry later), Nak (shutdown), or — for a stale delivery, one that a later
-// delivery of the same envelope has taken over — nothing: that later delivery decides.
-func (w *worker) handle(m jetstream.Msg, received time.Duration) {
+// handle takes one envelope through inspect → claim → publish → record → ack. Every path ends in exactly one of
+// Ack (the outcome is durable), NakWithDelay (retry later), Nak (shutdown), or — for a stale delivery, one that a
+// later delivery of the same envelope has taken over — nothing: that later delivery decides.
+func (w *worker) handle(d *delivery) {
 	p := w.p
 	p.m.inFlight.Inc()
 	defer p.m.inFlight.Dec()
-	meta, err := m.Metadata()
-	if err != nil {
-		p.log.Error("pipeline: delivery without JetStream metadata", "subject", m.Subject(), "err", err)
-		_ = m.Nak()
-		return
-	}
+	m := d.msg
 	e := &w.e
-	p.inspect(e, m.Subject(), m.Headers(), m.Data(), meta.Sequence.Stream, meta.Timestamp.UnixNano())
-	e.received = received
+	p.inspect(e, m.Subject, m.Header, m.Data, d.seq, d.stamp)
+	e.received = d.at
 	if e.dead != "" {
-		w.deadLetter(m, meta, e.dead, e.deadErr)
+		w.deadLetter(d, e.dead, e.deadErr)
 		return
 	}
 	if e.key == "" {
-		w.forward(m, meta, false, 0)
+		w.forward(d, nil, kvwindow.Outcome{})
 		return
 	}
 	// Decide before claiming whether the output stream can take the event at all: a copy that can never be
-	// published must not hold the claim, or a well-formed copy arriving meanwhile would be dropped as a duplicate.
-	out := w.buildOutput(m.Subject(), m.Headers(), m.Data(), true)
+	// published must not hold the claim, or a well-formed copy arriving meanwhile would wait for it in vain.
+	out := w.buildOutput(m.Subject, m.Header, m.Data, true)
 	if why := p.unpublishable(out); why != "" {
-		w.deadLetter(m, meta, DeadOutputReject, why)
+		w.deadLetter(d, DeadOutputReject, why)
 		return
 	}
 
@@ -204,25 +214,25 @@ func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 	claim := kvwindow.Claim{
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
 		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
-		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: meta.NumDelivered},
-		FirstDelivery: meta.NumDelivered == 1,
+		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
+		FirstDelivery: d.delivered == 1,
 	}
 	res, err := p.cfg.Window.Claim(w.ctx, claim)
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		switch {
 		case w.ctx.Err() != nil:
-			w.nak(m, 0, p.nakShutdown)
+			w.nak(d, 0, p.nakShutdown)
 		case errors.Is(err, kvwindow.ErrInvalid):
-			w.deadLetter(m, meta, DeadBadClaim, err.Error())
+			w.deadLetter(d, DeadBadClaim, err.Error())
 		default:
 			p.windowDown(err)
-			if p.cfg.ForwardWhenWindowDown {
+			if p.cfg.ForwardWhenWindowDown && !errors.Is(err, kvwindow.ErrWindowLost) {
 				e.reason = ReasonWindowUnavailable
-				w.forward(m, meta, false, 0)
+				w.forward(d, nil, kvwindow.Outcome{})
 				return
 			}
-			w.nak(m, nakDelay(meta.NumDelivered), p.nakWindow)
+			w.nak(d, nakDelay(d.delivered), p.nakWindow)
 		}
 		return
 	}
@@ -231,45 +241,74 @@ func (w *worker) handle(m jetstream.Msg, received time.Duration) {
 	case kvwindow.Owned:
 		if res.Published {
 			// An earlier delivery of this envelope published the event and recorded it: publishing again could
-			// outlive the output's duplicate window (acks refused for minutes). Only the ack is missing.
-			w.ack(m)
+			// outlive the output's duplicate window (a lost ack, then an outage). Only the ack is missing.
+			w.ack(d)
 			e.src.unique.Inc()
 			return
 		}
-		w.forward(m, meta, true, res.Revision)
-		if w.published && meta.NumDelivered > 1 {
-			// A redelivery published: record it in the claim, so that a further redelivery (its ack lost again)
-			// does not publish once more after the duplicate window has passed.
-			if _, err := p.cfg.Window.MarkPublished(w.ctx, claim, res.Revision); err != nil {
-				p.log.Debug("pipeline: publish not recorded in the claim", "seq", e.seq, "key", e.key, "err", err)
-			}
+		if w.possibleDuplicate(res) {
+			// An earlier delivery may have stored the event and lost its record, longer ago than the output's
+			// duplicate window remembers: nobody can tell, so publish (never lose it) and say so.
+			w.set(7, HeaderPossibleDuplicate, "true")
+			p.m.possibleDuplicates.Inc()
+			p.log.Warn("pipeline: publishing a possible second copy: an earlier delivery of this envelope may have stored it "+
+				"longer ago than the output's duplicate window", "seq", e.seq, "tenant", e.tenant, "source", e.source,
+				"key", e.key, "first_claimed", res.FirstClaimed, "duplicate_window", time.Duration(p.outDupWindow.Load()))
 		}
+		w.forward(d, &claim, res)
 	case kvwindow.Won:
-		w.forward(m, meta, true, res.Revision)
+		w.forward(d, &claim, res)
 	case kvwindow.Duplicate:
-		w.duplicate(m, meta)
+		if !res.Published {
+			// The holder has claimed but not yet published (or has just failed to): acking this copy now would
+			// lose the event if the holder is refused, dead-lettered and releases the claim. Ask again later.
+			w.nak(d, nakDelay(d.delivered), p.nakHolder)
+			if ok, n := p.holderLog.allow(); ok {
+				p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
+					"holder_seq", res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
+			}
+			return
+		}
+		w.duplicate(d)
 	case kvwindow.Stale:
 		p.m.stale.Inc()
 		p.log.Debug("pipeline: stale delivery skipped: a later delivery of the envelope holds its claim",
-			"seq", e.seq, "delivered", meta.NumDelivered, "tenant", e.tenant, "source", e.source)
+			"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source)
 	default:
 		p.log.Error("pipeline: window returned an unknown claim status", "status", res.Status)
-		w.nak(m, nakDelay(meta.NumDelivered), p.nakWindow)
+		w.nak(d, nakDelay(d.delivered), p.nakWindow)
 	}
 }
 
-// forward publishes the envelope as a unique event (keyed, holding the claim at revision rev) or unkeyed, then
-// acks. A keyed event's output was built before the claim; an unkeyed one is built here.
-func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, keyed bool, rev uint64) {
-	p, e := w.p, &w.e
-	w.published = false
+// possibleDuplicate reports whether publishing res's claim now could store a second copy of the event: an earlier
+// delivery of the envelope held the claim (this one took it over) and may have stored the event without recording
+// it, so long ago that the output's duplicate window no longer catches the same Nats-Msg-Id.
+func (w *worker) possibleDuplicate(res kvwindow.Outcome) bool {
+	if res.FirstClaimed.IsZero() {
+		return false
+	}
+	dup := time.Duration(w.p.outDupWindow.Load())
+	if dup <= 0 {
+		return false
+	}
+	// The earlier publish was stored no earlier than the first claim; this one is stored within the publish
+	// timeout; a second of slack covers clock differences between replicas.
+	return time.Since(res.FirstClaimed)+w.p.cfg.PublishTimeout+time.Second >= dup
+}
+
+// forward publishes the envelope as a unique event (keyed: claim is the claim it holds, res the outcome) or
+// unkeyed (claim nil), records a keyed publish in its claim, then acks. A keyed event's output was built before
+// the claim; an unkeyed one is built here.
+func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcome) {
+	p, e, m := w.p, &w.e, d.msg
+	keyed := claim != nil
 	var out *nats.Msg
 	if keyed {
 		out = &w.out.msg
 	} else {
-		out = w.buildOutput(m.Subject(), m.Headers(), m.Data(), false)
+		out = w.buildOutput(m.Subject, m.Header, m.Data, false)
 		if why := p.unpublishable(out); why != "" {
-			w.deadLetter(m, meta, DeadOutputReject, why)
+			w.deadLetter(d, DeadOutputReject, why)
 			return
 		}
 	}
@@ -280,42 +319,60 @@ func (w *worker) forward(m jetstream.Msg, meta *jetstream.MsgMetadata, keyed boo
 		if ok, n := p.heldLog.allow(); ok {
 			p.log.Warn("pipeline: delivery handed back instead of published", "seq", e.seq, "why", why, "since_last_log", n)
 		}
-		w.nak(m, 0, p.nakHeld)
+		w.nak(d, 0, p.nakHeld)
 		return
 	}
-	err := w.publish(out)
-	if err == nil {
-		w.published = true
-		w.ack(m)
-		if keyed {
-			e.src.unique.Inc()
-		} else {
-			e.src.unkeyedN.Inc()
-			e.src.reason(e.reason).Inc()
-		}
-		if p.log.Enabled(w.ctx, slog.LevelDebug) {
-			p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
-				"msg_id", out.Header.Get(HeaderMsgID))
-		}
+	if err := w.publish(out); err != nil {
+		w.publishFailed(d, err, keyed, res.Revision)
 		return
 	}
-	w.publishFailed(m, meta, err, keyed, rev)
+	if p.log.Enabled(w.ctx, slog.LevelDebug) {
+		p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
+			"msg_id", out.Header.Get(HeaderMsgID))
+	}
+	if !keyed {
+		w.ack(d)
+		e.src.unkeyedN.Inc()
+		e.src.reason(e.reason).Inc()
+		return
+	}
+	// Record the publish in the claim before the ack: should the ack be lost (this process dies, the consumer is
+	// deleted, acks are refused) and the redelivery come after the output's duplicate window, the record — not the
+	// window — is what keeps it from storing the event again.
+	claim.FirstClaimed = res.FirstClaimed
+	if _, ok, err := p.cfg.Window.MarkPublished(w.ctx, *claim, res.Revision); err != nil {
+		if w.ctx.Err() != nil {
+			w.nak(d, 0, p.nakShutdown)
+			return
+		}
+		// Stored but not recorded. Hand it back: the redelivery takes the claim over, publishes under the same
+		// Nats-Msg-Id (the output collapses it within its duplicate window) and records the publish.
+		p.windowDown(err)
+		w.nak(d, nakDelay(d.delivered), p.nakRecord)
+		return
+	} else if !ok {
+		// The key moved on meanwhile: a later delivery of this envelope took the claim over (it publishes under
+		// the same Nats-Msg-Id and records), or the claim lapsed or was forgotten. The event is stored: ack.
+		p.log.Debug("pipeline: published, but the claim had moved on before the publish was recorded", "seq", e.seq, "key", e.key)
+	}
+	w.ack(d)
+	e.src.unique.Inc()
 }
 
-// duplicate acks a copy of an event already claimed, after publishing the optional duplicate copy.
-func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
-	p, e := w.p, &w.e
+// duplicate acks a copy of an event already published, after publishing the optional duplicate copy.
+func (w *worker) duplicate(d *delivery) {
+	p, e, m := w.p, &w.e, d.msg
 	if p.dupPrefixDot != "" {
-		out := w.buildDuplicate(m.Subject(), m.Headers(), m.Data())
+		out := w.buildDuplicate(m.Subject, m.Header, m.Data)
 		if err := w.publish(out); err != nil {
 			if !permanent(err) || w.ctx.Err() != nil {
-				w.publishFailed(m, meta, err, false, 0)
+				w.publishFailed(d, err, false, 0)
 				return
 			}
 			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
 		}
 	}
-	w.ack(m)
+	w.ack(d)
 	e.src.duplicate.Inc()
 	if p.log.Enabled(w.ctx, slog.LevelDebug) {
 		p.log.Debug("pipeline: duplicate", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key)
@@ -324,81 +381,77 @@ func (w *worker) duplicate(m jetstream.Msg, meta *jetstream.MsgMetadata) {
 
 // publishFailed handles a failed publish of the envelope's outcome: dead letter when the output stream will never
 // take it, otherwise hand it back for a later attempt. claimed says the envelope holds the event's claim, at rev.
-func (w *worker) publishFailed(m jetstream.Msg, meta *jetstream.MsgMetadata, err error, claimed bool, rev uint64) {
+func (w *worker) publishFailed(d *delivery, err error, claimed bool, rev uint64) {
 	p := w.p
 	if w.ctx.Err() != nil {
-		w.nak(m, 0, p.nakShutdown)
+		w.nak(d, 0, p.nakShutdown)
 		return
 	}
 	if permanent(err) {
-		w.deadLetterAndRelease(m, meta, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err), claimed, rev)
+		w.deadLetterAndRelease(d, DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", p.cfg.OutputStream, err), claimed, rev)
 		return
 	}
 	p.publishDown(err)
-	w.nak(m, nakDelay(meta.NumDelivered), p.nakPublish)
+	w.nak(d, nakDelay(d.delivered), p.nakPublish)
 }
 
 // deadLetter publishes the envelope to "<dlq prefix>.<reason>" and acks it; if even that fails it is handed back.
-func (w *worker) deadLetter(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string) {
-	w.deadLetterAndRelease(m, meta, reason, why, false, 0)
+func (w *worker) deadLetter(d *delivery, reason, why string) {
+	w.deadLetterAndRelease(d, reason, why, false, 0)
 }
 
 // deadLetterAndRelease is deadLetter that, with release, also gives up the envelope's claim (at revision rev)
 // once the dead letter is stored and before the ack: the event never reached the output stream, so a later,
-// well-formed copy of it must be admitted. The release removes the claim only while it is still this envelope's
-// (revision-checked), never another envelope's. A failed release is logged; the claim then lapses at its TTL.
-func (w *worker) deadLetterAndRelease(m jetstream.Msg, meta *jetstream.MsgMetadata, reason, why string, release bool, rev uint64) {
-	p, e := w.p, &w.e
-	out := w.buildDeadLetter(m.Subject(), m.Headers(), m.Data(), reason, why)
+// well-formed copy of it must be admitted (copies wait while the claim is undecided). The release removes the
+// claim only while it is still this envelope's (revision-checked), never another envelope's. A failed release is
+// logged; the claim then lapses at its TTL, and copies wait until then.
+func (w *worker) deadLetterAndRelease(d *delivery, reason, why string, release bool, rev uint64) {
+	p, e, m := w.p, &w.e, d.msg
+	out := w.buildDeadLetter(m.Subject, m.Header, m.Data, reason, why)
 	err := w.publish(out)
 	// An envelope near the size limits may fit in the input stream but not beside the dead letter's own headers.
 	// Keep what fits rather than retry for ever: the sender's headers go, the body is cut, and the dead letter says
 	// so and names the envelope's sequence in the input stream, where the original still is.
-	for _, keep := range []int{int(p.js.Conn().MaxPayload()) - trimmedRoom, 0} {
+	for _, keep := range []int{int(p.nc.MaxPayload()) - trimmedRoom, 0} {
 		if err == nil || !permanent(err) || w.ctx.Err() != nil || keep < 0 {
 			break
 		}
-		out = w.buildTrimmedDeadLetter(m.Subject(), m.Headers(), m.Data(), reason, why, keep)
+		out = w.buildTrimmedDeadLetter(m.Subject, m.Header, m.Data, reason, why, keep)
 		err = w.publish(out)
 	}
 	if err != nil {
 		if w.ctx.Err() != nil {
-			w.nak(m, 0, p.nakShutdown)
+			w.nak(d, 0, p.nakShutdown)
 			return
 		}
-		p.log.Error("pipeline: dead letter not stored; handing the envelope back", "seq", e.seq, "subject", m.Subject(),
+		p.log.Error("pipeline: dead letter not stored; handing the envelope back", "seq", e.seq, "subject", m.Subject,
 			"reason", reason, "error", why, "err", err)
-		w.nak(m, nakDelay(meta.NumDelivered), p.nakDeadLetter)
+		w.nak(d, nakDelay(d.delivered), p.nakDeadLetter)
 		return
 	}
 	if release {
 		if _, err := p.cfg.Window.Release(w.ctx, e.tenant, e.source, e.key, rev); err != nil {
-			p.log.Warn("pipeline: claim of a dead-lettered event not released; copies are suppressed until it expires",
+			p.log.Warn("pipeline: claim of a dead-lettered event not released; copies wait until it expires",
 				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "err", err)
 		}
 	}
-	w.ack(m)
+	w.ack(d)
 	e.src.deadLetters.Inc()
-	p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", m.Subject(), "reason", reason, "error", why)
+	p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", m.Subject, "reason", reason, "error", why)
 }
 
-func (w *worker) ack(m jetstream.Msg) {
-	if err := m.Ack(); err != nil {
-		// The outcome is durable; the redelivery will find it (Owned / Nats-Msg-Id) and ack again.
+func (w *worker) ack(d *delivery) {
+	if err := w.p.ackMsg(d); err != nil {
+		// The outcome is durable; the redelivery will find it (its claim's record, or Nats-Msg-Id) and ack again.
 		w.p.ackFailed(AckError, err)
 	}
 }
 
-func (w *worker) nak(m jetstream.Msg, delay time.Duration, c interface{ Inc() }) {
-	var err error
-	if delay > 0 {
-		err = m.NakWithDelay(delay)
-	} else {
-		err = m.Nak()
-	}
+func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {
+	err := w.p.nakMsg(d, delay)
 	c.Inc()
 	if err != nil {
-		w.p.log.Debug("pipeline: nak failed; the envelope is redelivered after the ack wait", "subject", m.Subject(), "err", err)
+		w.p.log.Debug("pipeline: nak failed; the envelope is redelivered after the ack wait", "subject", d.msg.Subject, "err", err)
 	}
 }
 
@@ -445,7 +498,7 @@ func (p *Pipeline) unpublishable(out *nats.Msg) string {
 		return fmt.Sprintf("the event's header block would be %d bytes, over JetStream's limit of %d", hdr, maxHeaderBlock)
 	}
 	size := int64(hdr + len(out.Data))
-	if mp := p.js.Conn().MaxPayload(); mp > 0 && size > mp {
+	if mp := p.nc.MaxPayload(); mp > 0 && size > mp {
 		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over the server's maximum payload of %d",
 			size, hdr, len(out.Data), mp)
 	}
@@ -590,7 +643,16 @@ func (w *worker) buildDuplicate(subject string, in nats.Header, body []byte) *na
 // buildDeadLetter builds the dead letter for "<dlq prefix>.<reason>".
 func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, reason, why string) *nats.Msg {
 	p := w.p
-	w.headers(p.cfg.DLQPrefix+"."+reason, in, body, true)
+	out := w.headers(p.cfg.DLQPrefix+"."+reason, in, body, true)
+	if controlShaped(in, body) {
+		// Never store a dead letter that NATS clients would take for a status message (dlq ls reads them too).
+		for _, name := range [...][2]string{{statusHeader, HeaderOriginalStatus}, {descriptionHeader, HeaderOriginalDescription}} {
+			if v, ok := out.Header[name[0]]; ok {
+				delete(out.Header, name[0])
+				out.Header[name[1]] = v
+			}
+		}
+	}
 	w.set(0, HeaderError, why)
 	w.set(1, HeaderSubject, subject)
 	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))

@@ -1,0 +1,104 @@
+package pipeline
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// delivery is one envelope as the consumer delivered it, with what its ack subject says about it and the moment
+// (p.clock) the pull subscription received it.
+type delivery struct {
+	msg       *nats.Msg
+	at        time.Duration
+	stream    string // the stream named in the ack subject
+	seq       uint64 // sequence in the input stream
+	delivered uint64 // JetStream's delivery count (1 = first delivery)
+	stamp     int64  // the stream's timestamp of the message (unix ns): with seq, the envelope's identity
+}
+
+// ackPrefix starts every reply subject of a JetStream delivery, whatever the domain or API prefix.
+const ackPrefix = "$JS.ACK."
+
+// parseAckSubject reads a delivery's reply subject, in either of the server's forms:
+//
+//	$JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>                             (9 tokens)
+//	$JS.ACK.<domain>.<account hash>.<stream>.<consumer>.<delivered>.<sseq>.<cseq>.<tm>.<pending>[.…] (11 or more)
+//
+// ok is false for anything else: a message without such a reply did not come from the consumer, whatever its
+// headers say (a server status message has no reply subject).
+func parseAckSubject(reply string) (stream string, delivered, seq uint64, stamp int64, ok bool) {
+	rest, found := strings.CutPrefix(reply, ackPrefix)
+	if !found {
+		return "", 0, 0, 0, false
+	}
+	var tok [10]string
+	n := 0
+	for n < len(tok) {
+		var t string
+		t, rest, found = strings.Cut(rest, ".")
+		tok[n] = t
+		n++
+		if !found {
+			break
+		}
+	}
+	// n counts the tokens after "$JS.ACK." (at most 10; more are ignored): 7 for the old form, 9+ for the new.
+	var fields []string
+	switch {
+	case n == 7 && !found:
+		fields = tok[0:7] // stream, consumer, delivered, sseq, cseq, tm, pending
+	case n >= 9:
+		fields = tok[2:9]
+	default:
+		return "", 0, 0, 0, false
+	}
+	stream = fields[0]
+	var err1, err2, err3 error
+	delivered, err1 = strconv.ParseUint(fields[2], 10, 64)
+	seq, err2 = strconv.ParseUint(fields[3], 10, 64)
+	stamp, err3 = strconv.ParseInt(fields[5], 10, 64)
+	if stream == "" || err1 != nil || err2 != nil || err3 != nil || seq == 0 {
+		return "", 0, 0, 0, false
+	}
+	return stream, delivered, seq, stamp, true
+}
+
+// Acknowledgement bodies (the server's protocol).
+var (
+	ackBody = []byte("+ACK")
+	nakBody = []byte("-NAK")
+)
+
+// ack acknowledges the delivery with a reply subject, so that the server answers: nothing when it took the ack,
+// "no responders" when no consumer serves the ack subject any more (deleted, or its stream) — an ack that would
+// otherwise vanish without a word. The answers are counted by the pipeline's ack-reply subscription.
+func (p *Pipeline) ackMsg(d *delivery) error {
+	return p.nc.PublishRequest(d.msg.Reply, p.ackInbox, ackBody)
+}
+
+func (p *Pipeline) nakMsg(d *delivery, delay time.Duration) error {
+	if delay <= 0 {
+		return p.nc.Publish(d.msg.Reply, nakBody)
+	}
+	b := make([]byte, 0, 40)
+	b = append(b, `-NAK {"delay": `...)
+	b = strconv.AppendInt(b, int64(delay), 10)
+	b = append(b, '}')
+	return p.nc.Publish(d.msg.Reply, b)
+}
+
+// controlShaped reports whether a stored message looks like a server status message to NATS clients: an empty
+// body and a Status header (nats.go's consumers drop such a message or stop on it, so it must never leave the
+// worker in that shape: not as an output, not as a dead letter).
+func controlShaped(h nats.Header, body []byte) bool {
+	return len(body) == 0 && len(h) > 0 && h.Get(statusHeader) != ""
+}
+
+// Headers a NATS client reads a status from.
+const (
+	statusHeader      = "Status"
+	descriptionHeader = "Description"
+)
