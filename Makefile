@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check bench bench-quick bench-go lint chaos soak clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check image bench bench-quick bench-go lint chaos soak clean
 
 all: build
 
@@ -51,6 +51,15 @@ NATSCLI   ?= v0.5.1
 docs-check:
 	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI)
 	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
+
+## image: the container image, tagged $(IMAGE):$(IMAGE_TAG) (the git describe of the checkout), with the build
+## arguments `dedupeworker version` reports (the build context leaves .git out). Push it with docker push and name it
+## in the images: entry of deploy/k8s/base/kustomization.yaml.
+IMAGE     ?= ghcr.io/dedupeworker/dedupeworker
+IMAGE_TAG ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+image:
+	docker build -t $(IMAGE):$(IMAGE_TAG) --build-arg VERSION=$(IMAGE_TAG) \
+	  --build-arg REVISION=$$(git rev-parse HEAD) --build-arg REVISION_TIME=$$(git log -1 --format=%cI) .
 
 ## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
 ## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs
