@@ -150,6 +150,9 @@ func decodeClaimValue(data []byte) (claimValue, bool) {
 	flags := b[0]
 	v.Pub = flags&flagPublished != 0
 	if flags&flagKey != 0 {
+		if len(b)-1 <= MaxRawKey {
+			return claimValue{}, false // only a key the KV key holds hashed is written out
+		}
 		v.Key = string(b[1:])
 	}
 	return v, true
