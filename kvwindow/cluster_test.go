@@ -232,6 +232,16 @@ func TestReplicated(t *testing.T) {
 			t.Fatalf("%s after failover: %+v", key, out)
 		}
 	}
+	// A leader change keeps the bucket's creation time: no window takes it for a re-created bucket.
+	for i, w := range ws {
+		natstest.Eventually(t, 20*time.Second, func() error {
+			err := w.Ping(ctxT(t, 5*time.Second))
+			if errors.Is(err, kvwindow.ErrWindowLost) {
+				t.Fatalf("window %d after the failover: %v", i, err)
+			}
+			return err
+		})
+	}
 	logStats(t, "after failover", ws)
 	t.Logf("failover: %d claims retried after ErrUnavailable, %d keys held as Owned after a retry", retries.Load(), owned.Load())
 }

@@ -320,3 +320,37 @@ func TestClaimBacksOff(t *testing.T) {
 			emptyReads, out, n, slept, elapsed)
 	}
 }
+
+// TestBucketEditedOrRestartedIsNotLost: what changes a bucket without losing its claims — an edit of its stream
+// (a cap, as OPERATIONS.md suggests), a restart of the server — keeps its creation time: the running worker goes on.
+func TestBucketEditedOrRestartedIsNotLost(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	w := newWindow(t, js, shardedConfig(2))
+	fill(t, w, 20)
+	st, err := js.Stream(ctx, "KV_dedupe-window-01")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxBytes = 64 << 20
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ping(ctx); err != nil {
+		t.Fatalf("Ping after an edit of the bucket: %v", err)
+	}
+	s.Restart()
+	natstest.Eventually(t, 20*time.Second, func() error { return w.Ping(ctx) })
+	var keys []string
+	for i := range 20 {
+		keys = append(keys, fmt.Sprint("k-", i))
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if won, errs := retried(t, w, keys); won != 0 || len(errs) != 0 {
+			return fmt.Errorf("after the restart: %d Won, errors %v", won, errs)
+		}
+		return nil
+	})
+}
