@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"bytes"
+	"encoding/binary"
 	"io"
 	"slices"
 
@@ -98,6 +99,26 @@ func (st *state) value(i int32, mode uint8) {
 	}
 }
 
+// member is an object member being emitted: j is its name node, pre the first eight bytes of the decoded name
+// (big-endian, zero-padded), which orders most pairs of names without reading them.
+type member struct {
+	pre uint64
+	j   int32
+}
+
+// namePrefix is the first eight bytes of name as a big-endian number, zero-padded. Two names whose prefixes
+// differ compare as their prefixes do; equal prefixes need the full names.
+func namePrefix(name []byte) uint64 {
+	if len(name) >= 8 {
+		return binary.BigEndian.Uint64(name)
+	}
+	var p uint64
+	for k, c := range name {
+		p |= uint64(c) << (56 - 8*k)
+	}
+	return p
+}
+
 func (st *state) object(i int32, mode uint8) {
 	end := st.nodes[i].a
 	base := len(st.members)
@@ -112,17 +133,18 @@ func (st *state) object(i int32, mode uint8) {
 				continue
 			}
 		}
-		st.members = append(st.members, j)
+		st.members = append(st.members, member{pre: namePrefix(st.name(j)), j: j})
 	}
 	seg := st.members[base:]
-	if !sortedNames(st, seg) {
+	if !st.sortedNames(seg) {
 		slices.SortFunc(seg, st.compareMembers)
 	}
 	st.writeByte('{')
 	for k := base; k < len(st.members); k++ {
-		j := st.members[k]
+		j := st.members[k].j
 		// Of members with the same name, the last one wins; they are adjacent, in document order.
-		if k+1 < len(st.members) && bytes.Equal(st.name(j), st.name(st.members[k+1])) {
+		if k+1 < len(st.members) && st.members[k].pre == st.members[k+1].pre &&
+			bytes.Equal(st.name(j), st.name(st.members[k+1].j)) {
 			continue
 		}
 		n := &st.nodes[j]
@@ -140,21 +162,32 @@ func (st *state) object(i int32, mode uint8) {
 }
 
 // sortedNames reports whether the members are already in strictly increasing name order.
-func sortedNames(st *state, seg []int32) bool {
+func (st *state) sortedNames(seg []member) bool {
 	for k := 1; k < len(seg); k++ {
-		if bytes.Compare(st.name(seg[k-1]), st.name(seg[k])) >= 0 {
+		if st.compareNames(seg[k-1], seg[k]) >= 0 {
 			return false
 		}
 	}
 	return true
 }
 
-// compareMembers orders member names by their bytes, then by position.
-func (st *state) compareMembers(x, y int32) int {
-	if c := bytes.Compare(st.name(x), st.name(y)); c != 0 {
+// compareNames orders two members by the bytes of their names.
+func (st *state) compareNames(x, y member) int {
+	switch {
+	case x.pre < y.pre:
+		return -1
+	case x.pre > y.pre:
+		return 1
+	}
+	return bytes.Compare(st.name(x.j), st.name(y.j))
+}
+
+// compareMembers orders members by their names' bytes, then by position.
+func (st *state) compareMembers(x, y member) int {
+	if c := st.compareNames(x, y); c != 0 {
 		return c
 	}
-	return int(x - y)
+	return int(x.j - y.j)
 }
 
 func (st *state) array(i int32, mode uint8) {

@@ -167,7 +167,7 @@ type state struct {
 	aux      []byte
 	open     []int32
 	marks    []uint8
-	members  []int32
+	members  []member
 	chain    []int32
 	str      []byte
 	rootNull bool
@@ -272,7 +272,7 @@ func (st *state) build(raw []byte) error {
 			st.open = st.open[:len(st.open)-1]
 			st.nodes[i].a = int32(len(st.nodes))
 		case jsonscan.Name:
-			if hasBackslash(tk.Raw) {
+			if tk.Escaped {
 				a := int32(len(st.aux))
 				st.aux = jsonscan.AppendUnescaped(st.aux, tk.Raw)
 				st.nodes = append(st.nodes, node{kind: kName, esc: true, aux: true, a: a, b: int32(len(st.aux))})
@@ -280,7 +280,7 @@ func (st *state) build(raw []byte) error {
 				st.nodes = append(st.nodes, node{kind: kName, a: start, b: end})
 			}
 		case jsonscan.String:
-			st.nodes = append(st.nodes, node{kind: kString, esc: hasBackslash(tk.Raw), a: start, b: end})
+			st.nodes = append(st.nodes, node{kind: kString, esc: tk.Escaped, a: start, b: end})
 		case jsonscan.Number:
 			if jsonscan.IsInteger(tk.Raw) {
 				st.nodes = append(st.nodes, node{kind: kInt, a: start, b: end})
@@ -305,15 +305,6 @@ func (st *state) build(raw []byte) error {
 			st.nodes = append(st.nodes, node{kind: kNull})
 		}
 	}
-}
-
-func hasBackslash(b []byte) bool {
-	for _, c := range b {
-		if c == '\\' {
-			return true
-		}
-	}
-	return false
 }
 
 // next returns the index just past the value at i.

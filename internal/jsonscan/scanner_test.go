@@ -449,6 +449,27 @@ func BenchmarkEncodingJSONValid(b *testing.B) {
 	}
 }
 
+// skipWalk reads data token by token down to depth skipAt and skips every container that opens there, the way the
+// keys package walks a body for one member; it returns the scan's error, or nil once it reached EOF.
+func skipWalk(data []byte, skipAt int) error {
+	var s jsonscan.Scanner
+	s.Reset(data)
+	for {
+		t, err := s.Next()
+		if err != nil {
+			return err
+		}
+		switch {
+		case t.Kind == jsonscan.EOF:
+			return nil
+		case (t.Kind == jsonscan.ObjectStart || t.Kind == jsonscan.ArrayStart) && t.Depth == skipAt:
+			if err := s.SkipValue(); err != nil {
+				return err
+			}
+		}
+	}
+}
+
 // surrogateEscape matches anything that might be a \u escape of a surrogate; encoding/json accepts lone ones.
 var surrogateEscape = regexp.MustCompile(`(?i)\\u[dD][89a-fA-F]`)
 
@@ -514,8 +535,14 @@ func FuzzScanner(f *testing.F) {
 		if errors.Is(err, jsonscan.ErrTooDeep) && maxDepth != jsonscan.DefaultMaxDepth {
 			t.Fatalf("ErrTooDeep at depth %d", maxDepth)
 		}
-		if verr := jsonscan.Valid(data); (verr == nil) != (err == nil) {
+		// Valid and SkipValue take a token-free path; it must end exactly where and as the token loop does.
+		if verr := jsonscan.Valid(data); fmt.Sprint(verr) != fmt.Sprint(err) {
 			t.Fatalf("Valid = %v, scanner = %v", verr, err)
+		}
+		for _, skipAt := range []int{0, 1, 2} {
+			if serr := skipWalk(data, skipAt); fmt.Sprint(serr) != fmt.Sprint(err) {
+				t.Fatalf("skipping below depth %d: %v, scanner = %v", skipAt, serr, err)
+			}
 		}
 		if !utf8.Valid(data) || surrogateEscape.Match(data) || bytes.Count(data, []byte("["))+
 			bytes.Count(data, []byte("{")) >= jsonscan.DefaultMaxDepth {
