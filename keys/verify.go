@@ -76,7 +76,7 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		case "tolerance":
 			d, err := time.ParseDuration(val)
 			if err != nil || d <= 0 {
-				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %q", at, val)
+				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m (the value is not shown: it could be a misplaced secret)", at)
 			}
 			v.Tolerance = d
 		default:

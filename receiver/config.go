@@ -38,19 +38,33 @@ type Config struct {
 	// max_payload bounds it too (413 as well).
 	MaxBody int64
 	// MaxHeaderBytes bounds the header block published with a delivery (name, ": ", value and CRLF per value,
-	// after filtering, with Ingest-Verified): 431 above. Default 32 KiB. The http.Server of Serve refuses a
-	// request header larger than this plus 4 KiB on its own (also 431).
+	// after filtering, with the receiver's Ingest-Verified and Nats-Expected-Stream): 431 above. Default 32 KiB, at
+	// most MaxHeaderBytesLimit. The http.Server of Serve reads request headers up to MaxHeaderBytes + 64 KiB (raw,
+	// before filtering) and answers net/http's own 431 beyond; both are counted as headers_too_large.
 	MaxHeaderBytes int
-	// PublishTimeout bounds the wait for JetStream's acknowledgement; past it the answer is 503. Default 3s, so
-	// that the answer comes within Shopify's 5 s and GitHub's 10 s.
+	// PublishTimeout bounds the wait for JetStream's acknowledgement; past it the answer is 503 "storage not
+	// confirmed" (the envelope may have been stored). Default 3s, so that the answer comes within Shopify's 5 s and
+	// GitHub's 10 s.
 	PublishTimeout time.Duration
-	// MaxInFlight bounds the hook requests handled at once (reading the body, verifying, publishing), and so the
-	// memory their bodies take; more are answered 503. Default 256.
+	// MaxInFlight bounds the deliveries being verified and published at once, and so the publishes waiting on
+	// JetStream; more are answered 503 busy. A delivery takes its slot only once its body is in: a slow or withheld
+	// body never holds one. Default 256.
 	MaxInFlight int
+	// MaxBufferedBytes bounds the body bytes held at once by all requests — those being read and those being
+	// verified and published — and so the receiver's memory, whatever the number of connections: a request whose
+	// next read would pass it is answered 503 busy. A body is counted as it arrives (in steps of at most 16 KiB
+	// ahead of what arrived, or of its Content-Length when smaller), not by its declared length. Default 64 MiB; at
+	// least MaxBody.
+	MaxBufferedBytes int64
+	// BodyTimeout bounds reading one body, from the end of its headers (Serve): a body still incomplete then is
+	// answered 408 and its connection closed, so that a client trickling bytes cannot hold memory for long.
+	// Default 10s: a 4 MiB body at 400 KB/s.
+	BodyTimeout time.Duration
 	// RetryAfter is the Retry-After of 503 answers, in whole seconds (rounded up). Default 5s.
 	RetryAfter time.Duration
 
-	// ReadTimeout bounds reading one request, headers and body (Serve). Default 30s.
+	// ReadTimeout bounds reading one request, headers and body (Serve); BodyTimeout bounds the body within it.
+	// Default 30s.
 	ReadTimeout time.Duration
 	// ShutdownTimeout bounds Serve's graceful shutdown: in-flight requests finish within it, then the rest are
 	// cut. Default 30s.
@@ -73,10 +87,17 @@ const (
 	DefaultMaxHeaderBytes  = 32 << 10
 	DefaultPublishTimeout  = 3 * time.Second
 	DefaultMaxInFlight     = 256
+	DefaultMaxBuffered     = 64 << 20
+	DefaultBodyTimeout     = 10 * time.Second
 	DefaultRetryAfter      = 5 * time.Second
 	DefaultReadTimeout     = 30 * time.Second
 	DefaultShutdownTimeout = 30 * time.Second
 )
+
+// MaxHeaderBytesLimit is the largest MaxHeaderBytes: JetStream refuses a header block over 65535 bytes (error
+// 10097), and MaxHeaderBytes counts the whole block the receiver publishes; 1 KiB is left for what a client
+// library or the server may add.
+const MaxHeaderBytesLimit = 65535 - 1023
 
 // WithDefaults returns cfg with every zero field set to its default.
 func (c Config) WithDefaults() Config {
@@ -97,6 +118,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxInFlight == 0 {
 		c.MaxInFlight = DefaultMaxInFlight
+	}
+	if c.MaxBufferedBytes == 0 {
+		c.MaxBufferedBytes = max(DefaultMaxBuffered, c.MaxBody)
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = DefaultBodyTimeout
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = DefaultRetryAfter
@@ -142,14 +169,21 @@ func (c Config) Validate() error {
 	if c.MaxBody < 1 || c.MaxBody > 1<<30 {
 		bad("MaxBody", "must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)
 	}
-	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > 1<<20 {
-		bad("MaxHeaderBytes", "must be between 1024 and %d bytes, got %d", 1<<20, c.MaxHeaderBytes)
+	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit {
+		bad("MaxHeaderBytes", "must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes), got %d",
+			MaxHeaderBytesLimit, c.MaxHeaderBytes)
 	}
 	if c.PublishTimeout < 10*time.Millisecond {
 		bad("PublishTimeout", "must be at least 10ms, got %s", c.PublishTimeout)
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
 		bad("MaxInFlight", "must be between 1 and 65536, got %d", c.MaxInFlight)
+	}
+	if c.MaxBufferedBytes < c.MaxBody || c.MaxBufferedBytes > 1<<40 {
+		bad("MaxBufferedBytes", "must be at least MaxBody (%d) and at most %d bytes, got %d", c.MaxBody, int64(1)<<40, c.MaxBufferedBytes)
+	}
+	if c.BodyTimeout < 100*time.Millisecond {
+		bad("BodyTimeout", "must be at least 100ms, got %s", c.BodyTimeout)
 	}
 	if c.RetryAfter < 0 {
 		bad("RetryAfter", "must not be negative, got %s", c.RetryAfter)

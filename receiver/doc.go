@@ -23,20 +23,30 @@
 //	404  not /hooks/<tenant>/<source> with ids of 1-64 [A-Za-z0-9_-], an undeclared source, or a tenant the
 //	     source's secrets do not cover
 //	405  another method than POST (Allow: POST)
+//	408  the body did not arrive within Config.BodyTimeout (the connection is closed)
 //	413  a body over Config.MaxBody, or one the NATS server (max_payload) or the stream (max_msg_size) refuses
-//	431  headers over Config.MaxHeaderBytes, as published
-//	503  JetStream did not store the envelope (NATS down, no stream, a leader election, a full stream), or
-//	     Config.MaxInFlight requests are already being handled; always with Retry-After. Nothing was accepted:
-//	     the provider's retry delivers it.
+//	431  headers over Config.MaxHeaderBytes as published, a header section net/http refuses on its own, or one
+//	     JetStream refuses (error 10097)
+//	503  always with Retry-After, and the provider's retry delivers it:
+//	     - "not stored": JetStream refused the envelope or could not be reached (NATS down, no stream);
+//	     - "storage not confirmed": no acknowledgement within Config.PublishTimeout — it may have been stored,
+//	       and a retry then stores a second copy (keyed sources collapse it in the worker);
+//	     - "busy": Config.MaxInFlight deliveries are being published, or Config.MaxBufferedBytes of bodies are
+//	       held.
+//
+// A delivery takes a publish slot only once its whole body is in; until then it holds only the bytes that
+// arrived (counted against MaxBufferedBytes), for at most BodyTimeout.
 //
 // # Headers
 //
 // The published headers are the request's, minus: hop-by-hop headers (Connection and the headers it names,
 // Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade; Host is not a header in Go's requests and is not
-// published), Expect, the credentials of the hop to the receiver (Authorization, Cookie), and every header the
-// receiver or the worker reserves: Nats-* (a client must not set Nats-Msg-Id or Nats-Expected-*), Dedupe-*, and
-// Ingest-* (so that a client's Ingest-Verified, in any letter case, never reaches the worker). Names are matched
-// ignoring case; names arrive in Go's canonical form (X-Github-Delivery).
+// published), Expect, the credentials of the hop to the receiver (Authorization, Cookie), the names NATS clients
+// read from a message (Status and Description — nats.go takes an empty-bodied message with them for a server
+// status —, KV-Operation), and every header the server, the receiver or the worker reserves: Nats-* (a client must
+// not set Nats-Msg-Id, Nats-Expected-*, Nats-TTL, …), Dedupe-*, and Ingest-* (so that a client's Ingest-Verified
+// never reaches the worker). Names are matched ignoring case and with '_' read as '-' (Ingest_Verified, Nats_Msg_Id
+// are dropped: gateways turn one into the other); they arrive in Go's canonical form (X-Github-Delivery).
 //
 // The receiver never sets Nats-Msg-Id: the event key is the worker's business, and a client-chosen id would let a
 // forged request that reached the stream first shadow the genuine one.

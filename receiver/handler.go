@@ -2,8 +2,6 @@ package receiver
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,10 +11,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dedupeworker/dedupeworker/keys"
-	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
 // HookPrefix is the path under which deliveries are received: POST /hooks/<tenant>/<source>.
@@ -36,10 +34,13 @@ type Receiver struct {
 	policy     *Policy
 	metrics    *Metrics
 	subject    string        // "<InputPrefix>."
-	slots      chan struct{} // one per request being handled, MaxInFlight at most
+	ownHeader  int           // what the receiver adds to a header block: Ingest-Verified, Nats-Expected-Stream
+	slots      chan struct{} // one per delivery being verified and published, MaxInFlight at most
+	buffered   byteBudget    // body bytes held, MaxBufferedBytes at most
 	retryAfter string        // Retry-After of 503 answers, in seconds
 	promhttp   http.Handler  // nil without Config.Gatherer
 	closing    atomic.Bool   // Serve is shutting down: not ready
+	ready      readiness     // /readyz's last answer
 	logs       throttle
 }
 
@@ -51,12 +52,15 @@ func New(cfg Config) (*Receiver, error) {
 		return nil, err
 	}
 	r := &Receiver{
-		cfg:        cfg,
-		log:        cfg.Logger,
-		policy:     cfg.Policy,
-		metrics:    cfg.Metrics,
-		subject:    cfg.InputPrefix + ".",
+		cfg:     cfg,
+		log:     cfg.Logger,
+		policy:  cfg.Policy,
+		metrics: cfg.Metrics,
+		subject: cfg.InputPrefix + ".",
+		// The larger Ingest-Verified value, so that the size is known before the signature is checked.
+		ownHeader:  headerBlockSize(HeaderVerified, verifiedFalse) + headerBlockSize(jetstream.ExpectedStreamHeader, cfg.InputStream),
 		slots:      make(chan struct{}, cfg.MaxInFlight),
+		buffered:   byteBudget{limit: cfg.MaxBufferedBytes, gauge: cfg.Metrics.bufferedBytes},
 		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
 		logs:       throttle{every: 10 * time.Second},
 	}
@@ -64,6 +68,8 @@ func New(cfg Config) (*Receiver, error) {
 		r.promhttp = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
 	}
 	r.metrics.initSources(sortedLabels(cfg.Policy.declared))
+	r.metrics.inFlightLimit.Set(float64(cfg.MaxInFlight))
+	r.metrics.bufferedBytesLimit.Set(float64(cfg.MaxBufferedBytes))
 	return r, nil
 }
 
@@ -73,7 +79,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	case "/healthz", "/readyz", "/metrics":
 		r.serveOps(w, req)
 	default:
-		r.serveHook(w, req)
+		start := time.Now()
+		outcome := r.serveHook(w, req)
+		r.metrics.requestDuration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
 	}
 }
 
@@ -88,9 +96,7 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 	case "/healthz":
 		plain(w, http.StatusOK, "ok")
 	case "/readyz":
-		ctx, cancel := context.WithTimeout(req.Context(), 2*time.Second)
-		defer cancel()
-		if err := r.Ready(ctx); err != nil {
+		if err := r.readyCached(req.Context()); err != nil {
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
@@ -102,18 +108,6 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 		}
 		r.promhttp.ServeHTTP(w, req)
 	}
-}
-
-// Ready reports whether deliveries can be stored: the input stream can be looked up (NATS is connected, JetStream
-// answers, the stream exists) and Serve is not shutting down.
-func (r *Receiver) Ready(ctx context.Context) error {
-	if r.closing.Load() {
-		return errors.New("receiver: shutting down")
-	}
-	if _, err := r.cfg.JetStream.Stream(ctx, r.cfg.InputStream); err != nil {
-		return fmt.Errorf("receiver: input stream %s: %w", r.cfg.InputStream, err)
-	}
-	return nil
 }
 
 // hookPath splits /hooks/<tenant>/<source>; ok is false unless both are valid ids and nothing follows.
@@ -129,119 +123,17 @@ func hookPath(p string) (tenant, source string, ok bool) {
 	return tenant, source, true
 }
 
-// serveHook handles a delivery. The checks go from the cheapest to the dearest: path and source, method, declared
-// sizes, a slot, the body, the signature, the publish.
-func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) {
-	tenant, source, ok := hookPath(req.URL.Path)
-	if !ok {
-		r.answer(w, otherSource, OutcomeNotFound, http.StatusNotFound, "not found: deliveries go to POST "+HookPrefix+"<tenant>/<source>")
-		return
-	}
-	label := r.policy.label(source)
-	sp, verifier := r.policy.lookup(tenant, source)
-	if sp == nil {
-		r.answer(w, label, OutcomeNotFound, http.StatusNotFound, "not found: no such tenant or source")
-		return
-	}
-	if req.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		r.answer(w, label, OutcomeMethodNotAllowed, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed: POST")
-		return
-	}
-	if req.ContentLength > r.cfg.MaxBody {
-		r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge,
-			fmt.Sprintf("body of %d bytes is larger than %d bytes", req.ContentLength, r.cfg.MaxBody))
-		return
-	}
-	hdr, size, err := envelopeHeader(req.Header)
-	if err != nil {
-		r.answer(w, label, OutcomeBadRequest, http.StatusBadRequest, "invalid headers: "+err.Error())
-		return
-	}
-	if size > r.cfg.MaxHeaderBytes {
-		r.answer(w, label, OutcomeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge,
-			fmt.Sprintf("headers of %d bytes are larger than %d bytes", size, r.cfg.MaxHeaderBytes))
-		return
-	}
-	select {
-	case r.slots <- struct{}{}:
-		defer func() { <-r.slots }()
-	default:
-		r.unavailable(w, label, OutcomeOverloaded, fmt.Sprintf("busy: %d requests are being handled; retry later", r.cfg.MaxInFlight))
-		return
-	}
-	r.metrics.inFlight.Inc()
-	defer r.metrics.inFlight.Dec()
-
-	body, err := readBody(w, req, r.cfg.MaxBody)
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", r.cfg.MaxBody))
-			return
-		}
-		r.answer(w, label, OutcomeBadRequest, http.StatusBadRequest, "could not read the body: "+err.Error())
-		return
-	}
-
-	verr := verifier.Verify(req.Header, body)
-	if verr != nil {
-		reason := verify.Reason(verr)
-		r.metrics.verifyFailures.WithLabelValues(label, reason).Inc()
-		if !sp.forward {
-			r.logSometimes(slog.LevelInfo, "rejected:"+label, "delivery rejected: signature does not verify",
-				"tenant", tenant, "source", source, "reason", reason, "err", verr, "remote", req.RemoteAddr)
-			w.Header().Set("WWW-Authenticate", "Signature")
-			r.answer(w, label, OutcomeRejected, http.StatusUnauthorized, "signature does not verify: "+verr.Error())
-			return
-		}
-	}
-	setVerified(hdr, verr == nil)
-
-	subject := r.subject + tenant + "." + source
-	seq, err := r.publish(req.Context(), subject, hdr, body)
-	if err != nil {
-		r.publishFailed(w, label, subject, err)
-		return
-	}
-	if verr != nil {
-		r.logSometimes(slog.LevelInfo, "forwarded:"+label, "delivery forwarded unverified: signature does not verify (on_invalid: forward)",
-			"tenant", tenant, "source", source, "reason", verify.Reason(verr), "err", verr, "remote", req.RemoteAddr, "seq", seq)
-		r.answer(w, label, OutcomeForwarded, http.StatusAccepted,
-			fmt.Sprintf("accepted unverified: %s seq %d: %v", r.cfg.InputStream, seq, verr))
-		return
-	}
-	r.answer(w, label, OutcomeAccepted, http.StatusAccepted, fmt.Sprintf("accepted: %s seq %d", r.cfg.InputStream, seq))
-}
-
-// readBody reads the whole body, at most limit bytes (*http.MaxBytesError past it).
-func readBody(w http.ResponseWriter, req *http.Request, limit int64) ([]byte, error) {
-	if req.Body == nil {
-		return nil, nil
-	}
-	rd := http.MaxBytesReader(w, req.Body, limit)
-	if n := req.ContentLength; n >= 0 && n <= 64<<10 {
-		// Content-Length says how much there is (net/http never reads past it): one allocation of the right size.
-		// A larger one is not trusted with an allocation before its bytes have arrived.
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(rd, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(rd)
-}
-
-// answer writes a one-line plain-text answer and counts it.
-func (r *Receiver) answer(w http.ResponseWriter, label, outcome string, status int, text string) {
+// answer writes a one-line plain-text answer, counts it and returns its outcome.
+func (r *Receiver) answer(w http.ResponseWriter, label, outcome string, status int, text string) string {
 	r.metrics.requests.WithLabelValues(label, outcome).Inc()
 	plain(w, status, text)
+	return outcome
 }
 
-// unavailable answers 503 with Retry-After: nothing was stored, the provider's retry delivers it.
-func (r *Receiver) unavailable(w http.ResponseWriter, label, outcome, text string) {
+// unavailable answers 503 with Retry-After: the provider's retry delivers it.
+func (r *Receiver) unavailable(w http.ResponseWriter, label, outcome, text string) string {
 	w.Header().Set("Retry-After", r.retryAfter)
-	r.answer(w, label, outcome, http.StatusServiceUnavailable, text)
+	return r.answer(w, label, outcome, http.StatusServiceUnavailable, text)
 }
 
 func plain(w http.ResponseWriter, status int, text string) {

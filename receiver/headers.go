@@ -21,52 +21,74 @@ const (
 // natsHeaderOverhead is what a NATS header block costs besides its fields: "NATS/1.0\r\n" and the final "\r\n".
 const natsHeaderOverhead = len("NATS/1.0\r\n") + len("\r\n")
 
-// droppedNames are removed from every envelope, compared ignoring case: hop-by-hop headers (RFC 9110 7.6.1),
-// Expect (about this exchange only), and the credentials of the hop to the receiver.
+// droppedNames are removed from every envelope, compared ignoring case and with '_' read as '-' (sameName):
+//   - hop-by-hop headers (RFC 9110 7.6.1), Expect (about this exchange only), and the credentials of the hop to the
+//     receiver;
+//   - the names NATS clients read from a message's headers: Status and Description (with an empty body, nats.go
+//     takes a message carrying them for a server status — a stored envelope would never reach the worker) and
+//     KV-Operation (a KV bucket's delete and purge markers).
 var droppedNames = []string{
 	"Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Expect",
 	"Authorization", "Cookie",
+	"Status", "Description", "KV-Operation",
 }
 
-// droppedPrefixes are removed too: Proxy-* (hop-by-hop), and the names the worker and the receiver reserve —
-// Nats-* (JetStream control: Nats-Msg-Id, Nats-Expected-*), Dedupe-* (the worker's), Ingest-* (the receiver's,
-// Ingest-Verified first of all).
+// droppedPrefixes are removed too, compared the same way: Proxy-* (hop-by-hop), and the names the server, the
+// worker and the receiver reserve — Nats-* (JetStream's: Nats-Msg-Id, Nats-Expected-*, Nats-TTL, Nats-Rollup,
+// Nats-Pin-Id, …), Dedupe-* (the worker's), Ingest-* (the receiver's, Ingest-Verified first of all). '_' counts as
+// '-' because proxies and CGI-style gateways (nginx's underscores_in_headers, WSGI, Lambda) turn one into the other:
+// a client's Ingest_Verified could reach a reader as Ingest-Verified.
 var droppedPrefixes = []string{"Proxy-", "Nats-", "Dedupe-", "Ingest-"}
 
-// envelopeHeader returns the headers published with a delivery — h without the dropped ones and the ones its
-// Connection header names — and the size of their NATS header block with Ingest-Verified, which the caller sets
-// (setVerified) once the signature is checked. The value slices are h's own: the envelope must be published before
-// h changes. A name that is not an HTTP token, or a value with a control character, is an error (net/http's server
-// never delivers one; a hand-built request could, and it would break the NATS header block).
-func envelopeHeader(h http.Header) (nats.Header, int, error) {
-	var conn []string
-	for name, vals := range h {
-		if strings.EqualFold(name, "Connection") {
-			conn = append(conn, vals...)
-		}
-	}
-	out := make(nats.Header, len(h)+2)
+// headerBlockSize is what one field costs in a NATS header block: name, ": ", value, CRLF.
+func headerBlockSize(name, value string) int { return len(name) + len(": ") + len(value) + len("\r\n") }
+
+// checkHeader checks a request's headers and returns the size of the NATS header block of what is published of
+// them (stripHeader), without the receiver's own headers. conn are the values of Connection (connectionTokens). A
+// name that is not an HTTP token, or a value with a control character, is an error (net/http's server never
+// delivers one; a hand-built request could, and it would break the NATS header block).
+func checkHeader(h http.Header, conn []string) (int, error) {
 	size := natsHeaderOverhead
 	for name, vals := range h {
 		if !validName(name) {
-			return nil, 0, fmt.Errorf("header name %q is not an HTTP token", name)
+			return 0, fmt.Errorf("header name %q is not an HTTP token", name)
 		}
 		for _, v := range vals {
 			if !validValue(v) {
-				return nil, 0, fmt.Errorf("header %s: a value holds a control character", name)
+				return 0, fmt.Errorf("header %s: a value holds a control character", name)
 			}
 		}
 		if dropped(name, conn) {
 			continue
 		}
-		out[name] = vals
 		for _, v := range vals {
-			size += len(name) + len(": ") + len(v) + len("\r\n")
+			size += headerBlockSize(name, v)
 		}
 	}
-	// The larger of the two values, so that the size is known before the signature is checked.
-	size += len(HeaderVerified) + len(": ") + len(verifiedFalse) + len("\r\n")
-	return out, size, nil
+	return size, nil
+}
+
+// stripHeader removes from h, in place, every header that is not published, and returns the rest as the
+// envelope's headers: the request's own map and value slices, not a copy (the envelope is published before the
+// request ends). It runs after the signature check, which may read any header.
+func stripHeader(h http.Header, conn []string) nats.Header {
+	for name := range h {
+		if dropped(name, conn) {
+			delete(h, name)
+		}
+	}
+	return nats.Header(h)
+}
+
+// connectionTokens are the values of every Connection header (any letter case): the hop-by-hop names it lists.
+func connectionTokens(h http.Header) []string {
+	var conn []string
+	for name, vals := range h {
+		if sameName(name, "Connection") {
+			conn = append(conn, vals...)
+		}
+	}
+	return conn
 }
 
 // validName reports whether name is an HTTP token (RFC 9110 5.6.2).
@@ -107,22 +129,45 @@ func setVerified(h nats.Header, verified bool) {
 
 // dropped reports whether the header name never reaches an envelope; conn are the values of Connection.
 func dropped(name string, conn []string) bool {
-	for _, d := range droppedNames {
-		if strings.EqualFold(name, d) {
+	for _, p := range droppedPrefixes {
+		if len(name) >= len(p) && sameName(name[:len(p)], p) {
 			return true
 		}
 	}
-	for _, p := range droppedPrefixes {
-		if len(name) >= len(p) && strings.EqualFold(name[:len(p)], p) {
+	for _, d := range droppedNames {
+		if sameName(name, d) {
 			return true
 		}
 	}
 	for _, v := range conn {
 		for tok := range strings.SplitSeq(v, ",") {
-			if strings.EqualFold(strings.TrimSpace(tok), name) {
+			if sameName(strings.TrimSpace(tok), name) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// sameName compares header names as the receiver does: ASCII letters in any case, '_' equal to '-'.
+func sameName(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := 0; i < len(a); i++ {
+		if foldByte(a[i]) != foldByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func foldByte(c byte) byte {
+	switch {
+	case 'a' <= c && c <= 'z':
+		return c - ('a' - 'A')
+	case c == '_':
+		return '-'
+	}
+	return c
 }

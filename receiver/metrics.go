@@ -14,10 +14,12 @@ const (
 	OutcomeNotFound         = "not_found"            // 404: not a hook path, an undeclared source, a tenant not served
 	OutcomeMethodNotAllowed = "method_not_allowed"   // 405
 	OutcomeTooLarge         = "too_large"            // 413: body over MaxBody, or refused for its size by NATS or the stream
-	OutcomeHeadersTooLarge  = "headers_too_large"    // 431
-	OutcomeBadRequest       = "bad_request"          // 400: the body could not be read (the client went away, a timeout)
-	OutcomeUnavailable      = "unavailable"          // 503: JetStream did not store the envelope
-	OutcomeOverloaded       = "overloaded"           // 503: MaxInFlight requests were being handled
+	OutcomeHeadersTooLarge  = "headers_too_large"    // 431: over MaxHeaderBytes, net/http's own 431, or JetStream's 10097
+	OutcomeBadRequest       = "bad_request"          // 400: invalid headers, or the body could not be read (the client went away)
+	OutcomeBodyTimeout      = "body_timeout"         // 408: the body did not arrive within BodyTimeout
+	OutcomeUnavailable      = "unavailable"          // 503: JetStream did not store the envelope (NATS down, no stream, refused)
+	OutcomeUnconfirmed      = "unconfirmed"          // 503: no acknowledgement within PublishTimeout: it may have been stored
+	OutcomeOverloaded       = "overloaded"           // 503: MaxInFlight deliveries were being published, or MaxBufferedBytes were held
 )
 
 const (
@@ -28,7 +30,8 @@ const (
 // Outcomes lists every outcome label value.
 func Outcomes() []string {
 	return []string{OutcomeAccepted, OutcomeForwarded, OutcomeRejected, OutcomeNotFound, OutcomeMethodNotAllowed,
-		OutcomeTooLarge, OutcomeHeadersTooLarge, OutcomeBadRequest, OutcomeUnavailable, OutcomeOverloaded}
+		OutcomeTooLarge, OutcomeHeadersTooLarge, OutcomeBadRequest, OutcomeBodyTimeout, OutcomeUnavailable, OutcomeUnconfirmed,
+		OutcomeOverloaded}
 }
 
 // Metrics holds the receiver's Prometheus collectors, all prefixed dedupeworker_ingest_:
@@ -37,39 +40,60 @@ func Outcomes() []string {
 //	dedupeworker_ingest_verify_failures_total{source,reason}  counter    signatures that did not verify, by
 //	                                                                     verify.Reason (missing, malformed,
 //	                                                                     mismatch, timestamp), rejected or forwarded
+//	dedupeworker_ingest_request_duration_seconds{outcome}     histogram  a hook request from its headers to its
+//	                                                                     answer (body, verification, publish)
 //	dedupeworker_ingest_publish_duration_seconds              histogram  publish until JetStream's acknowledgement
-//	dedupeworker_ingest_in_flight                             gauge      hook requests being handled
+//	dedupeworker_ingest_in_flight                             gauge      deliveries being verified and published
+//	dedupeworker_ingest_in_flight_limit                       gauge      Config.MaxInFlight
+//	dedupeworker_ingest_reading                               gauge      hook requests reading their body
+//	dedupeworker_ingest_buffered_bytes                        gauge      body bytes held (reading or publishing)
+//	dedupeworker_ingest_buffered_bytes_limit                  gauge      Config.MaxBufferedBytes
 //
-// The source label is the source id when the source is declared and "other" otherwise.
+// The source label is the source id when the source is declared and "other" otherwise (and for net/http's own
+// 431, whose path is never read).
 type Metrics struct {
-	requests        *prometheus.CounterVec
-	verifyFailures  *prometheus.CounterVec
-	publishDuration prometheus.Histogram
-	inFlight        prometheus.Gauge
+	requests           *prometheus.CounterVec
+	verifyFailures     *prometheus.CounterVec
+	requestDuration    *prometheus.HistogramVec
+	publishDuration    prometheus.Histogram
+	inFlight           prometheus.Gauge
+	inFlightLimit      prometheus.Gauge
+	reading            prometheus.Gauge
+	bufferedBytes      prometheus.Gauge
+	bufferedBytesLimit prometheus.Gauge
 }
 
 // NewMetrics builds the collectors and registers them with reg (nil: not registered). A collector reg already
 // holds (a second receiver in one process) is reused; any other registration error panics, as
 // prometheus.MustRegister does.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
+	gauge := func(name, help string) prometheus.Gauge {
+		return register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}))
+	}
 	return &Metrics{
 		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "requests_total",
-			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, unavailable, overloaded).",
+			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, body_timeout, unavailable, unconfirmed, overloaded).",
 		}, []string{"source", "outcome"})),
 		verifyFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "verify_failures_total",
 			Help: "Webhook signatures that did not verify, by source and reason (missing, malformed, mismatch, timestamp), whether rejected or forwarded.",
 		}, []string{"source", "reason"})),
+		requestDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    metricPrefix + "request_duration_seconds",
+			Help:    "Duration of webhook requests from their headers to the answer (reading the body, verifying, publishing), by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 17), // 250µs .. ~16s
+		}, []string{"outcome"})),
 		publishDuration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    metricPrefix + "publish_duration_seconds",
 			Help:    "Duration of publishes to the input stream until JetStream acknowledged them (or failed).",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
 		})),
-		inFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: metricPrefix + "in_flight",
-			Help: "Webhook requests being handled (reading the body, verifying, publishing).",
-		})),
+		inFlight:           gauge("in_flight", "Webhook deliveries being verified and published (their body is in)."),
+		inFlightLimit:      gauge("in_flight_limit", "The most deliveries verified and published at once (DEDUPE_INGEST_MAX_IN_FLIGHT); more are answered 503."),
+		reading:            gauge("reading", "Webhook requests reading their body."),
+		bufferedBytes:      gauge("buffered_bytes", "Body bytes held by webhook requests, being read or published."),
+		bufferedBytesLimit: gauge("buffered_bytes_limit", "The most body bytes held at once (DEDUPE_INGEST_MAX_BUFFERED_BYTES); a request past it is answered 503."),
 	}
 }
 

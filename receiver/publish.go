@@ -20,9 +20,11 @@ var errStoredElsewhere = errors.New("receiver: acknowledged by another stream")
 type publishFailure int
 
 const (
-	failUnavailable publishFailure = iota // retry later: 503
-	failTooLarge                          // this envelope never fits: 413
-	failMisrouted                         // the subject belongs to another stream: 503, and an operator must act
+	failUnavailable     publishFailure = iota // not stored, retry later: 503
+	failUnconfirmed                           // no answer in time: it may have been stored, retry later: 503
+	failTooLarge                              // this envelope never fits: 413
+	failHeadersTooLarge                       // its header block never fits (10097): 431
+	failMisrouted                             // the subject belongs to another stream: 503, and an operator must act
 )
 
 // publish stores one envelope in the input stream and returns its sequence there.
@@ -42,20 +44,27 @@ func (r *Receiver) publish(ctx context.Context, subject string, hdr nats.Header,
 	return ack.Sequence, nil
 }
 
-// publishFailed answers a delivery JetStream did not store: 413 when it can never fit, else 503 (logged, at most
-// once per 10 s per kind).
-func (r *Receiver) publishFailed(w http.ResponseWriter, label, subject string, err error) {
+// publishFailed answers a delivery JetStream did not acknowledge: 413 or 431 when it can never fit, else 503
+// (logged, at most once per 10 s per kind), saying whether it was certainly not stored.
+func (r *Receiver) publishFailed(w http.ResponseWriter, label, subject string, err error) string {
 	switch classify(err) {
 	case failTooLarge:
-		r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge, "too large for the input stream: "+err.Error())
+		return r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge, "too large for the input stream: "+err.Error())
+	case failHeadersTooLarge:
+		return r.answer(w, label, OutcomeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge, "headers too large for the input stream: "+err.Error())
 	case failMisrouted:
 		r.logSometimes(slog.LevelError, "misrouted", "input stream does not capture the subject: deliveries are answered 503 until it is fixed",
 			"stream", r.cfg.InputStream, "subject", subject, "err", err)
-		r.unavailable(w, label, OutcomeUnavailable, "not stored: the input stream does not capture this subject; retry later")
+		return r.unavailable(w, label, OutcomeUnavailable, "not stored: the input stream does not capture this subject; retry later")
+	case failUnconfirmed:
+		r.logSometimes(slog.LevelWarn, "unconfirmed", "delivery not confirmed: no acknowledgement within the publish timeout; answered 503 (it may be stored: a retry can store it twice)",
+			"stream", r.cfg.InputStream, "subject", subject, "timeout", r.cfg.PublishTimeout.String(), "err", err)
+		return r.unavailable(w, label, OutcomeUnconfirmed, fmt.Sprintf(
+			"storage not confirmed: JetStream did not acknowledge within %s (the delivery may be stored); retry later: a retry is safe for keyed sources", r.cfg.PublishTimeout))
 	default:
 		r.logSometimes(slog.LevelWarn, "unavailable", "delivery not stored: JetStream did not acknowledge it; answered 503",
 			"stream", r.cfg.InputStream, "subject", subject, "err", err)
-		r.unavailable(w, label, OutcomeUnavailable, "not stored: JetStream is unavailable; retry later")
+		return r.unavailable(w, label, OutcomeUnavailable, "not stored: JetStream is unavailable; retry later")
 	}
 }
 
@@ -69,12 +78,20 @@ func classify(err error) publishFailure {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return failTooLarge
+		case jsErrCodeHeaderTooLarge:
+			return failHeadersTooLarge
 		case jsErrCodeStreamNotMatch:
 			return failMisrouted
 		}
+		return failUnavailable // the server answered: it did not store it
 	}
 	if errors.Is(err, errStoredElsewhere) {
 		return failMisrouted
+	}
+	// The publish went out and no answer came in time (or the client went away first): the server may have
+	// stored it. A publish that could not be sent fails with another error (connection closed, no responders).
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout) {
+		return failUnconfirmed
 	}
 	return failUnavailable
 }
@@ -82,3 +99,7 @@ func classify(err error) publishFailure {
 // jsErrCodeStreamNotMatch is the server's answer to a publish whose Nats-Expected-Stream is not the stream that
 // captures the subject ("expected stream does not match").
 const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
+
+// jsErrCodeHeaderTooLarge is the server's answer to a header block over 65535 bytes ("header size exceeds maximum
+// allowed of 64k"); MaxHeaderBytesLimit keeps the receiver's own blocks below it.
+const jsErrCodeHeaderTooLarge jetstream.ErrorCode = 10097

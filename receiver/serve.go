@@ -9,6 +9,10 @@ import (
 	"time"
 )
 
+// serverHeaderSlack is how much larger than MaxHeaderBytes a request's raw header section may be before net/http
+// refuses it on its own: dropped headers (Cookie, Authorization) do not count in MaxHeaderBytes.
+const serverHeaderSlack = 64 << 10
+
 // Serve serves the Receiver on ln until ctx ends, then shuts down gracefully: the listener closes at once (Ready
 // turns false first), requests in flight finish — each up to its publish's acknowledgement — within
 // Config.ShutdownTimeout, and whatever is still running then is cut. It returns once the server's goroutine has
@@ -19,13 +23,15 @@ func (r *Receiver) Serve(ctx context.Context, ln net.Listener) error {
 		ReadHeaderTimeout: min(10*time.Second, r.cfg.ReadTimeout),
 		ReadTimeout:       r.cfg.ReadTimeout,
 		// From the end of the request's headers: reading the body, verifying, publishing, answering.
-		WriteTimeout:   r.cfg.ReadTimeout + r.cfg.PublishTimeout + 5*time.Second,
-		IdleTimeout:    2 * time.Minute,
-		MaxHeaderBytes: r.cfg.MaxHeaderBytes,
+		WriteTimeout: r.cfg.ReadTimeout + r.cfg.PublishTimeout + 5*time.Second,
+		IdleTimeout:  2 * time.Minute,
+		// Room above MaxHeaderBytes, so that the handler sees most oversized headers itself and answers (and counts)
+		// 431 with their source; what passes even this gets net/http's own 431, counted by stockCounter.
+		MaxHeaderBytes: r.cfg.MaxHeaderBytes + serverHeaderSlack,
 		ErrorLog:       slog.NewLogLogger(r.log.Handler(), slog.LevelDebug), // TLS probes, resets: noise
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(stockCounter{ln, r.metrics}) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("receiver: serve on %s: %w", ln.Addr(), err)

@@ -47,10 +47,18 @@ func TestReceiverUnavailable(t *testing.T) {
 		}
 	}
 
-	check503("no input stream", post())
-	if rec := do(r, http.MethodGet, "/readyz", nil, ""); rec.Code != 503 || !strings.Contains(rec.Body.String(), "input stream INGEST") {
-		t.Errorf("/readyz without the stream: %d %q", rec.Code, rec.Body.String())
+	// /readyz answers from a lookup up to a second old: polled.
+	readyz := func(what string, want int, text string) {
+		t.Helper()
+		natstest.Eventually(t, 10*time.Second, func() error {
+			if rec := do(r, http.MethodGet, "/readyz", nil, ""); rec.Code != want || !strings.Contains(rec.Body.String(), text) {
+				return fmt.Errorf("/readyz %s: %d %q", what, rec.Code, rec.Body.String())
+			}
+			return nil
+		})
 	}
+	check503("no input stream", post())
+	readyz("without the stream", 503, "input stream INGEST")
 
 	// Another stream captures the subject: Nats-Expected-Stream makes the server refuse the publish.
 	e.createStream(t, "OTHER", "ingest.>")
@@ -76,9 +84,7 @@ func TestReceiverUnavailable(t *testing.T) {
 	// The server goes away: 503 and not ready, until it is back.
 	e.srv.Shutdown()
 	check503("server down", post())
-	if rec := do(r, http.MethodGet, "/readyz", nil, ""); rec.Code != 503 {
-		t.Errorf("/readyz with the server down: %d", rec.Code)
-	}
+	readyz("with the server down", 503, "not ready")
 	if n := strings.Count(logs.String(), "JetStream did not acknowledge it"); n != 1 {
 		t.Errorf("unavailability logged %d times; want once per 10s", n)
 	}
@@ -96,9 +102,7 @@ func TestReceiverUnavailable(t *testing.T) {
 			t.Errorf("seq %d: %q", seq, m.Data)
 		}
 	}
-	if rec := do(r, http.MethodGet, "/readyz", nil, ""); rec.Code != 200 {
-		t.Errorf("/readyz after the restart: %d %q", rec.Code, rec.Body.String())
-	}
+	readyz("after the restart", 200, "ready")
 	text := metricsText(t, r)
 	if v := metricValue(text, requests("open", "unavailable")); v < 3 {
 		t.Errorf("unavailable counted %v times", v)
@@ -106,7 +110,7 @@ func TestReceiverUnavailable(t *testing.T) {
 }
 
 // holdRequest starts a POST through srv whose body is written only when release is called, and waits until the
-// receiver is handling it (its in-flight gauge counts it). result delivers the answer.
+// receiver is reading its body (its reading gauge counts it). result delivers the answer.
 func holdRequest(t *testing.T, r *receiver.Receiver, url string, want float64) (release func(), result <-chan string) {
 	t.Helper()
 	pr, pw := io.Pipe()
@@ -128,8 +132,8 @@ func holdRequest(t *testing.T, r *receiver.Receiver, url string, want float64) (
 	}()
 	_, _ = pw.Write([]byte(`{"part":`))
 	natstest.Eventually(t, 10*time.Second, func() error {
-		if v := metricValue(metricsText(t, r), "dedupeworker_ingest_in_flight"); v != want {
-			return fmt.Errorf("in flight %v, want %v", v, want)
+		if v := metricValue(metricsText(t, r), "dedupeworker_ingest_reading"); v != want {
+			return fmt.Errorf("reading %v, want %v", v, want)
 		}
 		return nil
 	})
@@ -140,23 +144,46 @@ func holdRequest(t *testing.T, r *receiver.Receiver, url string, want float64) (
 	}, res
 }
 
-// MaxInFlight bounds the requests handled at once: one more is answered 503 at once, with Retry-After.
+// MaxInFlight bounds the deliveries being published at once: with the one slot held by a publish whose PubAck is
+// late (held in a relay in front of the server), one more is answered 503 at once, with Retry-After.
 func TestReceiverOverloaded(t *testing.T) {
 	e := startJS(t, true)
-	r, _ := newReceiver(t, e, testPolicy(t), func(c *receiver.Config) { c.MaxInFlight = 1 })
-	srv := httptest.NewServer(r)
-	defer srv.Close()
-	release, result := holdRequest(t, r, srv.URL, 1)
+	proxy := startProxy(t, strings.TrimPrefix(e.srv.URL(), "nats://"))
+	nc := natstest.Connect(t, proxy.url())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := newReceiver(t, &jsEnv{srv: e.srv, nc: nc, js: js}, testPolicy(t), func(c *receiver.Config) {
+		c.MaxInFlight = 1
+		c.PublishTimeout = time.Minute
+	})
+	proxy.hold()
+	first := make(chan string, 1)
+	go func() { // owned by the test: ends with the publish, once the relay is released
+		rec := do(r, http.MethodPost, "/hooks/acme/open", hdr("X-Id", "1"), "{}")
+		first <- fmt.Sprintf("%d %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}()
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if v := metricValue(metricsText(t, r), "dedupeworker_ingest_in_flight"); v != 1 {
+			return fmt.Errorf("in flight %v, want 1", v)
+		}
+		return nil
+	})
 	rec := do(r, http.MethodPost, "/hooks/acme/open", hdr("X-Id", "2"), "{}")
+	proxy.release()
 	if rec.Code != 503 || rec.Header().Get("Retry-After") == "" || !strings.Contains(rec.Body.String(), "busy") {
 		t.Fatalf("second request: %d %v %q", rec.Code, rec.Header(), rec.Body.String())
 	}
-	release()
-	if got := <-result; !strings.HasPrefix(got, "202 accepted: INGEST seq 1") {
-		t.Fatalf("held request: %s", got)
+	if got := <-first; !strings.HasPrefix(got, "202 accepted: INGEST seq 1") {
+		t.Fatalf("first request: %s", got)
 	}
-	if v := metricValue(metricsText(t, r), requests("open", "overloaded")); v != 1 {
+	text := metricsText(t, r)
+	if v := metricValue(text, requests("open", "overloaded")); v != 1 {
 		t.Errorf("overloaded counted %v times", v)
+	}
+	if v := metricValue(text, "dedupeworker_ingest_in_flight_limit"); v != 1 {
+		t.Errorf("in_flight_limit %v", v)
 	}
 }
 
@@ -283,6 +310,12 @@ func TestReceiverMetrics(t *testing.T) {
 		`dedupeworker_ingest_verify_failures_total{reason="mismatch",source="st"}`:  1,
 		"dedupeworker_ingest_publish_duration_seconds_count":                        2,
 		"dedupeworker_ingest_in_flight":                                             0,
+		"dedupeworker_ingest_reading":                                               0,
+		"dedupeworker_ingest_buffered_bytes":                                        0,
+		"dedupeworker_ingest_buffered_bytes_limit":                                  64 << 20,
+		`dedupeworker_ingest_request_duration_seconds_count{outcome="accepted"}`:    1,
+		`dedupeworker_ingest_request_duration_seconds_count{outcome="rejected"}`:    3,
+		`dedupeworker_ingest_request_duration_seconds_count{outcome="not_found"}`:   4,
 	} {
 		if got := metricValue(text, series); got != want {
 			t.Errorf("%s = %v, want %v", series, got, want)

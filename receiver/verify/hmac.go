@@ -106,7 +106,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 		return nil, &FieldError{"header", "required for scheme hmac"}
 	}
 	if !isToken(cfg.Header) {
-		return nil, &FieldError{"header", fmt.Sprintf("%q is not a header name", cfg.Header)}
+		return nil, &FieldError{"header", "not a header name (letters, digits and !#$%&'*+-.^_`|~; the value is not shown)"}
 	}
 	algName := strings.ToLower(cfg.Algorithm)
 	if algName == "" {
@@ -114,7 +114,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	}
 	alg, ok := algorithms[algName]
 	if !ok {
-		return nil, &FieldError{"algorithm", fmt.Sprintf("unknown %q (want sha1, sha256 or sha512)", cfg.Algorithm)}
+		return nil, &FieldError{"algorithm", fmt.Sprintf("not a known algorithm (%s; the value is not shown)", notShown(cfg.Algorithm, "sha1", "sha256", "sha512"))}
 	}
 	encName := strings.ToLower(cfg.Encoding)
 	if encName == "" {
@@ -122,7 +122,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	}
 	decode, ok := encodings[encName]
 	if !ok {
-		return nil, &FieldError{"encoding", fmt.Sprintf("unknown %q (want hex, base64 or base64url)", cfg.Encoding)}
+		return nil, &FieldError{"encoding", fmt.Sprintf("not a known encoding (%s; the value is not shown)", notShown(cfg.Encoding, "hex", "base64", "base64url"))}
 	}
 	if trimOWS(cfg.Prefix) != cfg.Prefix {
 		// Header values arrive with outer blanks removed, so such a prefix could never match.

@@ -98,7 +98,8 @@ func New(cfg Config) (Verifier, error) {
 		if cfg.Scheme == "" {
 			return nil, &FieldError{"scheme", "required (one of " + strings.Join(Schemes(), ", ") + ")"}
 		}
-		return nil, &FieldError{"scheme", fmt.Sprintf("unknown %q (want one of %s)", cfg.Scheme, strings.Join(Schemes(), ", "))}
+		// The value is never shown: a secret pasted in the wrong place would end up in logs.
+		return nil, &FieldError{"scheme", fmt.Sprintf("not a known scheme (%s; the value is not shown)", notShown(cfg.Scheme, Schemes()...))}
 	}
 	// The generic fields belong to hmac; a provider scheme fixes them itself.
 	if cfg.Scheme != SchemeHMAC {
@@ -277,3 +278,9 @@ type noneVerifier struct{}
 
 func (noneVerifier) Verify(http.Header, []byte) error { return nil }
 func (noneVerifier) String() string                   { return "none (no verification)" }
+
+// notShown describes a configuration value that is not one of want without showing it (it could be a secret
+// pasted in the wrong place): "want one of a, b; got 28 characters".
+func notShown(got string, want ...string) string {
+	return fmt.Sprintf("want one of %s; got %d characters", strings.Join(want, ", "), len(got))
+}
