@@ -64,16 +64,18 @@ image:
 ## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
 ## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs
 ## through `dedupeworker ingest` beside publishing straight to NATS; then the Go micro-benchmarks.
-## BENCHFLAGS=-ingest=false leaves the receiver out.
+## Three interleaved rounds (-repeat 3): every ratio and CPU µs/envelope figure is a median. BENCHFLAGS=-ingest=false
+## leaves the receiver out; BENCHFLAGS=-repeat=1 makes it a single round.
 bench:
-	$(GO) run ./cmd/dedupebench -ingest $(BENCHFLAGS)
+	$(GO) run ./cmd/dedupebench -repeat 3 -ingest $(BENCHFLAGS)
 	$(MAKE) bench-go
 
 ## bench-quick: the same comparison in under a minute.
 bench-quick:
 	$(GO) run ./cmd/dedupebench -quick -ingest $(BENCHFLAGS)
 
-## bench-go: micro-benchmarks of the hot paths beside their encoding/json baselines.
+## bench-go: micro-benchmarks of the hot paths (bytes/s, allocations) beside encoding/json and fastjson baselines;
+## BENCHMARKS.md has the before/after comparison commands (-count 6, benchstat).
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonscan/ ./hashing/ ./keys/ ./pipeline/ ./kvwindow/
 

@@ -1,7 +1,6 @@
 package keys
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -118,7 +117,7 @@ func extractJSON(path []string, body []byte) (string, Reason) {
 		return string(raw), ReasonNone
 	}
 	content := raw[1 : len(raw)-1]
-	if bytes.IndexByte(content, '\\') >= 0 {
+	if w.last.Escaped {
 		w.buf = jsonscan.AppendUnescaped(w.buf[:0], raw)
 		content = w.buf
 	}

@@ -137,6 +137,8 @@ type Summary struct {
 	LatP50, LatP99                         float64 // ms
 	HeapKV, HeapNative                     float64 // bytes per key
 	WorkerRSSMiB                           float64
+	// CPU µs per envelope in the drain, client side and server side (medians over the rounds; see cpu.go).
+	WorkerClientUS, WorkerServerUS, FloorClientUS, FloorServerUS float64
 }
 
 // NA marks a figure that was not measured.
@@ -163,11 +165,18 @@ func writeSummary(w io.Writer, s Summary) error {
 		"worker/native drain throughput: %s\n"+
 		"latency p50/p99 ms (worker live): %s/%s\n"+
 		"server heap per window key (bytes): %s kv, %s native\n"+
-		"worker peak RSS (MiB): %s\n",
+		"worker peak RSS (MiB): %s\n"+
+		"worker client µs/envelope: %s\n"+
+		"worker server µs/envelope: %s\n"+
+		"floor client µs/envelope: %s\n"+
+		"floor server µs/envelope: %s\n"+
+		"worker/floor server µs/envelope: %s\n",
 		fmtRatio(s.WorkerFloor), fmtRatio(s.WorkerNaive), fmtRatio(s.WorkerNative),
 		fmtRatio(s.LatP50), fmtRatio(s.LatP99),
 		fmtInt(s.HeapKV), fmtInt(s.HeapNative),
-		fmtInt(s.WorkerRSSMiB))
+		fmtInt(s.WorkerRSSMiB),
+		fmtUS(s.WorkerClientUS), fmtUS(s.WorkerServerUS), fmtUS(s.FloorClientUS), fmtUS(s.FloorServerUS),
+		fmtRatio(s.WorkerServerUS/s.FloorServerUS))
 	return err
 }
 
@@ -184,7 +193,8 @@ func find(results []*Result, contender, mode string) *Result {
 // summarize computes the summary figures from the results. kv heap per key comes from the worker drain when it
 // was measured, else from floor's.
 func summarize(results []*Result) Summary {
-	s := Summary{WorkerFloor: NA, WorkerNaive: NA, WorkerNative: NA, LatP50: NA, LatP99: NA, HeapKV: NA, HeapNative: NA, WorkerRSSMiB: NA}
+	s := Summary{WorkerFloor: NA, WorkerNaive: NA, WorkerNative: NA, LatP50: NA, LatP99: NA, HeapKV: NA, HeapNative: NA, WorkerRSSMiB: NA,
+		WorkerClientUS: NA, WorkerServerUS: NA, FloorClientUS: NA, FloorServerUS: NA}
 	worker := find(results, cWorker, "drain")
 	ratio := func(other string) float64 {
 		o := find(results, other, "drain")
