@@ -353,7 +353,15 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 	} else if !ok {
 		// The key moved on meanwhile: a later delivery of this envelope took the claim over (it publishes under
 		// the same Nats-Msg-Id and records), or the claim lapsed or was forgotten. The event is stored: ack.
-		p.log.Debug("pipeline: published, but the claim had moved on before the publish was recorded", "seq", e.seq, "key", e.key)
+		if why := p.tooOld(e.received); why != "" {
+			// This process was held (frozen) with the publish in the client library: the delivery that took the
+			// claim over may have published longer ago than the output's duplicate window. Too late to mark it.
+			p.m.possibleDuplicates.Inc()
+			p.log.Warn("pipeline: published after another delivery took the claim over; the output may hold this event twice",
+				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "why", why)
+		} else {
+			p.log.Debug("pipeline: published, but the claim had moved on before the publish was recorded", "seq", e.seq, "key", e.key)
+		}
 	}
 	w.ack(d)
 	e.src.unique.Inc()

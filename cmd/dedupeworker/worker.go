@@ -139,6 +139,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		AckWait:               cfg.AckWait,
 		ConsumerStart:         cfg.ConsumerStart,
 		OutputMaxAge:          cfg.OutputMaxAge,
+		OutputDuplicates:      cfg.OutputDuplicateWindow,
 		DLQMaxAge:             cfg.DLQMaxAge,
 		MaxHold:               cfg.MaxHold,
 		MaxAckPending:         cfg.MaxAckPending,

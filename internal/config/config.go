@@ -65,6 +65,7 @@ type Config struct {
 	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait"`
 	ConsumerStart         string        `split_words:"true" desc:"where a consumer created on a non-empty input stream that keeps processed envelopes starts: all, new, seq:<n> or time:<RFC 3339>"`
 	OutputMaxAge          time.Duration `split_words:"true" default:"168h" desc:"age limit of the output stream when the worker creates it"`
+	OutputDuplicateWindow time.Duration `split_words:"true" desc:"duplicate window of the output stream when the worker creates it (default max(2m, 4 x DEDUPE_ACK_WAIT))"`
 	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it"`
 	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window"`
 	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable"`
@@ -190,8 +191,15 @@ func (c Config) Validate() error {
 	if c.AckWait < time.Second {
 		bad("ACK_WAIT", "must be at least 1s, got %s", c.AckWait)
 	}
-	if dup := max(2*time.Minute, 4*c.AckWait); c.OutputMaxAge < dup {
-		bad("OUTPUT_MAX_AGE", "must be at least the output's duplicate window max(2m, 4 x DEDUPE_ACK_WAIT) = %s, got %s", dup, c.OutputMaxAge)
+	dup := max(2*time.Minute, 4*c.AckWait)
+	if c.OutputDuplicateWindow != 0 {
+		dup = c.OutputDuplicateWindow
+		if dup < c.AckWait {
+			bad("OUTPUT_DUPLICATE_WINDOW", "must be at least DEDUPE_ACK_WAIT (%s), got %s", c.AckWait, dup)
+		}
+	}
+	if c.OutputMaxAge < dup {
+		bad("OUTPUT_MAX_AGE", "must be at least the output's duplicate window (DEDUPE_OUTPUT_DUPLICATE_WINDOW, default max(2m, 4 x DEDUPE_ACK_WAIT)) = %s, got %s", dup, c.OutputMaxAge)
 	}
 	if c.DLQMaxAge < time.Minute {
 		bad("DLQ_MAX_AGE", "must be at least 1m, got %s", c.DLQMaxAge)
