@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -84,4 +87,91 @@ func TestList(t *testing.T) {
 	if _, _, err := w.List(ctx(t), "acme", "", 0, 0); !errors.Is(err, kvwindow.ErrInvalid) {
 		t.Errorf("List with limit 0: %v", err)
 	}
+}
+
+// TestListBehindManyKeys lists a sparse scope, one claim and then four more behind many keys of another tenant,
+// through a link that holds every byte the server sends for 1.2 s: the server's answer comes as late as it does
+// in a bucket of millions of keys, where it scans message blocks for seconds to find the scope's next claim.
+// Before the listing waited for the server, the first page came back empty without an error (the client's
+// no-wait pull gave up after one second): "List zeta: 0 claims (next 0), want 3 and a next page".
+func TestListBehindManyKeys(t *testing.T) {
+	others := 200_000
+	if raceEnabled {
+		others = 20_000 // the detector slows the fill tenfold; the slow link is what the listing has to survive
+	}
+	srv := natstest.Run(t)
+	js := jsFor(t, srv.URL(), nats.Timeout(10*time.Second))
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	add := func(tenant, key string, seq uint64) {
+		t.Helper()
+		claim(t, w, kvwindow.Claim{Tenant: tenant, Source: "gh", Key: key, TTL: time.Hour, Claimant: envelope(seq), Delivery: delivery(1)})
+	}
+	add("zeta", "z-0", 1)
+	fillOthers(t, js, others)
+	for i := 1; i < 5; i++ {
+		add("zeta", fmt.Sprint("z-", i), uint64(i+1))
+	}
+
+	link := newSlowLink(t, srv.Opts.Port)
+	slow := newWindow(t, jsFor(t, link.url, nats.Timeout(10*time.Second)), kvwindow.DefaultConfig())
+	link.delay.Store(int64(1200 * time.Millisecond))
+	es, next, err := slow.List(ctxT(t, time.Minute), "zeta", "", 0, 3)
+	if err != nil || len(es) != 3 || next == 0 {
+		t.Fatalf("List zeta: %d claims (next %d, %v), want 3 and a next page", len(es), next, err)
+	}
+	rest, next2, err := slow.List(ctxT(t, time.Minute), "zeta", "gh", next, 10)
+	if err != nil || len(rest) != 2 || next2 != 0 {
+		t.Fatalf("List zeta from %d: %d claims (next %d, %v), want the last 2", next, len(rest), next2, err)
+	}
+	var keys []string
+	for _, e := range append(es, rest...) {
+		keys = append(keys, e.Key)
+	}
+	if fmt.Sprint(keys) != "[z-0 z-1 z-2 z-3 z-4]" {
+		t.Errorf("listed %v, want z-0 … z-4 in revision order", keys)
+	}
+	// An empty scope is the server's count of nothing, at once.
+	link.delay.Store(0)
+	if es, next, err := slow.List(ctxT(t, time.Minute), "nobody", "", 0, 10); err != nil || len(es) != 0 || next != 0 {
+		t.Errorf("List of an empty scope: %d claims, next %d, %v", len(es), next, err)
+	}
+	if n := consumers(t, js); n != 0 {
+		t.Errorf("%d listing consumers left behind", n)
+	}
+}
+
+// fillOthers writes n keys of tenant "other" straight into the bucket's stream (what a claim stores does not
+// matter to a listing of another tenant), with async publishes.
+func fillOthers(t *testing.T, js jetstream.JetStream, n int) {
+	t.Helper()
+	val := make([]byte, 40)
+	for i := range n {
+		m := &nats.Msg{Subject: fmt.Sprintf("$KV.dedupe-window.other.gh.k-%d", i), Data: val,
+			Header: nats.Header{jetstream.MsgTTLHeader: []string{"3600"}}}
+		if _, err := js.PublishMsgAsync(m); err != nil {
+			t.Fatal(err)
+		}
+		if i%2000 == 1999 {
+			waitPublished(t, js)
+		}
+	}
+	waitPublished(t, js)
+}
+
+func waitPublished(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(30 * time.Second):
+		t.Fatal("async publishes not acknowledged within 30s")
+	}
+}
+
+func consumers(t *testing.T, js jetstream.JetStream) int {
+	t.Helper()
+	st, err := js.Stream(ctxT(t, 10*time.Second), "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.CachedInfo().State.Consumers
 }
