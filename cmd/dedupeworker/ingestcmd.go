@@ -27,8 +27,9 @@ Receives webhooks over HTTP on DEDUPE_INGEST_ADDR: POST /hooks/<tenant>/<source>
 source's verify block in the sources file (DEDUPE_SOURCES_FILE or DEDUPE_SOURCES, as the worker reads them), then
 published to <DEDUPE_INPUT_PREFIX>.<tenant>.<source> with its body and headers and Ingest-Verified: true (or false,
 for a source with on_invalid: forward), and answered 202 once the input stream DEDUPE_INPUT_STREAM stored it.
-Answers: 401 bad or missing signature, 404 unknown tenant or source, 405 not POST, 413 body too large, 431 headers
-too large, 503 with Retry-After when JetStream cannot store it. /metrics, /healthz and /readyz on the same address.
+Answers: 401 bad or missing signature, 404 unknown tenant or source, 405 not POST, 408 body not in within
+DEDUPE_INGEST_BODY_TIMEOUT, 413 body too large, 431 headers too large, 503 with Retry-After when JetStream did not
+store it, did not confirm it in time, or ingest is busy. /metrics, /healthz and /readyz on the same address.
 
 Every declared source needs a verify block (verify: none accepts unsigned deliveries). With no sources document,
 each preset source is served once it has a secret. Secrets are never read from the sources file:
@@ -40,6 +41,11 @@ List several secrets during a rotation: a delivery verifies if any matches.
 
 The connection is the worker's (flags below, DEDUPE_NATS_*, NATS_* and nats CLI contexts); with none of them it
 connects to nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings runs its embedded server.
+A delivery takes one of DEDUPE_INGEST_MAX_IN_FLIGHT publish slots only once its body is in. Until then it holds
+only the bytes that arrived, for at most DEDUPE_INGEST_BODY_TIMEOUT (default 10s; 408 past it), and all bodies
+together hold at most DEDUPE_INGEST_MAX_BUFFERED_BYTES (default 64 MiB, at least DEDUPE_INGEST_MAX_BODY; 503 busy
+past it).
+
 Every setting is an environment variable:
 
 `
@@ -53,6 +59,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg, log, sources, fromPresets := rs.cfg, rs.log, rs.sources, rs.fromPresets
 	natsCfg, embeddedNATS := rs.natsCfg, rs.embeddedNATS
+	settings, err := loadIngestSettings(cfg, os.Getenv)
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
+	}
 	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
 		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
 	})
@@ -63,7 +73,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	in := &ingest{cfg: cfg, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
+	in := &ingest{cfg: cfg, settings: settings, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
 	return in.run(ctx, fromPresets)
 }
 
@@ -71,10 +81,11 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
 // the connection drains.
 type ingest struct {
-	cfg     config.Config
-	log     *slog.Logger
-	policy  *receiver.Policy
-	secrets *receiver.Secrets
+	cfg      config.Config
+	settings ingestSettings
+	log      *slog.Logger
+	policy   *receiver.Policy
+	secrets  *receiver.Secrets
 
 	natsCfg      natsconn.Config
 	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
@@ -147,18 +158,20 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rcv, err := receiver.New(receiver.Config{
-		JetStream:       js,
-		Policy:          in.policy,
-		InputStream:     cfg.InputStream,
-		InputPrefix:     cfg.InputPrefix,
-		MaxBody:         int64(cfg.IngestMaxBody),
-		MaxHeaderBytes:  cfg.IngestMaxHeaderBytes,
-		PublishTimeout:  cfg.IngestPublishTimeout,
-		MaxInFlight:     cfg.IngestMaxInFlight,
-		ShutdownTimeout: pipelineShutdownBudget(total),
-		Logger:          log,
-		Metrics:         receiver.NewMetrics(reg),
-		Gatherer:        reg,
+		JetStream:        js,
+		Policy:           in.policy,
+		InputStream:      cfg.InputStream,
+		InputPrefix:      cfg.InputPrefix,
+		MaxBody:          int64(cfg.IngestMaxBody),
+		MaxHeaderBytes:   cfg.IngestMaxHeaderBytes,
+		PublishTimeout:   cfg.IngestPublishTimeout,
+		MaxInFlight:      cfg.IngestMaxInFlight,
+		MaxBufferedBytes: in.settings.maxBuffered,
+		BodyTimeout:      in.settings.bodyTimeout,
+		ShutdownTimeout:  pipelineShutdownBudget(total),
+		Logger:           log,
+		Metrics:          receiver.NewMetrics(reg),
+		Gatherer:         reg,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}

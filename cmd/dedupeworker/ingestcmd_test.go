@@ -395,6 +395,13 @@ func TestIngestConfigErrors(t *testing.T) {
 			`config: DEDUPE_INGEST_ADDR: must be host:port or :port, got "8080"`},
 		{"bad publish timeout", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_PUBLISH_TIMEOUT": "10ms"}, nil,
 			"config: DEDUPE_INGEST_PUBLISH_TIMEOUT: must be between 100ms and 1m"},
+		// Before the cap, 1 MiB was accepted and deliveries with over 64 KiB of headers were answered 503 for ever.
+		{"header bytes JetStream cannot store", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_HEADER_BYTES": "65536"}, nil,
+			"config: DEDUPE_INGEST_MAX_HEADER_BYTES: must be between 1024 and 64512 bytes"},
+		{"bad body timeout", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_BODY_TIMEOUT": "soon"}, nil,
+			`config: DEDUPE_INGEST_BODY_TIMEOUT: cannot parse "soon" as duration`},
+		{"buffered bytes below the body limit", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1024"}, nil,
+			"config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (4194304) and"},
 		{"an argument", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}"}, []string{"extra"},
 			`ingest: unexpected argument "extra"`},
 		{"a bad flag", nil, []string{"--nope"}, "ingest: flag provided but not defined: -nope (see 'dedupeworker ingest -h')"},
