@@ -370,6 +370,9 @@ func (w *Window) List(ctx context.Context, tenant, source string, from uint64, l
 			return nil, 0, err
 		}
 		rev = 0
+		for j := range es {
+			fillScope(&es[j]) // a compact claim value leaves a raw key to the KV key
+		}
 		entries = append(entries, es...)
 		if nx != 0 {
 			return entries, uint64(i)<<shardBits | nx, nil
