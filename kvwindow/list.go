@@ -14,7 +14,7 @@ import (
 const MaxList = 10_000
 
 const (
-	// listTimeout is the least time a page may take when the caller's context allows more: in a bucket of
+	// listTimeout is how long a page may take when the caller's context sets no deadline: in a bucket of
 	// millions of keys the server scans message blocks to find the next claim of a sparse scope, seconds at
 	// 5 million keys (BENCHMARKS.md, "A window of millions of keys").
 	listTimeout = 30 * time.Second
@@ -44,8 +44,11 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 	}
 	scope := strings.TrimSuffix(strings.TrimPrefix(filter, w.prefix), ".>")
 	began := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, max(w.cfg.Timeout, listTimeout))
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, max(w.cfg.Timeout, listTimeout))
+		defer cancel()
+	}
 	deadline, _ := ctx.Deadline()
 	lister := &lister{w: w, scope: scope, filter: filter, from: from}
 	defer lister.drop(ctx)

@@ -79,6 +79,7 @@ func TestWindowList(t *testing.T) {
 		{nil, "--tenant is required"},
 		{[]string{"--tenant", "a.b"}, "must be 1-64 characters"},
 		{[]string{"--tenant", "acme", "--limit", "0"}, "--limit must be between"},
+		{[]string{"--tenant", "acme", "--timeout", "0s"}, "--timeout must be positive"},
 	} {
 		code, _, stderr := runCLI(t, "", append([]string{"window", "ls"}, c.args...)...)
 		if code != exitUsage || !strings.Contains(stderr, c.want) {
