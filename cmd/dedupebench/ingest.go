@@ -22,7 +22,8 @@ import (
 )
 
 // modeIngest is the receiver comparison (-modes ingest, or -ingest): signed POSTs through `dedupeworker ingest`
-// beside the same envelopes published straight to INGEST (ingestrun.go).
+// beside the same POSTs through a bare publishing handler (bare.go) and the same envelopes published straight to
+// INGEST (ingestrun.go).
 const modeIngest = "ingest"
 
 // The receiver's settings in the ingest mode: one source, github, whose deliveries are checked with the GitHub
@@ -43,13 +44,13 @@ const (
 	maxIngestClients     = 4096
 )
 
-// The two sides of the ingest comparison.
+// The sides of the ingest comparison (and sideBare, bare.go).
 const (
 	sideReceiver = "receiver" // signed POSTs through dedupeworker ingest
 	sideDirect   = "direct"   // synchronous JetStream publishes straight to INGEST
 )
 
-var ingestSides = []string{sideReceiver, sideDirect}
+var ingestSides = []string{sideReceiver, sideBare, sideDirect}
 
 // ingestOptions are the receiver comparison's flags: -ingest, -ingest-n, -ingest-clients.
 type ingestOptions struct {
@@ -201,7 +202,7 @@ type ingestRun struct {
 	storedBytes uint64 // and their bytes
 	checkErr    string // what was wrong with the stored envelopes ("" when right)
 
-	srvCPU, ingestCPU, benchCPU float64 // CPU seconds during the run
+	srvCPU, ingestCPU, benchCPU float64 // CPU seconds during the run: server, the side's HTTP process (none for direct), bench
 }
 
 // rate is requests per second.
@@ -300,8 +301,10 @@ func (b *bench) writeIngest(out io.Writer) error {
 func writeIngestReport(out io.Writer, r ingestReport) error {
 	fmt.Fprintln(out)
 	fmt.Fprintf(out, "ingest: %s = signed POSTs (GitHub scheme, X-Hub-Signature-256) to a `dedupeworker ingest` process, each answered 202 once %s stored it; "+
+		"%s = the same POSTs to a minimal net/http handler in its own process that reads the body and publishes it with the request's headers, "+
+		"waiting for the PubAck (no verification, no filtering); "+
 		"%s = the same bodies and headers (plus Ingest-Verified: true, as the receiver publishes them) as synchronous JetStream publishes straight to %s, "+
-		"from the bench, on one connection\n", sideReceiver, inputStream, sideDirect, inputStream)
+		"from the bench, on one connection\n", sideReceiver, inputStream, sideBare, sideDirect, inputStream)
 	var ord []string
 	for i, o := range r.orders {
 		ord = append(ord, fmt.Sprintf("%d: %s", i+1, strings.Join(o, " ")))
@@ -312,7 +315,7 @@ func writeIngestReport(out io.Writer, r ingestReport) error {
 		"%s: %s retention, purged after every run; load average %s\n",
 		r.n, r.clients, r.dials, r.clients, r.maxInFlight, rounds, strings.Join(ord, "; "), r.warmup, inputStream, r.retention, r.load)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "path\trequests\tmedian req/s\treq/s by round\tp50 ms\tp99 ms\tmax ms\tfailed\tstored by round\tB/envelope\tsrv CPU µs/req\tingest CPU µs/req\tbench CPU µs/req\t\n")
+	fmt.Fprintf(tw, "path\trequests\tmedian req/s\treq/s by round\tp50 ms\tp99 ms\tmax ms\tfailed\tstored by round\tB/envelope\tsrv CPU µs/req\thandler CPU µs/req\tbench CPU µs/req\t\n")
 	med := map[string]map[string]float64{}
 	for _, side := range ingestSides {
 		runs := r.runs[side]
@@ -336,25 +339,37 @@ func writeIngestReport(out io.Writer, r ingestReport) error {
 			stored = append(stored, strconv.Itoa(x.stored))
 			failed += x.failures()
 		}
-		m := map[string]float64{"rate": medianOf(rates), "p50": medianOf(p50), "p99": medianOf(p99), "max": medianOf(mx)}
+		m := map[string]float64{"rate": medianOf(rates), "p50": medianOf(p50), "p99": medianOf(p99), "max": medianOf(mx),
+			"srv": medianOf(srv), "handler": medianOf(ing)}
 		med[side] = m
 		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%d\t%s\t%.0f\t%.0f\t%.0f\t%.0f\t\n", side, r.n, m["rate"], strings.Join(rateTxt, ", "),
 			m["p50"], m["p99"], m["max"], failed, strings.Join(stored, ", "), medianOf(bpe), medianOf(srv), medianOf(ing), medianOf(bch))
 	}
 	_ = tw.Flush()
-	if rc, dc := med[sideReceiver], med[sideDirect]; rc != nil && dc != nil && dc["rate"] > 0 {
-		var ratios []string
-		for i, x := range r.runs[sideReceiver] {
-			if d := r.runs[sideDirect]; i < len(d) && d[i].rate() > 0 {
-				ratios = append(ratios, fmt.Sprintf("%.2f", x.rate()/d[i].rate()))
+	ratio := func(a, b string) (float64, string) {
+		var rs []string
+		for i, x := range r.runs[a] {
+			if d := r.runs[b]; i < len(d) && d[i].rate() > 0 {
+				rs = append(rs, fmt.Sprintf("%.2f", x.rate()/d[i].rate()))
 			}
 		}
+		return med[a]["rate"] / med[b]["rate"], strings.Join(rs, ", ")
+	}
+	if rc, dc := med[sideReceiver], med[sideDirect]; rc != nil && dc != nil && dc["rate"] > 0 {
+		q, by := ratio(sideReceiver, sideDirect)
 		fmt.Fprintf(out, "ingest: receiver/direct throughput %.2f (round by round: %s); latency p50 %.2f vs %.2f ms (%+.2f), p99 %.2f vs %.2f ms (%+.2f)",
-			rc["rate"]/dc["rate"], strings.Join(ratios, ", "), rc["p50"], dc["p50"], rc["p50"]-dc["p50"], rc["p99"], dc["p99"], rc["p99"]-dc["p99"])
+			q, by, rc["p50"], dc["p50"], rc["p50"]-dc["p50"], rc["p99"], dc["p99"], rc["p99"]-dc["p99"])
 		if r.ingestRSS > 0 {
 			fmt.Fprintf(out, "; ingest process peak RSS %s MiB", mib(r.ingestRSS))
 		}
 		fmt.Fprintln(out)
+	}
+	if rc, bc := med[sideReceiver], med[sideBare]; rc != nil && bc != nil && bc["rate"] > 0 {
+		q, by := ratio(sideReceiver, sideBare)
+		fmt.Fprintf(out, "ingest: receiver/bare throughput %.2f (round by round: %s; target >= 0.80); latency p50 %.2f vs %.2f ms (%+.2f), p99 %.2f vs %.2f ms (%+.2f); "+
+			"handler CPU µs/req receiver %.0f vs bare %.0f (%+.0f), server %.0f vs %.0f\n",
+			q, by, rc["p50"], bc["p50"], rc["p50"]-bc["p50"], rc["p99"], bc["p99"], rc["p99"]-bc["p99"],
+			rc["handler"], bc["handler"], rc["handler"]-bc["handler"], rc["srv"], bc["srv"])
 	}
 	var problems []string
 	for _, side := range ingestSides {

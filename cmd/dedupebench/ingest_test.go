@@ -268,11 +268,18 @@ func TestIngestEndToEnd(t *testing.T) {
 	}
 	defer dnc.Close()
 
+	bareSrv := httptest.NewServer(bareHandler{js: djs})
+	defer bareSrv.Close()
+
 	var runs []*ingestRun
-	for run, side := range []string{sideReceiver, sideDirect, sideReceiver} {
+	for run, side := range []string{sideReceiver, sideDirect, sideReceiver, sideBare} {
 		run := uint32(run + 1)
+		base := hs.URL
+		if side == sideBare {
+			base = bareSrv.URL
+		}
 		do := func(ctx context.Context, i int) string {
-			return postSigned(ctx, hc, hs.URL, &reqs[i%len(reqs)], deliveryID(run, i))
+			return postSigned(ctx, hc, base, &reqs[i%len(reqs)], deliveryID(run, i))
 		}
 		if side == sideDirect {
 			do = func(ctx context.Context, i int) string {
@@ -292,12 +299,12 @@ func TestIngestEndToEnd(t *testing.T) {
 	if left, _ := streamMsgs(ctx, js, inputStream); left != 0 {
 		t.Errorf("%d envelopes left after the purge", left)
 	}
-	if d := dials.Load(); d < 1 || d > 16 {
-		t.Errorf("%d connections opened by 16 keep-alive clients", d)
+	if d := dials.Load(); d < 2 || d > 32 {
+		t.Errorf("%d connections opened by 16 keep-alive clients to two servers", d)
 	}
-	if runs[0].storedBytes != runs[1].storedBytes || runs[1].storedBytes != runs[2].storedBytes {
-		t.Errorf("stored bytes: receiver %d, direct %d, receiver %d: the direct side should store what the receiver stores",
-			runs[0].storedBytes, runs[1].storedBytes, runs[2].storedBytes)
+	if runs[0].storedBytes != runs[1].storedBytes || runs[1].storedBytes != runs[2].storedBytes || runs[2].storedBytes != runs[3].storedBytes {
+		t.Errorf("stored bytes: receiver %d, direct %d, receiver %d, bare %d: the direct and bare sides should store what the receiver stores",
+			runs[0].storedBytes, runs[1].storedBytes, runs[2].storedBytes, runs[3].storedBytes)
 	}
 
 	// A request signed with another secret is refused (401), and the check reports it.
@@ -325,8 +332,9 @@ func TestWriteIngestReport(t *testing.T) {
 		runs: map[string][]*ingestRun{
 			sideReceiver: {run(sideReceiver, 0, 0.5, 2*time.Millisecond, 1000), run(sideReceiver, 1, 0.4, 3*time.Millisecond, 1000)},
 			sideDirect:   {run(sideDirect, 0, 0.2, time.Millisecond, 1000), run(sideDirect, 1, 0.25, time.Millisecond, 1000)},
+			sideBare:     {run(sideBare, 0, 0.4, 2*time.Millisecond, 1000), run(sideBare, 1, 0.32, 2*time.Millisecond, 1000)},
 		},
-		orders: [][]string{{sideReceiver, sideDirect}, {sideDirect, sideReceiver}},
+		orders: [][]string{{sideReceiver, sideBare, sideDirect}, {sideBare, sideDirect, sideReceiver}},
 	}
 	var out bytes.Buffer
 	if err := writeIngestReport(&out, rep); err != nil {
@@ -335,13 +343,15 @@ func TestWriteIngestReport(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"1000 requests per run, 32 concurrent HTTP clients (keep-alive; 32 connections opened in all)",
-		"order by round: 1: receiver direct; 2: direct receiver",
+		"order by round: 1: receiver bare direct; 2: bare direct receiver",
 		"INGEST: workqueue retention, purged after every run",
 		"2000, 2500", // receiver by round
 		"5000, 4000", // direct by round
 		"receiver/direct throughput 0.50 (round by round: 0.40, 0.62)",
 		"latency p50 2.00 vs 1.00 ms (+1.00)",
 		"peak RSS 40 MiB",
+		"receiver/bare throughput 0.80 (round by round: 0.80, 0.80; target >= 0.80)",
+		"handler CPU µs/req receiver 200 vs bare 200 (+0), server 100 vs 100",
 	} {
 		if !strings.Contains(s, want) {
 			t.Errorf("report lacks %q:\n%s", want, s)

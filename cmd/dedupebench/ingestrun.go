@@ -191,6 +191,15 @@ func (b *bench) ingestPhase(ctx context.Context, w *Workload) error {
 	if err := waitReady(ctx, []*workerReplica{rep}, 30*time.Second); err != nil {
 		return fmt.Errorf("ingest: %w", err)
 	}
+	bare, bareURL, err := b.startBare(ctx, srv.URL)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := bare.Stop(10 * time.Second); err != nil {
+			b.note("ingest: stopping the bare handler: %v", err)
+		}
+	}()
 	dnc, djs, err := connect(srv.URL, "bench-direct")
 	if err != nil {
 		return err
@@ -203,8 +212,12 @@ func (b *bench) ingestPhase(ctx context.Context, w *Workload) error {
 	one := func(side string, round, count int) (*ingestRun, error) {
 		s.runSeq++
 		run := s.runSeq
+		base, handler := rep.http, p.Pid()
+		if side == sideBare {
+			base, handler = bareURL, bare.Pid()
+		}
 		do := func(ctx context.Context, i int) string {
-			return postSigned(ctx, hc, rep.http, &reqs[i%len(reqs)], deliveryID(run, i))
+			return postSigned(ctx, hc, base, &reqs[i%len(reqs)], deliveryID(run, i))
 		}
 		if side == sideDirect {
 			do = func(ctx context.Context, i int) string {
@@ -212,12 +225,16 @@ func (b *bench) ingestPhase(ctx context.Context, w *Workload) error {
 			}
 		}
 		srv0, _ := readProcStat(srv.Pid())
-		ing0, _ := readProcStat(p.Pid())
+		ing0, _ := readProcStat(handler)
 		self0, _ := readProcStat(os.Getpid())
 		l := runLoad(ctx, count, c, do)
 		srv1, _ := readProcStat(srv.Pid())
-		ing1, _ := readProcStat(p.Pid())
+		ing1, _ := readProcStat(handler)
 		self1, _ := readProcStat(os.Getpid())
+		hcpu := ing1.CPU - ing0.CPU
+		if side == sideDirect {
+			hcpu = 0 // no HTTP process in the path (the idle receiver's CPU is not the direct side's)
+		}
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -225,7 +242,7 @@ func (b *bench) ingestPhase(ctx context.Context, w *Workload) error {
 			return nil, fmt.Errorf("ingest: %s exited (%v):\n%s", p.Name, werr, p.log.String())
 		}
 		r := &ingestRun{side: side, round: round, requests: count, seconds: l.elapsed.Seconds(), lat: summarizeLatency(l.lat),
-			accepted: l.ok, errors: l.errors, srvCPU: srv1.CPU - srv0.CPU, ingestCPU: ing1.CPU - ing0.CPU, benchCPU: self1.CPU - self0.CPU}
+			accepted: l.ok, errors: l.errors, srvCPU: srv1.CPU - srv0.CPU, ingestCPU: hcpu, benchCPU: self1.CPU - self0.CPU}
 		if err := checkIngested(ctx, js, r, run); err != nil {
 			return nil, err
 		}
@@ -272,6 +289,31 @@ func (b *bench) ingestPhase(ctx context.Context, w *Workload) error {
 		b.note("ingest: %s logged %d line(s) at warn or above; last: %s", p.Name, len(lines), lines[len(lines)-1])
 	}
 	return nil
+}
+
+// startBare starts the bare handler's process (the bench's own binary with bareEnv) on a free loopback port and
+// waits until it answers; url is its base URL.
+func (b *bench) startBare(ctx context.Context, natsURL string) (*Proc, string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, "", fmt.Errorf("ingest: bare handler: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	env := append(os.Environ(), bareEnv+"="+addr+" "+natsURL)
+	p, err := b.ps.start("dedupebench-bare", exe, nil, env)
+	if err != nil {
+		return nil, "", err
+	}
+	rep := &workerReplica{proc: p, http: "http://" + addr}
+	if err := waitReady(ctx, []*workerReplica{rep}, 30*time.Second); err != nil {
+		_ = p.Stop(5 * time.Second)
+		return nil, "", fmt.Errorf("ingest: bare handler: %w", err)
+	}
+	return p, rep.http, nil
 }
 
 // checkIngested reads what INGEST holds after run r (number run of the bench) into r, checks the last envelope
