@@ -95,5 +95,15 @@ soak:
 	@seed=$${DEDUPE_SEED:-$$(( $$(od -An -N4 -tu4 /dev/urandom) % 1000000 ))}; echo "make soak: DEDUPE_SEED=$$seed"; \
 	DEDUPE_SEED=$$seed DEDUPE_SOAK=1 $(GO) test -count=1 -v -timeout 2h -run TestSoak ./integration/
 
+## scale: fill a window to SCALE_N envelopes (default 5,000,000; 5 % retries, so ~4.75M keys) over SCALE_SHARDS
+## buckets through the worker and nats-server in their own processes, in chunks of 500k; per chunk drain rate,
+## claim latency, server heap/RSS and KV bytes per key; then the window commands, a SIGTERM and a SIGKILL restart
+## and the oldest keys' retries (BENCHMARKS.md, "A window of millions of keys"). ~15 minutes at 5M on 2 cores and
+## ~6 GiB of RAM; not part of make test. SCALEFLAGS passes more (e.g. -server-gomemlimit 2GiB).
+SCALE_N      ?= 5000000
+SCALE_SHARDS ?= 1
+scale:
+	$(GO) run ./cmd/dedupebench scale -n $(SCALE_N) -shards $(SCALE_SHARDS) $(SCALEFLAGS)
+
 clean:
 	rm -rf bin data
