@@ -45,6 +45,7 @@ type scOptions struct {
 	seed                       uint64
 	gomemlimit                 string
 	serverBin, workerBin       string
+	beforeBin                  string // an older dedupeworker: the read-only window commands run with it too
 	settle, settleDup          time.Duration
 	chunkTimeout               time.Duration
 	probe                      int // retries of the oldest keys (and as many new events) after each restart
@@ -63,6 +64,7 @@ func parseScaleOptions(args []string, stderr io.Writer) (scOptions, error) {
 	fs.StringVar(&o.gomemlimit, "server-gomemlimit", "", "GOMEMLIMIT of nats-server (e.g. 1GiB; default none)")
 	fs.StringVar(&o.serverBin, "nats-server-bin", "", "nats-server binary (default: built from the module's nats-server)")
 	fs.StringVar(&o.workerBin, "worker-bin", "", "dedupeworker binary (default: built from ./cmd/dedupeworker)")
+	fs.StringVar(&o.beforeBin, "before-bin", "", "an older dedupeworker binary: the read-only window commands run with it too, for a before/after")
 	fs.DurationVar(&o.settle, "settle", 15*time.Second, "idle time before the settled heap is read (the store's caches expire after 10s)")
 	fs.DurationVar(&o.settleDup, "settle-dup", 2*time.Minute+15*time.Second,
 		"idle time before the heap is read again, once the output stream's duplicate window (2m) has let go of the run's message ids (0: skip)")

@@ -81,14 +81,27 @@ func (r *scReport) write(w io.Writer) {
 			mib(r.baseHeap), mib(r.baseRSS), last.kvMsgs, last.keys)
 	}
 	if len(r.commands) > 0 {
-		fmt.Fprintln(w, "\n| window command | seconds | lines | result |")
-		fmt.Fprintln(w, "|---|---:|---:|---|")
-		for _, c := range r.commands {
-			res := "ok"
+		result := func(c *scCommand) string {
 			if c.problem != "" {
-				res = "FAILED: " + c.problem
+				return "FAILED: " + strings.ReplaceAll(c.problem, "|", "/")
 			}
-			fmt.Fprintf(w, "| `%s` | %.2f | %d | %s |\n", scArgs(c.args), c.seconds, c.lines, res)
+			return "ok"
+		}
+		if o.beforeBin == "" {
+			fmt.Fprintln(w, "\n| window command | seconds | lines | result |")
+			fmt.Fprintln(w, "|---|---:|---:|---|")
+		} else {
+			fmt.Fprintln(w, "\n| window command | seconds | lines | result | before: seconds | lines | result |")
+			fmt.Fprintln(w, "|---|---:|---:|---|---:|---:|---|")
+		}
+		for _, c := range r.commands {
+			fmt.Fprintf(w, "| `%s` | %.2f | %d | %s |", scArgs(c.args), c.seconds, c.lines, result(c))
+			if b := c.before; b != nil {
+				fmt.Fprintf(w, " %.2f | %d | %s |", b.seconds, b.lines, result(b))
+			} else if o.beforeBin != "" {
+				fmt.Fprint(w, " | | |")
+			}
+			fmt.Fprintln(w)
 		}
 	}
 	if len(r.restarts) > 0 {

@@ -21,12 +21,37 @@ type scCommand struct {
 	problem  string
 	stdout   string
 	stderrLn string // the last line of stderr
+	// before is the same command run with -before-bin (an older build), for the read-only commands.
+	before *scCommand
 }
 
-// windowCommand runs "dedupeworker window <args>" as an operator would and checks what it printed.
+// windowCommand runs "dedupeworker window <args>" as an operator would and checks what it printed; read-only
+// commands run again with -before-bin when it is set.
 func (r *scRun) windowCommand(ctx context.Context, check func(c *scCommand) string, args ...string) *scCommand {
+	c := r.runWindowBin(ctx, r.o.workerBin, check, args)
+	if r.o.beforeBin != "" && args[0] != "forget" {
+		c.before = r.runWindowBin(ctx, r.o.beforeBin, check, args)
+	}
+	r.report.commands = append(r.report.commands, c)
+	for _, run := range []*scCommand{c, c.before} {
+		if run == nil {
+			continue
+		}
+		mark, who := "ok", ""
+		if run.problem != "" {
+			mark = "FAILED: " + run.problem
+		}
+		if run == c.before {
+			who = " (before)"
+		}
+		r.logf("window %s%s: %.2fs, %d line(s): %s", strings.Join(args, " "), who, run.seconds, run.lines, mark)
+	}
+	return c
+}
+
+func (r *scRun) runWindowBin(ctx context.Context, bin string, check func(c *scCommand) string, args []string) *scCommand {
 	c := &scCommand{args: args}
-	cmd := exec.CommandContext(ctx, r.o.workerBin, append([]string{"window"}, args...)...)
+	cmd := exec.CommandContext(ctx, bin, append([]string{"window"}, args...)...)
 	cmd.Env = scEnv(r.srv.url(), r.o.shards)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -55,12 +80,6 @@ func (r *scRun) windowCommand(ctx context.Context, check func(c *scCommand) stri
 			c.problem = check(c)
 		}
 	}
-	r.report.commands = append(r.report.commands, c)
-	mark := "ok"
-	if c.problem != "" {
-		mark = "FAILED: " + c.problem
-	}
-	r.logf("window %s: %.2fs, %d line(s): %s", strings.Join(args, " "), c.seconds, c.lines, mark)
 	return c
 }
 
