@@ -3,10 +3,16 @@ package receiver_test
 import (
 	"bytes"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
 // BenchmarkReceiver measures one delivery's cost end to end in one process: a GitHub-signed POST of a 1 KiB body
@@ -65,4 +71,56 @@ func BenchmarkReceiver(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkHandler measures the handler alone, without HTTP connections: a GitHub-signed 12 KiB delivery through
+// Receiver.ServeHTTP, beside "bare" — the handler anyone would write first (read the body, publish it with the
+// request's headers, wait for the PubAck) — on the same real nats-server. The difference is what the receiver's
+// checks cost: routing, the header filter and size, the byte budget, the signature, the metrics.
+func BenchmarkHandler(b *testing.B) {
+	e := startJS(b, true)
+	r, _ := newReceiver(b, e, testPolicy(b))
+	body := []byte(`{"action":"opened","number":1347,"pull_request":{"title":"` + strings.Repeat("x", 12<<10) + `"}}`)
+	header := http.Header{
+		"Accept":              {"*/*"},
+		"Content-Type":        {"application/json"},
+		"User-Agent":          {"GitHub-Hookshot/2b3f4c1"},
+		"X-Github-Event":      {"pull_request"},
+		"X-Github-Delivery":   {"72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+		"X-Github-Hook-Id":    {"371299123"},
+		"X-Hub-Signature-256": {githubSig(ghNew, string(body))},
+	}
+	bare := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		data, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		h := nats.Header(req.Header)
+		h.Set(receiver.HeaderVerified, "true")
+		msg := &nats.Msg{Subject: "ingest.acme.gh", Header: h, Data: data}
+		if _, err := e.js.PublishMsg(req.Context(), msg, jetstream.WithExpectStream("INGEST")); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	for _, side := range []struct {
+		name string
+		h    http.Handler
+	}{{"receiver", r}, {"bare", bare}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			for b.Loop() {
+				req := httptest.NewRequest(http.MethodPost, "/hooks/acme/gh", bytes.NewReader(body))
+				maps.Copy(req.Header, header)
+				rec := httptest.NewRecorder()
+				side.h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusAccepted {
+					b.Fatalf("%d %s", rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
 }

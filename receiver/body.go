@@ -51,14 +51,63 @@ func (b *byteBudget) give(n int64) {
 // zeroing per request. Larger buffers are left to the garbage collector.
 var bodyPool = sync.Pool{New: func() any { b := make([]byte, bodyStep); return &b }}
 
-// readBody reads the whole body, at most MaxBody bytes (*http.MaxBytesError past it), within BodyTimeout of now,
-// counting its buffer against MaxBufferedBytes as it grows (errBufferFull when it cannot). release gives the
-// buffer back; call it once the body is no longer used (after the publish), even on error.
-func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) (body []byte, release func(), err error) {
+// bodyBuf is a request's body buffer and what it holds of MaxBufferedBytes. A value in the handler's frame: no
+// allocation besides the buffer itself, which comes from bodyPool for most deliveries.
+type bodyBuf struct {
+	r      *Receiver
+	buf    []byte
+	held   int64   // bytes taken from r.buffered: cap(buf)
+	pooled *[]byte // buf's pool entry, if it is one
+}
+
+// release gives the buffer and its bytes back; the body must no longer be used (after the publish).
+func (b *bodyBuf) release() {
+	if b.pooled != nil {
+		bodyPool.Put(b.pooled)
+		b.pooled = nil
+	}
+	b.r.buffered.give(b.held)
+	b.held, b.buf = 0, nil
+}
+
+// grow makes room for more of a body of at most limit bytes, taking it from MaxBufferedBytes first.
+func (b *bodyBuf) grow(limit int64) error {
+	if cap(b.buf) == 0 {
+		if !b.r.buffered.take(bodyStep) {
+			return errBufferFull
+		}
+		b.held, b.pooled = bodyStep, bodyPool.Get().(*[]byte)
+		b.buf = (*b.pooled)[:0]
+		return nil
+	}
+	c := int64(cap(b.buf))
+	size := min(2*c, limit+1) // +1: room for the read that finds one byte too many
+	if size <= c {
+		size = c + bodyStep
+	}
+	if !b.r.buffered.take(size - c) {
+		return errBufferFull
+	}
+	b.held += size - c
+	nb := make([]byte, len(b.buf), size)
+	copy(nb, b.buf)
+	if b.pooled != nil { // the copy replaces the pooled buffer
+		bodyPool.Put(b.pooled)
+		b.pooled = nil
+	}
+	b.buf = nb
+	return nil
+}
+
+// readBody reads the whole body into b, at most MaxBody bytes (*http.MaxBytesError past it), within BodyTimeout
+// of now, counting the buffer against MaxBufferedBytes as it grows (errBufferFull when it cannot). Call
+// b.release once the body is no longer used, even on error.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, b *bodyBuf) error {
+	b.r = r
 	r.metrics.reading.Inc()
 	defer r.metrics.reading.Dec()
 	if req.Body == nil || req.ContentLength == 0 {
-		return nil, func() {}, nil
+		return nil
 	}
 	rc := http.NewResponseController(w)
 	if err := rc.SetReadDeadline(time.Now().Add(r.cfg.BodyTimeout)); err == nil {
@@ -67,59 +116,26 @@ func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request) (body []by
 		defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 	} // else not a server's connection (a test's recorder): no deadline to set
 
-	var held int64
-	var pooled *[]byte
-	release = func() {
-		if pooled != nil {
-			bodyPool.Put(pooled)
-			pooled = nil
-		}
-		r.buffered.give(held)
-		held = 0
-	}
 	limit := r.cfg.MaxBody
-	if n := req.ContentLength; n > 0 {
-		limit = n // net/http never reads past Content-Length
+	var rd io.Reader = req.Body // with a Content-Length (at most MaxBody, checked), net/http reads no further
+	if req.ContentLength > 0 {
+		limit = req.ContentLength
+	} else {
+		rd = http.MaxBytesReader(w, req.Body, r.cfg.MaxBody)
 	}
-	grow := func(buf []byte) ([]byte, error) {
-		if cap(buf) == 0 {
-			if !r.buffered.take(bodyStep) {
-				return buf, errBufferFull
-			}
-			held, pooled = bodyStep, bodyPool.Get().(*[]byte)
-			return (*pooled)[:0], nil
-		}
-		size := min(2*int64(cap(buf)), limit+1) // +1: room for the read that finds one byte too many
-		if size <= int64(cap(buf)) {
-			size = int64(cap(buf)) + bodyStep
-		}
-		if !r.buffered.take(size - int64(cap(buf))) {
-			return buf, errBufferFull
-		}
-		held += size - int64(cap(buf))
-		nb := make([]byte, len(buf), size)
-		copy(nb, buf)
-		if pooled != nil { // the copy replaces the pooled buffer
-			bodyPool.Put(pooled)
-			pooled = nil
-		}
-		return nb, nil
-	}
-	rd := http.MaxBytesReader(w, req.Body, r.cfg.MaxBody)
-	var buf []byte
 	for {
-		if len(buf) == cap(buf) {
-			if buf, err = grow(buf); err != nil {
-				return nil, release, err
+		if len(b.buf) == cap(b.buf) {
+			if err := b.grow(limit); err != nil {
+				return err
 			}
 		}
-		n, rerr := rd.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if rerr == io.EOF || rerr == nil && req.ContentLength > 0 && int64(len(buf)) == req.ContentLength {
-			return buf, release, nil
+		n, err := rd.Read(b.buf[len(b.buf):cap(b.buf)])
+		b.buf = b.buf[:len(b.buf)+n]
+		if err == io.EOF || err == nil && req.ContentLength > 0 && int64(len(b.buf)) == req.ContentLength {
+			return nil
 		}
-		if rerr != nil {
-			return nil, release, rerr
+		if err != nil {
+			return err
 		}
 	}
 }

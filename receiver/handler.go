@@ -29,19 +29,21 @@ const HookPrefix = "/hooks/"
 //
 // and Serve runs it on a listener. It is safe for concurrent use.
 type Receiver struct {
-	cfg        Config
-	log        *slog.Logger
-	policy     *Policy
-	metrics    *Metrics
-	subject    string        // "<InputPrefix>."
-	ownHeader  int           // what the receiver adds to a header block: Ingest-Verified, Nats-Expected-Stream
-	slots      chan struct{} // one per delivery being verified and published, MaxInFlight at most
-	buffered   byteBudget    // body bytes held, MaxBufferedBytes at most
-	retryAfter string        // Retry-After of 503 answers, in seconds
-	promhttp   http.Handler  // nil without Config.Gatherer
-	closing    atomic.Bool   // Serve is shutting down: not ready
-	ready      readiness     // /readyz's last answer
-	logs       throttle
+	cfg       Config
+	log       *slog.Logger
+	policy    *Policy
+	metrics   *Metrics
+	subject   string // "<InputPrefix>."
+	ownHeader int    // what the receiver adds to a header block: Ingest-Verified, Nats-Expected-Stream
+	// "<InputStream> seq " of 202 answers
+	acceptedPrefix string
+	slots          chan struct{} // one per delivery being verified and published, MaxInFlight at most
+	buffered       byteBudget    // body bytes held, MaxBufferedBytes at most
+	retryAfter     string        // Retry-After of 503 answers, in seconds
+	promhttp       http.Handler  // nil without Config.Gatherer
+	closing        atomic.Bool   // Serve is shutting down: not ready
+	ready          readiness     // /readyz's last answer
+	logs           throttle
 }
 
 // New validates cfg (after its defaults) and builds the Receiver. Errors start with "receiver: config: " and name
@@ -58,11 +60,12 @@ func New(cfg Config) (*Receiver, error) {
 		metrics: cfg.Metrics,
 		subject: cfg.InputPrefix + ".",
 		// The larger Ingest-Verified value, so that the size is known before the signature is checked.
-		ownHeader:  headerBlockSize(HeaderVerified, verifiedFalse) + headerBlockSize(jetstream.ExpectedStreamHeader, cfg.InputStream),
-		slots:      make(chan struct{}, cfg.MaxInFlight),
-		buffered:   byteBudget{limit: cfg.MaxBufferedBytes, gauge: cfg.Metrics.bufferedBytes},
-		retryAfter: strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
-		logs:       throttle{every: 10 * time.Second},
+		ownHeader:      headerBlockSize(HeaderVerified, verifiedFalse) + headerBlockSize(jetstream.ExpectedStreamHeader, cfg.InputStream),
+		acceptedPrefix: cfg.InputStream + " seq ",
+		slots:          make(chan struct{}, cfg.MaxInFlight),
+		buffered:       byteBudget{limit: cfg.MaxBufferedBytes, gauge: cfg.Metrics.bufferedBytes},
+		retryAfter:     strconv.FormatInt(int64((cfg.RetryAfter+time.Second-1)/time.Second), 10),
+		logs:           throttle{every: 10 * time.Second},
 	}
 	if cfg.Gatherer != nil {
 		r.promhttp = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
@@ -126,7 +129,17 @@ func hookPath(p string) (tenant, source string, ok bool) {
 // answer writes a one-line plain-text answer, counts it and returns its outcome.
 func (r *Receiver) answer(w http.ResponseWriter, label, outcome string, status int, text string) string {
 	r.metrics.requests.WithLabelValues(label, outcome).Inc()
-	plain(w, status, text)
+	writePlain(w, status)
+	_, _ = io.WriteString(w, text)
+	_, _ = io.WriteString(w, "\n")
+	return outcome
+}
+
+// answerBytes is answer of a text built in the caller's buffer (the 202 of every delivery: no allocation).
+func (r *Receiver) answerBytes(w http.ResponseWriter, label, outcome string, status int, text []byte) string {
+	r.metrics.requests.WithLabelValues(label, outcome).Inc()
+	writePlain(w, status)
+	_, _ = w.Write(append(text, '\n'))
 	return outcome
 }
 
@@ -137,11 +150,21 @@ func (r *Receiver) unavailable(w http.ResponseWriter, label, outcome, text strin
 }
 
 func plain(w http.ResponseWriter, status int, text string) {
-	h := w.Header()
-	h.Set("Content-Type", "text/plain; charset=utf-8")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(status)
+	writePlain(w, status)
 	_, _ = io.WriteString(w, text+"\n")
+}
+
+// The values of plain answers' headers, shared by every answer (net/http only reads them; an Add would copy).
+var (
+	plainType    = []string{"text/plain; charset=utf-8"}
+	plainNoSniff = []string{"nosniff"}
+)
+
+func writePlain(w http.ResponseWriter, status int) {
+	h := w.Header()
+	h["Content-Type"] = plainType
+	h["X-Content-Type-Options"] = plainNoSniff
+	w.WriteHeader(status)
 }
 
 // logSometimes logs at most one line per kind every 10 s, saying how many were left out since the last.

@@ -118,12 +118,18 @@ func validValue(v string) bool {
 	return true
 }
 
+// The values of Ingest-Verified, shared by every envelope: nats.go only reads a message's headers.
+var (
+	verifiedTrueValues  = []string{verifiedTrue}
+	verifiedFalseValues = []string{verifiedFalse}
+)
+
 // setVerified sets the one Ingest-Verified of an envelope.
 func setVerified(h nats.Header, verified bool) {
 	if verified {
-		h[HeaderVerified] = []string{verifiedTrue}
+		h[HeaderVerified] = verifiedTrueValues
 	} else {
-		h[HeaderVerified] = []string{verifiedFalse}
+		h[HeaderVerified] = verifiedFalseValues
 	}
 }
 

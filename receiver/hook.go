@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
@@ -41,11 +42,13 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 			fmt.Sprintf("headers of %d bytes are larger than %d bytes", size, r.cfg.MaxHeaderBytes))
 	}
 
-	body, release, err := r.readBody(w, req)
-	defer release()
+	var bb bodyBuf
+	err = r.readBody(w, req, &bb)
+	defer bb.release()
 	if err != nil {
 		return r.bodyFailed(w, label, err)
 	}
+	body := bb.buf
 
 	select {
 	case r.slots <- struct{}{}:
@@ -81,7 +84,9 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		return r.answer(w, label, OutcomeForwarded, http.StatusAccepted,
 			fmt.Sprintf("accepted unverified: %s seq %d: %v", r.cfg.InputStream, seq, verr))
 	}
-	return r.answer(w, label, OutcomeAccepted, http.StatusAccepted, fmt.Sprintf("accepted: %s seq %d", r.cfg.InputStream, seq))
+	var text [96]byte
+	return r.answerBytes(w, label, OutcomeAccepted, http.StatusAccepted,
+		strconv.AppendUint(append(append(text[:0], "accepted: "...), r.acceptedPrefix...), seq, 10))
 }
 
 // bodyFailed answers a body that could not be read whole.

@@ -11,6 +11,7 @@ import (
 	"hash"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -27,6 +28,8 @@ type macVerifier struct {
 	decode  func(string) ([]byte, error)
 	format  string // what a well-formed value looks like, for ErrMalformed
 	keys    [][]byte
+	macs    []*macPool // of keys, built on first use
+	once    sync.Once
 }
 
 func (v *macVerifier) Verify(h http.Header, body []byte) error {
@@ -48,10 +51,10 @@ func (v *macVerifier) Verify(h http.Header, body []byte) error {
 	if err != nil || len(sig) != v.size {
 		return fail(v.scheme, name, ErrMalformed, "want "+v.format)
 	}
-	for _, key := range v.keys {
-		mac := hmac.New(v.newHash, key)
-		mac.Write(body)
-		if hmac.Equal(mac.Sum(nil), sig) {
+	v.once.Do(func() { v.macs = macPools(v.newHash, v.keys) })
+	var buf [sha512.Size]byte
+	for _, m := range v.macs {
+		if hmac.Equal(m.sum(buf[:0], body), sig) {
 			return nil
 		}
 	}

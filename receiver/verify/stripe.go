@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -18,6 +19,8 @@ import (
 type stripeVerifier struct {
 	describe
 	keys      [][]byte
+	macs      []*macPool // of keys, built on first use
+	once      sync.Once
 	tolerance time.Duration
 	now       func() time.Time
 }
@@ -48,11 +51,10 @@ func (v *stripeVerifier) Verify(h http.Header, body []byte) error {
 	}
 	signedPrefix := strconv.FormatInt(ts, 10) + "."
 	matched := false
-	for _, key := range v.keys {
-		mac := hmac.New(sha256.New, key)
-		mac.Write([]byte(signedPrefix))
-		mac.Write(body)
-		want := mac.Sum(nil)
+	v.once.Do(func() { v.macs = macPools(sha256.New, v.keys) })
+	var buf [sha256.Size]byte
+	for _, m := range v.macs {
+		want := m.sum(buf[:0], []byte(signedPrefix), body)
 		for _, sig := range sigs {
 			if hmac.Equal(want, sig) {
 				matched = true
