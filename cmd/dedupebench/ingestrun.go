@@ -95,7 +95,7 @@ func shortErr(err error) string {
 	return s
 }
 
-// ingestHTTPClient is the receiver side's client: keep-alive, at most one connection per concurrent client, no
+// ingestHTTPClient is the HTTP sides' client: keep-alive, at most one connection per concurrent client and host, no
 // compression (Go would add Accept-Encoding, which GitHub does not send). dials counts the connections opened.
 func ingestHTTPClient(clients int, dials *atomic.Int64) *http.Client {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
@@ -106,7 +106,8 @@ func ingestHTTPClient(clients int, dials *atomic.Int64) *http.Client {
 				dials.Add(1)
 				return d.DialContext(ctx, network, addr)
 			},
-			MaxIdleConns: clients, MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients,
+			// Idle connections for both HTTP sides (receiver and bare), so that switching sides reopens none.
+			MaxIdleConns: 2 * clients, MaxIdleConnsPerHost: clients, MaxConnsPerHost: clients,
 			IdleConnTimeout: 90 * time.Second, DisableCompression: true,
 		},
 	}
