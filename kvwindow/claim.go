@@ -124,7 +124,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
 			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.decided(),
-				FirstClaimed: v.firstClaimed(m.Time).Truncate(time.Millisecond), HolderSeq: v.Seq}, nil
+				FirstClaimed: v.firstClaimed(m.Time).Truncate(time.Millisecond), HolderSeq: v.Seq, HolderStamp: v.Stamp}, nil
 		}
 		held := v.delivery()
 		heldFirst := v.firstClaimed(m.Time).Truncate(time.Millisecond)

@@ -112,8 +112,11 @@ type Outcome struct {
 	// Duplicate, the holder's. A claim that does not record it (written by an older worker) reports the time the
 	// server stored it, the latest write of the claim.
 	FirstClaimed time.Time
-	// HolderSeq, with Duplicate, is the input sequence of the envelope that holds the claim (for logs).
-	HolderSeq uint64
+	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (its input sequence and
+	// stored-at time, as in Claimant; HolderStamp 0 for a claim that does not record it): the pipeline looks it up
+	// in the input stream to learn whether the holder is done with it.
+	HolderSeq   uint64
+	HolderStamp int64
 }
 
 // Entry describes a claim held in the window.

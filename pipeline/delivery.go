@@ -1,6 +1,9 @@
 package pipeline
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -72,11 +75,21 @@ var (
 	nakBody = []byte("-NAK")
 )
 
-// ack acknowledges the delivery with a reply subject, so that the server answers: nothing when it took the ack,
-// "no responders" when no consumer serves the ack subject any more (deleted, or its stream) — an ack that would
-// otherwise vanish without a word. The answers are counted by the pipeline's ack-reply subscription.
-func (p *Pipeline) ackMsg(d *delivery) error {
-	return p.nc.PublishRequest(d.msg.Reply, p.ackInbox, ackBody)
+// ack acknowledges the delivery and waits for the server's answer (an ack with a reply subject is answered once
+// the consumer has taken it). It reports whether the ack is confirmed; err says why not: "no responders" when no
+// consumer serves the ack subject any more (deleted, or its stream) — an ack that would otherwise vanish without a
+// word —, a timeout when the answer did not come (refused by permissions, lost, a slow leader).
+func (p *Pipeline) ackMsg(ctx context.Context, d *delivery) error {
+	ctx, cancel := context.WithTimeout(ctx, p.ackTimeout())
+	defer cancel()
+	_, err := p.nc.RequestWithContext(ctx, d.msg.Reply, ackBody)
+	return err
+}
+
+// ackTimeout bounds the wait for an ack's answer: short against the ack wait, so that an unconfirmed ack is
+// recorded in the claim long before the envelope could be delivered again.
+func (p *Pipeline) ackTimeout() time.Duration {
+	return min(p.cfg.PublishTimeout, max(p.cfg.AckWait/4, 500*time.Millisecond))
 }
 
 func (p *Pipeline) nakMsg(d *delivery, delay time.Duration) error {
@@ -102,3 +115,40 @@ const (
 	statusHeader      = "Status"
 	descriptionHeader = "Description"
 )
+
+// inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp; stamp 0 = any
+// time): one message-get request to the stream's leader, no direct get (a replica could still hold a message the
+// leader has removed). Only a copy waiting for its claim's holder asks.
+func (p *Pipeline) inputHolds(ctx context.Context, seq uint64, stamp int64) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req := strconv.AppendUint([]byte(`{"seq":`), seq, 10)
+	req = append(req, '}')
+	resp, err := p.nc.RequestWithContext(ctx, p.apiPrefix+"STREAM.MSG.GET."+p.cfg.InputStream, req)
+	if err != nil {
+		return false, err
+	}
+	var r struct {
+		Message *struct {
+			Time time.Time `json:"time"`
+		} `json:"message"`
+		Error *struct {
+			Code    int    `json:"code"`
+			ErrCode int    `json:"err_code"`
+			Desc    string `json:"description"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(resp.Data, &r); err != nil {
+		return false, fmt.Errorf("pipeline: message get response: %w", err)
+	}
+	if r.Error != nil {
+		if r.Error.ErrCode == 10037 { // no message found
+			return false, nil
+		}
+		return false, fmt.Errorf("pipeline: message get %s/%d: %s (%d)", p.cfg.InputStream, seq, r.Error.Desc, r.Error.ErrCode)
+	}
+	if r.Message == nil {
+		return false, fmt.Errorf("pipeline: message get %s/%d: empty answer", p.cfg.InputStream, seq)
+	}
+	return stamp == 0 || r.Message.Time.UnixNano() == stamp, nil
+}

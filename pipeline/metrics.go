@@ -42,9 +42,10 @@ const (
 	NakHolderUndecided = "holder-undecided"   // a copy of an event whose claim holder has not published yet
 	NakRecord          = "record-failed"      // published, but the publish could not be recorded in the claim
 
-	AckRefused    = "refused"     // the server refused the ack (a permissions violation on $JS.ACK.>)
-	AckError      = "error"       // the client could not send the ack (connection closed or lost)
-	AckNoConsumer = "no-consumer" // no consumer served the ack subject: the consumer (or its stream) was deleted
+	AckRefused     = "refused"     // the server refused the ack (a permissions violation on $JS.ACK.>)
+	AckError       = "error"       // the client could not send the ack (connection closed or lost)
+	AckNoConsumer  = "no-consumer" // no consumer served the ack subject: the consumer (or its stream) was deleted
+	AckUnconfirmed = "unconfirmed" // the server did not answer the ack in time (refused, lost, a slow leader)
 )
 
 // NewMetrics builds the collectors and registers them with reg (nil: not registered). A collector that reg already

@@ -26,9 +26,11 @@ type Pipeline struct {
 	nc  *nats.Conn
 
 	apiPrefix string // the JetStream API's subject prefix ("$JS.API." unless a domain or prefix is set)
-	ackInbox  string // reply subject of every ack: the server's answers are counted (ackReply)
-	log       *slog.Logger
-	m         *Metrics
+	// inputKeeps says the input stream keeps acknowledged envelopes (not work-queue retention, or not known yet):
+	// a copy cannot then tell a finished holder by its absence, so every keyed publish is recorded in its claim.
+	inputKeeps atomic.Bool
+	log        *slog.Logger
+	m          *Metrics
 
 	sources map[string]*sourceState
 	other   *sourceState
@@ -127,11 +129,9 @@ func New(cfg Config) (*Pipeline, error) {
 		nakHolder:       cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
 		nakRecord:       cfg.Metrics.naks.WithLabelValues(NakRecord),
 	}
-	if p.nc != nil {
-		p.ackInbox = p.nc.NewInbox()
-	}
+	p.inputKeeps.Store(true)
 	p.maxHold.Store(int64(p.holdBound(cfg.OutputDuplicates)))
-	for _, r := range []string{AckRefused, AckError, AckNoConsumer} {
+	for _, r := range []string{AckRefused, AckError, AckNoConsumer, AckUnconfirmed} {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	if cfg.DuplicatesPrefix != "" {
@@ -254,13 +254,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	prevErrHandler := nc.ErrorHandler()
 	nc.SetErrorHandler(p.asyncError(prevErrHandler))
 	defer nc.SetErrorHandler(prevErrHandler)
-	// Acks are sent with a reply subject; the answers say when an ack reached no consumer.
-	ackSub, err := nc.Subscribe(p.ackInbox, p.ackReply)
-	if err != nil {
-		return fmt.Errorf("pipeline: subscribe to ack replies: %w", err)
-	}
-	_ = ackSub.SetPendingLimits(-1, -1)
-	defer func() { _ = ackSub.Unsubscribe() }()
 
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {

@@ -86,17 +86,6 @@ func (p *Pipeline) ackFailed(reason string, err error) {
 	}
 }
 
-// errAckNoConsumer is the failure of an ack that the server answered with "no responders".
-var errAckNoConsumer = errors.New("pipeline: no consumer took the ack (deleted, or its stream)")
-
-// ackReply reads the server's answers to acks: nothing to do for an ack taken; "no responders" means no consumer
-// serves the ack subject any more, and the envelope will be delivered again by whatever consumer replaces it.
-func (p *Pipeline) ackReply(m *nats.Msg) {
-	if m.Header.Get(statusHeader) == "503" {
-		p.ackFailed(AckNoConsumer, errAckNoConsumer)
-	}
-}
-
 // asyncError wraps the connection's asynchronous error handler: the server refuses an ack (a permissions
 // violation on $JS.ACK.>) only in an asynchronous -ERR, never to the Ack call.
 func (p *Pipeline) asyncError(prev nats.ErrHandler) nats.ErrHandler {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // statusLoop refreshes the consumer's pending count and the window's health every StatusInterval.
@@ -66,6 +68,9 @@ func (p *Pipeline) refreshStreams(ctx context.Context) {
 		info := st.CachedInfo()
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
+		if name == p.cfg.InputStream {
+			p.inputKeeps.Store(info.Config.Retention != jetstream.WorkQueuePolicy)
+		}
 		if name == p.cfg.OutputStream {
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))

@@ -74,6 +74,14 @@ func ackDeniedUsers(o *server.Options) {
 // and only ack. Before: the first publish was never recorded (MarkPublished only for redeliveries), so the
 // redelivery took the live claim over and stored the event again — output held 2 copies.
 func TestLostFirstAckPastDuplicateWindow(t *testing.T) {
+	// Work-queue input (the default): the unconfirmed ack makes the worker record the publish. An input stream that
+	// keeps acknowledged envelopes: every keyed publish is recorded before the ack.
+	for _, keeps := range []bool{false, true} {
+		t.Run(fmt.Sprintf("input keeps envelopes=%v", keeps), func(t *testing.T) { testLostFirstAck(t, keeps) })
+	}
+}
+
+func testLostFirstAck(t *testing.T, keeps bool) {
 	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
 	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
 	js, err := jetstream.New(nc)
@@ -82,6 +90,11 @@ func TestLostFirstAckPastDuplicateWindow(t *testing.T) {
 	}
 	e := newEnvOn(t, srv, nc, js)
 	e.shortDupWindow(time.Second)
+	if keeps {
+		if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cfg := e.config(e.kvWindow())
 	r := e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "first-ack-lost"), []byte("x"))
@@ -238,12 +251,18 @@ func TestControlHeaderEnvelopes(t *testing.T) {
 	}
 }
 
-// TestPossibleDuplicateMarked (item 8): a publish lands but its record in the claim does not (the window is
-// unreachable at that moment), the fleet stops, and the redelivery comes after the output's duplicate window: the
+// TestPossibleDuplicateMarked (item 8): a publish lands, its ack is never confirmed (refused) and its record in
+// the claim fails too (the window is unreachable at that moment), the fleet stops, and the redelivery comes after the output's duplicate window: the
 // worker cannot know whether the event was stored, so it publishes, and marks, counts and logs the copy as a
 // possible duplicate. Before: the second copy was stored unmarked and uncounted.
 func TestPossibleDuplicateMarked(t *testing.T) {
-	e := newEnv(t)
+	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
+	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, srv, nc, js)
 	e.shortDupWindow(time.Second)
 	w := &hookWindow{Window: e.kvWindow()}
 	w.markFails.Store(true)
@@ -251,17 +270,24 @@ func TestPossibleDuplicateMarked(t *testing.T) {
 	r := e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "maybe-twice"), []byte("x"))
 	e.waitCount(pipeline.DefaultOutputStream, 1, 10*time.Second)
+	// The ack is refused (never confirmed), so the worker tries to record the publish, and that fails too.
 	natstest.Eventually(t, 10*time.Second, func() error {
 		if w.marks.Load() < 1 {
-			return errors.New("no mark attempted")
+			return errors.New("no record attempted")
 		}
 		return nil
 	})
 	r.stop(t)
 	time.Sleep(1500 * time.Millisecond) // the outage outlasts the 1s duplicate window: the scenario itself
 
+	nc2 := natstest.Connect(t, srv.URL(), nats.UserInfo("ok", "pw"))
+	js2, err := jetstream.New(nc2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	w.markFails.Store(false)
-	e2 := newEnvOn(t, e.srv, e.nc, e.js)
+	e2 := newEnvOn(t, srv, nc2, js2)
+	w.Window = e2.kvWindow()
 	e2.start(e2.config(w))
 	e2.drained(20 * time.Second)
 	out := e2.messages(pipeline.DefaultOutputStream)

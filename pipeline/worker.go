@@ -205,8 +205,9 @@ func (w *worker) handle(d *delivery) {
 	// Decide before claiming whether the output stream can take the event at all: a copy that can never be
 	// published must not hold the claim, or a well-formed copy arriving meanwhile would wait for it in vain.
 	out := w.buildOutput(m.Subject, m.Header, m.Data, true)
-	if why := p.unpublishable(out); why != "" {
-		w.deadLetter(d, DeadOutputReject, why)
+	unpublishable := p.unpublishable(out)
+	if unpublishable != "" && d.delivered == 1 {
+		w.deadLetter(d, DeadOutputReject, unpublishable)
 		return
 	}
 
@@ -237,6 +238,17 @@ func (w *worker) handle(d *delivery) {
 		return
 	}
 	p.windowUp()
+	if unpublishable != "" && res.Status != kvwindow.Stale {
+		// A redelivery that can no longer be published (the output's limits were lowered meanwhile): an earlier
+		// delivery of it may hold the claim, which must be released with the dead letter — left in place it would
+		// look like a finished holder's and its copies would be dropped.
+		if res.Status == kvwindow.Won || res.Status == kvwindow.Owned && !res.Published {
+			w.deadLetterAndRelease(d, DeadOutputReject, unpublishable, true, res.Revision)
+		} else {
+			w.deadLetter(d, DeadOutputReject, unpublishable)
+		}
+		return
+	}
 	switch res.Status {
 	case kvwindow.Owned:
 		if res.Published {
@@ -259,7 +271,7 @@ func (w *worker) handle(d *delivery) {
 	case kvwindow.Won:
 		w.forward(d, &claim, res)
 	case kvwindow.Duplicate:
-		if !res.Published {
+		if !res.Published && !w.holderDone(res) {
 			// The holder has claimed but not yet published (or has just failed to): acking this copy now would
 			// lose the event if the holder is refused, dead-lettered and releases the claim. Ask again later.
 			w.nak(d, nakDelay(d.delivered), p.nakHolder)
@@ -278,6 +290,22 @@ func (w *worker) handle(d *delivery) {
 		p.log.Error("pipeline: window returned an unknown claim status", "status", res.Status)
 		w.nak(d, nakDelay(d.delivered), p.nakWindow)
 	}
+}
+
+// holderDone reports whether the envelope holding a Duplicate's claim is finished with it: gone from a work-queue
+// input stream (acknowledged — published, since a dead letter releases its claim before its ack — or removed), or
+// replaced under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
+func (w *worker) holderDone(res kvwindow.Outcome) bool {
+	p := w.p
+	if p.inputKeeps.Load() || res.HolderSeq == 0 {
+		return false // a keeping stream: only the claim's record says so
+	}
+	present, err := p.inputHolds(w.ctx, res.HolderSeq, res.HolderStamp)
+	if err != nil {
+		p.log.Debug("pipeline: holder of a claim not looked up", "holder_seq", res.HolderSeq, "err", err)
+		return false
+	}
+	return !present
 }
 
 // possibleDuplicate reports whether publishing res's claim now could store a second copy of the event: an earlier
@@ -336,23 +364,47 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 		e.src.reason(e.reason).Inc()
 		return
 	}
-	// Record the publish in the claim before the ack: should the ack be lost (this process dies, the consumer is
-	// deleted, acks are refused) and the redelivery come after the output's duplicate window, the record — not the
-	// window — is what keeps it from storing the event again.
 	claim.FirstClaimed = res.FirstClaimed
-	if _, ok, err := p.cfg.Window.MarkPublished(w.ctx, *claim, res.Revision); err != nil {
-		if w.ctx.Err() != nil {
-			w.nak(d, 0, p.nakShutdown)
+	if p.inputKeeps.Load() {
+		// The input stream keeps acknowledged envelopes, so a waiting copy cannot tell a finished holder by its
+		// absence: record the publish in the claim before the ack.
+		if !w.record(d, claim, res.Revision, true) {
 			return
 		}
-		// Stored but not recorded. Hand it back: the redelivery takes the claim over, publishes under the same
-		// Nats-Msg-Id (the output collapses it within its duplicate window) and records the publish.
-		p.windowDown(err)
-		w.nak(d, nakDelay(d.delivered), p.nakRecord)
+		w.ack(d)
+		e.src.unique.Inc()
 		return
-	} else if !ok {
+	}
+	if !w.ack(d) {
+		// The ack may be lost (this process may not live to know: the redelivery then relies on the output's
+		// duplicate window). Record the publish in the claim, so that a redelivery after any delay only acks.
+		w.record(d, claim, res.Revision, false)
+	}
+	e.src.unique.Inc()
+}
+
+// record records the publish of claim (at revision rev) in the claim. It reports false when the envelope was
+// handed back instead (only with handBack: the record failed, so the redelivery republishes under the same
+// Nats-Msg-Id — collapsed within the output's duplicate window — and records).
+func (w *worker) record(d *delivery, claim *kvwindow.Claim, rev uint64, handBack bool) bool {
+	p, e := w.p, &w.e
+	_, ok, err := p.cfg.Window.MarkPublished(w.ctx, *claim, rev)
+	switch {
+	case err != nil:
+		if w.ctx.Err() != nil && handBack {
+			w.nak(d, 0, p.nakShutdown)
+			return false
+		}
+		p.windowDown(err)
+		if handBack {
+			w.nak(d, nakDelay(d.delivered), p.nakRecord)
+			return false
+		}
+		p.log.Warn("pipeline: publish not recorded in its claim after an unconfirmed ack; a redelivery later than the output's "+
+			"duplicate window would be published again, marked as a possible duplicate", "seq", e.seq, "key", e.key, "err", err)
+	case !ok:
 		// The key moved on meanwhile: a later delivery of this envelope took the claim over (it publishes under
-		// the same Nats-Msg-Id and records), or the claim lapsed or was forgotten. The event is stored: ack.
+		// the same Nats-Msg-Id and records), or the claim lapsed or was forgotten. The event is stored.
 		if why := p.tooOld(e.received); why != "" {
 			// This process was held (frozen) with the publish in the client library: the delivery that took the
 			// claim over may have published longer ago than the output's duplicate window. Too late to mark it.
@@ -363,8 +415,7 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 			p.log.Debug("pipeline: published, but the claim had moved on before the publish was recorded", "seq", e.seq, "key", e.key)
 		}
 	}
-	w.ack(d)
-	e.src.unique.Inc()
+	return true
 }
 
 // duplicate acks a copy of an event already published, after publishing the optional duplicate copy.
@@ -439,8 +490,14 @@ func (w *worker) deadLetterAndRelease(d *delivery, reason, why string, release b
 	}
 	if release {
 		if _, err := p.cfg.Window.Release(w.ctx, e.tenant, e.source, e.key, rev); err != nil {
-			p.log.Warn("pipeline: claim of a dead-lettered event not released; copies wait until it expires",
+			// Acking now would leave the claim looking like a finished holder's: its copies would be dropped and
+			// the event live on only as this dead letter. Hand back: the redelivery dead-letters again (under the
+			// same Nats-Msg-Id) and releases.
+			p.log.Warn("pipeline: claim of a dead-lettered event not released; handing the envelope back",
 				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "err", err)
+			p.windowDown(err)
+			w.nak(d, nakDelay(d.delivered), p.nakWindow)
+			return
 		}
 	}
 	w.ack(d)
@@ -448,11 +505,24 @@ func (w *worker) deadLetterAndRelease(d *delivery, reason, why string, release b
 	p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", m.Subject, "reason", reason, "error", why)
 }
 
-func (w *worker) ack(d *delivery) {
-	if err := w.p.ackMsg(d); err != nil {
-		// The outcome is durable; the redelivery will find it (its claim's record, or Nats-Msg-Id) and ack again.
+// ack acknowledges the delivery and reports whether the server confirmed it. An ack that fails is counted and
+// makes the pipeline unready for a while; the outcome is durable, so the redelivery finds it (the claim's record,
+// the holder gone, or Nats-Msg-Id) and acks again.
+func (w *worker) ack(d *delivery) bool {
+	err := w.p.ackMsg(w.ctx, d)
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, nats.ErrNoResponders):
+		w.p.ackFailed(AckNoConsumer, fmt.Errorf("no consumer took the ack (deleted, or its stream): %w", err))
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
+		if w.ctx.Err() == nil {
+			w.p.ackFailed(AckUnconfirmed, fmt.Errorf("no answer to the ack within %s: %w", w.p.ackTimeout(), err))
+		}
+	default:
 		w.p.ackFailed(AckError, err)
 	}
+	return false
 }
 
 func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {

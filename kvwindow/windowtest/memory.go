@@ -138,7 +138,7 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
 		if e.claimant.Seq != c.Claimant.Seq || (e.claimant.Stamp != c.Claimant.Stamp && e.claimant.Stamp != 0) {
 			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published || e.legacy,
-				FirstClaimed: e.first, HolderSeq: e.claimant.Seq}, nil
+				FirstClaimed: e.first, HolderSeq: e.claimant.Seq, HolderStamp: e.claimant.Stamp}, nil
 		}
 		switch {
 		case e.delivery == c.Delivery:
