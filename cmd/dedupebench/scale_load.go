@@ -12,14 +12,16 @@ import (
 )
 
 // The scale run's workload: one github source (the key is X-GitHub-Delivery), bodies of a fixed size, a share
-// of provider retries that repeat an event of the same chunk byte for byte, and two kinds of scope for the window
-// commands: eight tenants that share every chunk, and scSparseTenant, whose few keys are the very last ones of
-// the run, behind millions of other tenants' keys.
+// of provider retries that repeat an event of the same chunk byte for byte, and three kinds of scope for the
+// window commands: eight tenants that share every chunk; scSparseTenant, whose few keys are the very last ones of
+// the run, behind millions of other tenants' keys; and scSpreadTenant, with one key per chunk (the chunk's first
+// event), so that the server scans a chunk's worth of other keys between two of its claims.
 const (
 	scSource       = "gh"
 	scSourcesYAML  = "sources:\n  gh: {dedupe: github}\n"
 	scSparseTenant = "zeta"
 	scSparseKeys   = 10
+	scSpreadTenant = "yolo"
 )
 
 var scTenants = [...]string{"acme", "globex", "initech", "umbrella", "hooli", "stark", "wayne", "wonka"}
@@ -34,19 +36,21 @@ type scChunk struct {
 // first publish. The plan is a function of its arguments only (a PCG seeded with the chunk number).
 type scWorkload struct {
 	chunks    []scChunk
-	events    int // unique events over the run
-	sparse    int // the first event of scSparseTenant
+	events    int          // unique events over the run
+	sparse    int          // the first event of scSparseTenant
+	spread    map[int]bool // the events of scSpreadTenant
 	bodySize  int
 	retryRate float64
 }
 
 func planScale(n, chunk, bodySize int, retryRate float64, seed uint64) *scWorkload {
-	w := &scWorkload{bodySize: bodySize, retryRate: retryRate}
+	w := &scWorkload{bodySize: bodySize, retryRate: retryRate, spread: map[int]bool{}}
 	for from := 0; from < n; from += chunk {
 		size := min(chunk, n-from)
 		r := rand.New(rand.NewPCG(seed, uint64(len(w.chunks))))
 		c := scChunk{events: make([]int32, size)}
 		first := w.events
+		w.spread[first] = true
 		for j := range size {
 			if c.unique > 0 && r.Float64() < retryRate {
 				c.events[j] = int32(first + r.IntN(c.unique))
@@ -64,8 +68,11 @@ func planScale(n, chunk, bodySize int, retryRate float64, seed uint64) *scWorklo
 
 func (w *scWorkload) tenant(e int) string {
 	// Events past the plan (the restarts' new events) go to the shared tenants.
-	if e >= w.sparse && e < w.events {
+	switch {
+	case e >= w.sparse && e < w.events:
 		return scSparseTenant
+	case w.spread[e]:
+		return scSpreadTenant
 	}
 	return scTenants[e%len(scTenants)]
 }

@@ -40,6 +40,21 @@ func TestPlanScale(t *testing.T) {
 		w.tenant(w.events) == scSparseTenant {
 		t.Errorf("sparse tenant: events %d, sparse from %d", w.events, w.sparse)
 	}
+	spread, first := 0, 0
+	for _, c := range w.chunks {
+		if w.tenant(first) != scSpreadTenant || w.tenant(first+1) == scSpreadTenant {
+			t.Errorf("chunk from event %d: its first event is not the spread tenant's alone", first)
+		}
+		first += c.unique
+	}
+	for e := range w.events {
+		if w.tenant(e) == scSpreadTenant {
+			spread++
+		}
+	}
+	if spread != len(w.chunks) {
+		t.Errorf("%d events of the spread tenant, want one per chunk", spread)
+	}
 	for _, e := range []int{0, 7, w.sparse, w.events + 3} {
 		m := w.msg(e)
 		if len(m.Data) != 100 {

@@ -140,8 +140,11 @@ func (r *scRun) windowCommands(ctx context.Context) error {
 		}
 		return ""
 	}, "status", "--json")
-	oldest := scDeliveryID(0) // event 0 is acme's, from the first chunk
-	r.windowCommand(ctx, scContains(`"claimed":true`), "get", "--tenant", "acme", "--source", scSource, "--key", oldest)
+	oldest := 0 // acme's first event, from the first chunk
+	for r.w.tenant(oldest) != "acme" {
+		oldest++
+	}
+	r.windowCommand(ctx, scContains(`"claimed":true`), "get", "--tenant", "acme", "--source", scSource, "--key", scDeliveryID(oldest))
 	r.windowCommand(ctx, scContains(`"claimed":false`), "get", "--tenant", "acme", "--source", scSource, "--key", "never-claimed")
 	page := r.windowCommand(ctx, scListed(10, true), "ls", "--tenant", "acme", "--limit", "10")
 	if next := scNextOf(page); next != "" {
@@ -152,6 +155,14 @@ func (r *scRun) windowCommands(ctx context.Context) error {
 	page = r.windowCommand(ctx, scListed(3, true), "ls", "--tenant", scSparseTenant, "--source", scSource, "--limit", "3")
 	if next := scNextOf(page); next != "" {
 		r.windowCommand(ctx, scListed(scSparseKeys-3, false), "ls", "--tenant", scSparseTenant, "--source", scSource, "--from", next)
+	}
+	spread := len(r.w.chunks)
+	r.windowCommand(ctx, scListed(spread, false), "ls", "--tenant", scSpreadTenant)
+	if spread > 2 {
+		page = r.windowCommand(ctx, scListed(2, true), "ls", "--tenant", scSpreadTenant, "--limit", "2")
+		if next := scNextOf(page); next != "" {
+			r.windowCommand(ctx, scListed(spread-2, false), "ls", "--tenant", scSpreadTenant, "--from", next)
+		}
 	}
 	r.windowCommand(ctx, scListed(0, false), "ls", "--tenant", "nobody")
 	r.windowCommand(ctx, scContains(`"forgotten":1`), "forget", "--tenant", scSparseTenant, "--source", scSource, "--key", scDeliveryID(r.w.sparse))
