@@ -126,8 +126,9 @@ func hasDuplicate(ss []string) bool {
 
 // Any request through the handler: the answer is one of the documented ones; an envelope is stored only for a
 // well-formed path of a served source and method POST; a stored envelope carries exactly one Ingest-Verified,
-// set by the receiver, none of the client's Nats-*, Dedupe-*, Ingest-* or hop-by-hop headers, and the body as
-// sent; a source that rejects stores nothing unsigned.
+// set by the receiver, none of the client's Nats-*, Dedupe-*, Ingest-*, Status, Description, KV-Operation or
+// hop-by-hop headers (in any case, '_' read as '-'), and the body as sent; a source that rejects stores nothing
+// unsigned.
 func FuzzReceiverRequest(f *testing.F) {
 	e := startJS(f, true)
 	src := mustSources(f, "sources: {open: {verify: none}, fw: {verify: github, on_invalid: forward}, gh: {verify: github}}")
@@ -152,6 +153,11 @@ func FuzzReceiverRequest(f *testing.F) {
 	f.Add("POST", "/hooks/acme/open", "X-Bad", "a\r\nIngest-Verified: true", []byte(""))
 	f.Add("GET", "/hooks/a/b/c", "Dedupe-Key", "k", []byte("x"))
 	f.Add("POST", "/hooks/"+strings.Repeat("t", 64)+"/open", "X", "y", bytes.Repeat([]byte("b"), 5000))
+	f.Add("POST", "/hooks/acme/open", "Status", "409", []byte(""))
+	f.Add("POST", "/hooks/acme/open", "description", "Consumer Deleted", []byte(""))
+	f.Add("POST", "/hooks/acme/open", "Ingest_Verified", "true", []byte("x"))
+	f.Add("POST", "/hooks/acme/open", "NATS_MSG_ID", "1", []byte("x"))
+	f.Add("POST", "/hooks/acme/open", "Kv-Operation", "DEL", []byte(""))
 	f.Fuzz(func(t *testing.T, method, path, name, value string, body []byte) {
 		h := http.Header{name: {value}, "Connection": {"X-Keep"}, "X-Keep": {"1"}, "Nats-Expected-Stream": {"X"}, "Dedupe-Status": {"unique"}}
 		req := &http.Request{
@@ -168,7 +174,7 @@ func FuzzReceiverRequest(f *testing.F) {
 			return
 		}
 		switch rec.Code {
-		case 202, 400, 401, 404, 405, 413, 431, 503:
+		case 202, 400, 401, 404, 405, 408, 413, 431, 503:
 		default:
 			t.Fatalf("%s %q: status %d", method, path, rec.Code)
 		}
@@ -211,20 +217,22 @@ func checkStored(t *testing.T, m *jetstream.RawStreamMsg, body []byte) {
 	}
 	verified := 0
 	for k, vals := range m.Header {
-		lk := strings.ToLower(k)
+		// As a gateway may read it: any case, '_' as '-'.
+		lk := strings.ReplaceAll(strings.ToLower(k), "_", "-")
 		switch {
-		case lk == "ingest-verified":
+		case k == receiver.HeaderVerified:
 			verified++
 			if len(vals) != 1 || k != receiver.HeaderVerified || vals[0] != "true" && vals[0] != "false" {
 				t.Fatalf("Ingest-Verified: %q %q", k, vals)
 			}
-		case lk == "nats-expected-stream":
+		case k == "Nats-Expected-Stream":
 			if len(vals) != 1 || vals[0] != "INGEST" {
 				t.Fatalf("Nats-Expected-Stream %q", vals)
 			}
 		case strings.HasPrefix(lk, "nats-"), strings.HasPrefix(lk, "dedupe-"), strings.HasPrefix(lk, "ingest-"),
 			lk == "connection", lk == "x-keep", lk == "authorization", lk == "cookie", lk == "upgrade", lk == "te",
-			strings.HasPrefix(lk, "proxy-"), lk == "keep-alive", lk == "transfer-encoding", lk == "trailer":
+			strings.HasPrefix(lk, "proxy-"), lk == "keep-alive", lk == "transfer-encoding", lk == "trailer",
+			lk == "status", lk == "description", lk == "kv-operation":
 			t.Fatalf("stored the client's %s", k)
 		}
 		for _, v := range vals {
