@@ -56,6 +56,8 @@ type Pipeline struct {
 
 	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld, nakHolder, nakRecord prometheus.Counter
 
+	holders *holders // claims held by this process's workers, and the last ones they published
+
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
 
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog rateLog
@@ -130,6 +132,7 @@ func New(cfg Config) (*Pipeline, error) {
 		nakRecord:       cfg.Metrics.naks.WithLabelValues(NakRecord),
 	}
 	p.inputKeeps.Store(true)
+	p.holders = newHolders()
 	p.maxHold.Store(int64(p.holdBound(cfg.OutputDuplicates)))
 	for _, r := range []string{AckRefused, AckError, AckNoConsumer, AckUnconfirmed} {
 		p.m.ackFailures.WithLabelValues(r)

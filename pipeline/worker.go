@@ -164,6 +164,8 @@ type worker struct {
 	e     envelope
 	out   *outMsg
 	buf   []byte
+	// stored says the last keyed forward stored its event in the output stream.
+	stored bool
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
@@ -267,9 +269,9 @@ func (w *worker) handle(d *delivery) {
 				"longer ago than the output's duplicate window", "seq", e.seq, "tenant", e.tenant, "source", e.source,
 				"key", e.key, "first_claimed", res.FirstClaimed, "duplicate_window", time.Duration(p.outDupWindow.Load()))
 		}
-		w.forward(d, &claim, res)
+		w.forwardHolding(d, &claim, res)
 	case kvwindow.Won:
-		w.forward(d, &claim, res)
+		w.forwardHolding(d, &claim, res)
 	case kvwindow.Duplicate:
 		if !res.Published && !w.holderDone(res) {
 			// The holder has claimed but not yet published (or has just failed to): acking this copy now would
@@ -292,11 +294,34 @@ func (w *worker) handle(d *delivery) {
 	}
 }
 
-// holderDone reports whether the envelope holding a Duplicate's claim is finished with it: gone from a work-queue
-// input stream (acknowledged — published, since a dead letter releases its claim before its ack — or removed), or
-// replaced under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
+// forwardHolding is forward for the envelope that holds its key's claim, known to this process's other workers
+// while it does (holders), so that a copy arriving meanwhile waits for it here.
+func (w *worker) forwardHolding(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcome) {
+	k := holderKey(claim.Tenant, claim.Source, claim.Key)
+	hd := w.p.holders.begin(k, claim.Claimant.Seq, claim.Claimant.Stamp)
+	w.stored = false
+	w.forward(d, claim, res)
+	w.p.holders.finish(k, hd, w.stored)
+}
+
+// holderDone reports whether the envelope holding a Duplicate's claim is finished with it: published by this
+// process (waiting for it while one of this process's workers holds it), gone from a work-queue input stream
+// (acknowledged — published, since a dead letter releases its claim before its ack — or removed), or replaced
+// under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
 func (w *worker) holderDone(res kvwindow.Outcome) bool {
-	p := w.p
+	p, e := w.p, &w.e
+	if hd := p.holders.lookup(holderKey(e.tenant, e.source, e.key), res.HolderSeq, res.HolderStamp); hd != nil {
+		t := time.NewTimer(p.cfg.PublishTimeout + p.ackTimeout())
+		defer t.Stop()
+		select {
+		case <-hd.done:
+			return hd.published
+		case <-t.C:
+			return false
+		case <-w.ctx.Done():
+			return false
+		}
+	}
 	if p.inputKeeps.Load() || res.HolderSeq == 0 {
 		return false // a keeping stream: only the claim's record says so
 	}
@@ -358,6 +383,7 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 		p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
 			"msg_id", out.Header.Get(HeaderMsgID))
 	}
+	w.stored = keyed
 	if !keyed {
 		w.ack(d)
 		e.src.unkeyedN.Inc()

@@ -1,0 +1,86 @@
+package pipeline
+
+import "sync"
+
+// holders knows the claims this process's own workers hold, and the last ones they finished, so that a copy that
+// finds its key claimed by an envelope of this replica waits for that envelope in memory — no NAK, no redelivery,
+// no lookup in the input stream — and a copy of an event this replica published a moment ago is acknowledged at
+// once. Copies of one event often arrive together (a provider's retries fanned out over the ingest fleet, an
+// envelope published twice by an ingest service), so most waits end here. It is only a shortcut: whatever it does
+// not know is decided through the window and the input stream.
+type holders struct {
+	mu   sync.Mutex
+	m    map[string]*holding
+	ring []string // keys of finished, published holdings, oldest first once full
+	next int
+}
+
+// holding is one envelope holding one key's claim in this process.
+type holding struct {
+	seq   uint64
+	stamp int64
+	done  chan struct{} // closed once the holder finished
+	// published, read after done is closed: the event is stored in the output (its ack confirmed or the publish
+	// recorded in the claim, or at least stored). False: the holder handed the envelope back or dead-lettered it.
+	published bool
+}
+
+// finishedHoldings is how many finished holdings are remembered.
+const finishedHoldings = 4096
+
+func newHolders() *holders {
+	return &holders{m: make(map[string]*holding), ring: make([]string, 0, finishedHoldings)}
+}
+
+func holderKey(tenant, source, key string) string {
+	return tenant + "\x00" + source + "\x00" + key
+}
+
+// begin records that the envelope (seq, stamp) holds k's claim here.
+func (h *holders) begin(k string, seq uint64, stamp int64) *holding {
+	hd := &holding{seq: seq, stamp: stamp, done: make(chan struct{})}
+	h.mu.Lock()
+	h.m[k] = hd
+	h.mu.Unlock()
+	return hd
+}
+
+// finish records the holder's outcome and wakes the copies waiting for it.
+func (h *holders) finish(k string, hd *holding, published bool) {
+	hd.published = published
+	close(hd.done)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.m[k] != hd {
+		return // a later holder of the key (another delivery of the envelope) took its place
+	}
+	if !published {
+		delete(h.m, k)
+		return
+	}
+	if len(h.ring) < finishedHoldings {
+		h.ring = append(h.ring, k)
+		return
+	}
+	old := h.ring[h.next]
+	if o := h.m[old]; o != nil && old != k {
+		select {
+		case <-o.done:
+			delete(h.m, old)
+		default: // held again meanwhile: keep it
+		}
+	}
+	h.ring[h.next] = k
+	h.next = (h.next + 1) % finishedHoldings
+}
+
+// lookup returns this process's holding of k by the envelope (seq, stamp), or nil.
+func (h *holders) lookup(k string, seq uint64, stamp int64) *holding {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd := h.m[k]
+	if hd == nil || hd.seq != seq || (stamp != 0 && hd.stamp != stamp) {
+		return nil
+	}
+	return hd
+}
