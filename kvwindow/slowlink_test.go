@@ -59,7 +59,11 @@ func newSlowLink(t *testing.T, port int) *slowLink {
 			wg.Add(3)
 			go func() { defer wg.Done(); pipe(server, client, nil) }()
 			chunks := make(chan timedChunk, 1024)
-			go func() { defer wg.Done(); defer close(chunks); pipe(client, server, func(b []byte) { chunks <- l.stamp(b) }) }()
+			go func() {
+				defer wg.Done()
+				defer close(chunks)
+				pipe(client, server, func(b []byte) { chunks <- l.stamp(b) })
+			}()
 			go func() { defer wg.Done(); l.deliver(client, chunks) }()
 		}
 	}()
