@@ -57,7 +57,9 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 	}
 	for lister.received < lister.pending {
 		n := min(lister.pending-lister.received, uint64(max(limit+1-len(entries), 16)), listBatch)
-		wait := min(listPull, time.Until(deadline))
+		// After a loss in transit the pulls wait longer: on a link slow enough to lose one, a pull as short as
+		// the last would lose the next as well.
+		wait := min(listPull<<lister.reopened, time.Until(deadline))
 		if wait <= 0 {
 			return nil, 0, lister.incomplete(time.Since(began))
 		}
