@@ -5,9 +5,11 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
 # .dockerignore keeps .git out of the context, so the toolchain has no VCS information to stamp: `dedupeworker
-# version` reports what these arguments give, "unknown" otherwise. Build with
+# version` reports what these arguments give, "unknown" otherwise. `make image` builds with them (tagged with the
+# git describe of the checkout; IMAGE=<registry>/dedupeworker names yours); by hand:
 #   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
 #     --build-arg REVISION=$(git rev-parse HEAD) --build-arg REVISION_TIME=$(git log -1 --format=%cI) .
+# compose.yaml passes them from the environment of `docker compose` (see its first lines).
 ARG VERSION="" REVISION="" REVISION_TIME=""
 RUN CGO_ENABLED=0 go build -trimpath -buildvcs=false \
       -ldflags="-s -w -X main.buildVersion=${VERSION} -X main.buildRevision=${REVISION} -X main.buildTime=${REVISION_TIME}" \
