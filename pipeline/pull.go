@@ -173,12 +173,20 @@ func (s *pullSub) restart() {
 func (s *pullSub) watch() {
 	t := time.NewTicker(s.hb)
 	defer t.Stop()
+	// A reconnect loses every pull request the server held for us: pull again at once rather than after two
+	// missed heartbeats.
+	reconnected := s.nc.StatusChanged(nats.CONNECTED)
+	defer s.nc.RemoveStatusListener(reconnected)
 	for {
 		select {
 		case <-s.stopped:
 			return
 		case <-s.closed:
 			return
+		case <-reconnected:
+			s.lastSeen.Store(int64(s.p.clock()))
+			s.restart()
+			continue
 		case <-t.C:
 		}
 		if s.busy.Load() || !s.nc.IsConnected() {
