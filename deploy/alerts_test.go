@@ -128,7 +128,7 @@ func TestAlertRules(t *testing.T) {
 	want := map[string]string{
 		"dedupeworker_consumer_pending":              "a growing lag",
 		"dedupeworker_window_errors_total":           "window errors",
-		`outcome="dead_letter"`:                      "dead letters",
+		`outcome="dead-letter"`:                      "dead letters",
 		"dedupeworker_sources_without_dedupe":        "sources without dedupe",
 		"dedupeworker_ready == 0":                    "a worker not ready",
 		"(sum(dedupeworker_ready) or vector(0)) < 1": "no worker up",

@@ -163,7 +163,7 @@ func TestBackpressureWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	kvInfo := kv.CachedInfo()
-	t.Logf("window full: %d claims, %d of %d bytes; window NAKs %v", kvInfo.State.Msgs, kvInfo.State.Bytes, maxBytes, naks(t, w, "window_unavailable"))
+	t.Logf("window full: %d claims, %d of %d bytes; window NAKs %v", kvInfo.State.Msgs, kvInfo.State.Bytes, maxBytes, naks(t, w, "window-unavailable"))
 	if stalled.Pending == 0 {
 		t.Fatalf("the window never filled up: grow the workload")
 	}

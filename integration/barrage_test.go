@@ -331,7 +331,7 @@ func TestBadInputBarrage(t *testing.T) {
 	}
 	// One worker, no fault: its counters must tell the same story as the ledger.
 	got := ws.Outcomes(t)
-	want := map[string]float64{"unique": float64(r.Unique), "duplicate": float64(r.Duplicate), "unkeyed": float64(r.Unkeyed), "dead_letter": float64(r.DeadLettered)}
+	want := map[string]float64{"unique": float64(r.Unique), "duplicate": float64(r.Duplicate), "unkeyed": float64(r.Unkeyed), "dead-letter": float64(r.DeadLettered)}
 	for k, v := range want {
 		if got[k] != v {
 			t.Errorf("dedupeworker_envelopes_total{outcome=%q} = %v, ledger says %v", k, got[k], v)

@@ -41,7 +41,7 @@ func TestFrozenReplica(t *testing.T) {
 	ws[0].Freeze(freeze)
 	_, r := c.finish(t, envs, pubDone)
 	stale := ws.Sum(t, "dedupeworker_stale_deliveries_total")
-	held := ws.SumLabel(t, "dedupeworker_naks_total", "reason", "held_too_long")
+	held := ws.SumLabel(t, "dedupeworker_naks_total", "reason", "held-too-long")
 	t.Logf("FIGURES scenario=frozen envelopes=%d freeze=%s stale_skipped=%v handed_back=%v ledger=%q", n, freeze, stale, held, r.Summary())
 }
 

@@ -281,8 +281,8 @@ func TestDeadLetters(t *testing.T) {
 			t.Errorf("%s: body changed", c.subject)
 		}
 	}
-	if n := e.metric("dedupeworker_envelopes_total", "outcome", "dead_letter"); n != float64(len(cases)) {
-		t.Errorf("dead_letter = %v, want %d", n, len(cases))
+	if n := e.metric("dedupeworker_envelopes_total", "outcome", "dead-letter"); n != float64(len(cases)) {
+		t.Errorf("dead-letter = %v, want %d", n, len(cases))
 	}
 	if n := e.log.count("pipeline: dead letter"); n != len(cases) {
 		t.Errorf("%d dead-letter log lines, want %d", n, len(cases))

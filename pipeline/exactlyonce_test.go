@@ -400,7 +400,7 @@ func testStalledReplica(t *testing.T, before bool) {
 			t.Errorf("stale deliveries = %v, want the stalled one", got)
 		}
 	} else if got := e.metric("dedupeworker_naks_total", "reason", pipeline.NakHeld); got < 1 {
-		t.Errorf("naks{held_too_long} = %v, want the stalled delivery", got)
+		t.Errorf("naks{held-too-long} = %v, want the stalled delivery", got)
 	}
 }
 

@@ -98,7 +98,7 @@ func TestClaimAnswerLost(t *testing.T) {
 		t.Errorf("window errors = %v, want 1", n)
 	}
 	if n := e.metric("dedupeworker_naks_total", "reason", pipeline.NakWindow); n != 1 {
-		t.Errorf("naks{window_unavailable} = %v, want 1", n)
+		t.Errorf("naks{window-unavailable} = %v, want 1", n)
 	}
 }
 

@@ -32,13 +32,13 @@ const (
 	OutcomeUnique     = "unique"
 	OutcomeDuplicate  = "duplicate"
 	OutcomeUnkeyed    = "unkeyed"
-	OutcomeDeadLetter = "dead_letter"
+	OutcomeDeadLetter = "dead-letter"
 
-	NakWindow          = "window_unavailable" // the window could not decide
+	NakWindow          = "window-unavailable" // the window could not decide
 	NakPublish         = "publish"            // the output stream did not take the event (full, unavailable, timeout)
-	NakDeadLetter      = "dead_letter"        // the dead-letter stream did not take the dead letter
+	NakDeadLetter      = "dead-letter"        // the dead-letter stream did not take the dead letter
 	NakShutdown        = "shutdown"           // pulled but not finished before shutdown
-	NakHeld            = "held_too_long"      // held past the hold bound: publishing now could outlive the output's duplicate window
+	NakHeld            = "held-too-long"      // held past the hold bound: publishing now could outlive the output's duplicate window
 	NakHolderUndecided = "holder-undecided"   // a copy of an event whose claim holder has not published yet
 	NakRecord          = "record-failed"      // published, but the publish could not be recorded in the claim
 
@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		envelopes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_envelopes_total",
-			Help: "Envelopes finished (acknowledged), by source and outcome (unique, duplicate, unkeyed, dead_letter).",
+			Help: "Envelopes finished (acknowledged), by source and outcome (unique, duplicate, unkeyed, dead-letter).",
 		}, []string{"source", "outcome"})),
 		unkeyed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_unkeyed_total",
