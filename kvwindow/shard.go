@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -70,7 +71,7 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 		kvCfg:  create,
 		stream: "KV_" + cfg.Bucket,
 		prefix: "$KV." + cfg.Bucket + ".",
-		api:    apiPrefix(js.Options()),
+		api:    jsapi.Prefix(js.Options()),
 	}
 	st, err := w.bind(ctx, mayCreate)
 	if err != nil {
@@ -96,19 +97,6 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	info.Config.AllowDirect = false
 	w.leader = st
 	return w, nil
-}
-
-func apiPrefix(o jetstream.JetStreamOptions) string {
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		if strings.HasSuffix(o.APIPrefix, ".") {
-			return o.APIPrefix
-		}
-		return o.APIPrefix + "."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {

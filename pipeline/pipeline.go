@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
@@ -113,7 +113,7 @@ func New(cfg Config) (*Pipeline, error) {
 		js:              cfg.JetStream,
 		pub:             pub,
 		nc:              cfg.JetStream.Conn(),
-		apiPrefix:       apiPrefix(cfg.JetStream.Options()),
+		apiPrefix:       jsapi.Prefix(cfg.JetStream.Options()),
 		epoch:           time.Now(),
 		log:             cfg.Logger,
 		m:               cfg.Metrics,
@@ -197,20 +197,6 @@ func publisher(js jetstream.JetStream, timeout time.Duration, maxPending int) (j
 		return nil, fmt.Errorf("pipeline: publisher: %w", err)
 	}
 	return pub, nil
-}
-
-// apiPrefix is the subject prefix of the JetStream API that o addresses.
-func apiPrefix(o jetstream.JetStreamOptions) string {
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		if strings.HasSuffix(o.APIPrefix, ".") {
-			return o.APIPrefix
-		}
-		return o.APIPrefix + "."
-	}
-	return jetstream.DefaultAPIPrefix
 }
 
 // pendingLimit is the client's limit of outstanding asynchronous publishes: each worker has at most one publish

@@ -4,9 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,7 +32,7 @@ func streamGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 		ctx, cancel = context.WithTimeout(ctx, dlqRequestTimeout)
 		defer cancel()
 	}
-	reply, err := js.Conn().RequestWithContext(ctx, apiPrefix(js)+"STREAM.MSG.GET."+stream, req)
+	reply, err := js.Conn().RequestWithContext(ctx, jsapi.Prefix(js.Options())+"STREAM.MSG.GET."+stream, req)
 	if err != nil {
 		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
 	}
@@ -65,13 +65,4 @@ func streamGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 		}
 	}
 	return out, nil
-}
-
-// apiPrefix is the JetStream API prefix js speaks to, with its trailing dot ("$JS.API.", "$JS.hub.API." for a
-// domain).
-func apiPrefix(js jetstream.JetStream) string {
-	if p := js.Options().APIPrefix; p != "" {
-		return strings.TrimSuffix(p, ".") + "."
-	}
-	return jetstream.DefaultAPIPrefix
 }
