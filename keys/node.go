@@ -45,7 +45,7 @@ func readDocument(doc []byte) (*yaml.Node, error) {
 	if json.Valid(doc) {
 		dec := json.NewDecoder(bytes.NewReader(doc))
 		dec.UseNumber()
-		return jsonNode(dec)
+		return jsonNode(dec, &lineCounter{doc: doc, line: 1})
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(doc))
 	var n yaml.Node
@@ -73,7 +73,7 @@ func readDocument(doc []byte) (*yaml.Node, error) {
 
 // jsonNode builds the yaml.Node tree of one JSON value (already validated by json.Valid) so that both syntaxes go
 // through the same checks.
-func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
+func jsonNode(dec *json.Decoder, lines *lineCounter) (*yaml.Node, error) {
 	tok, err := dec.Token()
 	if err != nil {
 		return nil, err
@@ -89,18 +89,19 @@ func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
 					return nil, err
 				}
 				s, _ := name.(string)
-				v, err := jsonNode(dec)
+				line := lines.at(dec.InputOffset())
+				v, err := jsonNode(dec, lines)
 				if err != nil {
 					return nil, err
 				}
-				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s}, v)
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Line: line}, v)
 			}
 			_, err = dec.Token() // '}'
 			return n, err
 		case '[':
 			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
 			for dec.More() {
-				v, err := jsonNode(dec)
+				v, err := jsonNode(dec, lines)
 				if err != nil {
 					return nil, err
 				}
@@ -124,6 +125,23 @@ func jsonNode(dec *json.Decoder) (*yaml.Node, error) {
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
 	}
 	return nil, fmt.Errorf("unexpected token %v", tok)
+}
+
+// lineCounter gives JSON names the line they are on, as the YAML parser gives its nodes: offsets only grow while
+// a document is read, so each byte is counted once.
+type lineCounter struct {
+	doc       []byte
+	off, line int
+}
+
+// at is the line (from 1) of the byte before offset: the end of the token just read.
+func (l *lineCounter) at(offset int64) int {
+	for end := min(int(offset)-1, len(l.doc)); l.off < end; l.off++ {
+		if l.doc[l.off] == '\n' {
+			l.line++
+		}
+	}
+	return l.line
 }
 
 // deref follows YAML aliases to the node they name.

@@ -148,6 +148,7 @@ func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onIn
 			if err != nil {
 				return Spec{}, nil, "", err
 			}
+			vs.Line = m.key.Line
 			verify = &vs
 		case "on_invalid":
 			if onInvalid, err = parseOnInvalid(place+".on_invalid", m.value); err != nil {

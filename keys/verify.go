@@ -26,6 +26,9 @@ type VerifySpec struct {
 	// Tolerance is how far a signed timestamp may be from the receiver's clock (stripe, standard_webhooks, svix);
 	// zero: the scheme's default.
 	Tolerance time.Duration
+	// Line is the line of the document the block is declared on (where "verify:" is written, counted from 1), so
+	// that the receiver, which checks the scheme and its options, can point at it; 0 when not read from a document.
+	Line int
 }
 
 // Source options the receiver reads: what to do with a request whose signature does not verify.

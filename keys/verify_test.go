@@ -20,9 +20,9 @@ sources:
 		t.Fatal(err)
 	}
 	want := map[string]keys.VerifySpec{
-		"github": {Scheme: "github"},
-		"stripe": {Scheme: "stripe", Tolerance: 10 * time.Minute},
-		"orders": {Scheme: "hmac", Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256="},
+		"github": {Scheme: "github", Line: 3},
+		"stripe": {Scheme: "stripe", Tolerance: 10 * time.Minute, Line: 4},
+		"orders": {Scheme: "hmac", Header: "X-Signature", Algorithm: "sha256", Encoding: "hex", Prefix: "sha256=", Line: 5},
 	}
 	if len(src.Verify) != len(want) {
 		t.Fatalf("Verify = %+v", src.Verify)
@@ -49,6 +49,32 @@ sources:
 		}
 		if err != nil && strings.Contains(err.Error(), "s3cr3t") {
 			t.Errorf("%s: the error shows the secret: %v", c.doc, err)
+		}
+	}
+}
+
+// A verify block knows the line it is declared on, in YAML and in JSON alike, so that the receiver's errors about
+// it can point there.
+func TestSourcesVerifyBlockLine(t *testing.T) {
+	for _, c := range []struct {
+		name, doc string
+		want      map[string]int
+	}{
+		{"yaml blocks", "# sources\nsources:\n  github: {dedupe: github, verify: github}\n  orders:\n    dedupe: {json: id}\n\n    verify:\n      scheme: hmac\n      header: X-Sig\n",
+			map[string]int{"github": 3, "orders": 7}},
+		{"yaml with CRLF", "sources:\r\n  a:\r\n    verify: none\r\n", map[string]int{"a": 3}},
+		{"json on one line", `{"sources": {"a": {"verify": "none"}, "b": {"verify": {"scheme": "github"}}}}`, map[string]int{"a": 1, "b": 1}},
+		{"json over lines", "{\n  \"sources\": {\n    \"a\": {\"verify\": \"none\"},\n    \"b\": {\n      \"dedupe\": \"github\",\n      \"verify\": {\"scheme\": \"github\"}\n    }\n  }\n}\n",
+			map[string]int{"a": 3, "b": 6}},
+	} {
+		src, err := keys.LoadSources([]byte(c.doc))
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		for id, line := range c.want {
+			if got := src.Verify[id].Line; got != line {
+				t.Errorf("%s: sources.%s.verify on line %d, want %d", c.name, id, got, line)
+			}
 		}
 	}
 }

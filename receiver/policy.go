@@ -122,11 +122,72 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	return p, nil
 }
 
+// SourceError is a fault in a source's verify block that the sources file alone shows (a scheme or an option
+// verify does not take), whatever the secrets: Place is where in the document ("sources.orders.verify.algorithm"),
+// Line the line the block is declared on (keys.VerifySpec.Line, 0 when unknown), Reason what is wrong, never a
+// value that could be a misplaced secret.
+type SourceError struct {
+	Place  string
+	Line   int
+	Reason string
+}
+
+func (e *SourceError) Error() string { return "receiver: " + e.Place + ": " + e.Reason }
+
+// CheckVerify checks every verify block of a sources document as NewPolicy does before it looks at the secrets:
+// the scheme and its options. It is the check `dedupeworker sources check` shares with ingest, so that a document
+// it passes is one NewPolicy reads without a verify-block error. Sources without a block are not its concern: the
+// worker reads the same document and needs none, NewPolicy requires one. The errors, one per faulty source in the
+// order of Sources.IDs, are *SourceError, joined.
+func CheckVerify(src keys.Sources) error {
+	var errs []error
+	for _, id := range src.IDs() {
+		if vs, ok := src.Verify[id]; ok {
+			if err := checkBlock("sources."+id+".verify", vs); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkBlock is CheckVerify of one block; nil or a *SourceError.
+func checkBlock(place string, vs keys.VerifySpec) error {
+	err := verify.Check(verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
+		Prefix: vs.Prefix, Tolerance: vs.Tolerance})
+	if err == nil {
+		return nil
+	}
+	e := &SourceError{Place: place, Line: vs.Line, Reason: err.Error()}
+	var fe *verify.FieldError
+	if errors.As(err, &fe) {
+		e.Place, e.Reason = place+"."+fe.Field, fe.Reason
+	}
+	return e
+}
+
+// SchemeOf is the scheme ingest verifies a source's deliveries with: its verify block's, or with no sources
+// document (fromPresets) the preset's own where it is a provider's scheme; "" when there is none (ingest refuses
+// a declared source without a block, and serves no such preset).
+func SchemeOf(src keys.Sources, id string, fromPresets bool) string {
+	if fromPresets {
+		if isProviderScheme(id) {
+			return id
+		}
+		return ""
+	}
+	return src.Verify[id].Scheme
+}
+
 // buildSource builds one source's verifiers; nil without error when a preset source has no secret.
 func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy, error) {
 	place := "sources." + id + ".verify"
 	if cfg.FromPresets {
 		place = "preset source " + id
+	}
+	// The block first: a misspelt scheme or option is the fault to report, whatever the secrets.
+	if err := checkBlock(place, vs); err != nil {
+		return nil, err
 	}
 	base := verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
 		Prefix: vs.Prefix, Tolerance: vs.Tolerance, Now: cfg.Now}
@@ -149,11 +210,6 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 		}
 		sp.all, sp.info.AllTenant = v, true
 		return sp, nil
-	}
-	if !isScheme(vs.Scheme) {
-		// Reported once, whatever the secrets.
-		_, err := verify.New(base)
-		return nil, configErr(place, err)
 	}
 	if all == nil && len(tenants) == 0 {
 		if cfg.FromPresets {

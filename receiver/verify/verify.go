@@ -145,6 +145,23 @@ func New(cfg Config) (Verifier, error) {
 	return build(cfg, tol, now)
 }
 
+// Check validates cfg as New does except for its Secrets, which it ignores: the scheme and the options, for a
+// configuration read where the secrets are not (a sources file checked before a rollout, while the secrets live
+// in the receiver's environment). A Config Check accepts is one New accepts with valid secrets.
+func Check(cfg Config) error {
+	cfg.Secrets = nil
+	if cfg.Scheme != SchemeNone {
+		// Every scheme takes this one: bytes for most, base64 for standard_webhooks and svix. Going through New
+		// keeps one set of rules instead of a copy that could drift from it.
+		cfg.Secrets = []string{checkSecret}
+	}
+	_, err := New(cfg)
+	return err
+}
+
+// checkSecret stands in for the secrets in Check: "secret", base64-encoded.
+const checkSecret = "c2VjcmV0"
+
 type builder func(cfg Config, tolerance time.Duration, now func() time.Time) (Verifier, error)
 
 var builders = map[string]builder{
