@@ -47,7 +47,8 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	if rs.natsCfg, rs.embeddedNATS, err = conn.resolve(cfg); err != nil {
 		return nil, err
 	}
-	if rs.sources, rs.fromPresets, err = loadSources(cfg); err != nil {
+	// ingest verifies deliveries by the verify blocks; the worker reads the same document and ignores them.
+	if rs.sources, rs.fromPresets, err = loadSources(cfg, name == "ingest"); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return rs, nil

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
 // sourcesOrigin is where a sources document comes from; its errors start with it: "DEDUPE_SOURCES_FILE
@@ -56,9 +57,41 @@ func (o sourcesOrigin) read() (keys.Sources, error) {
 	return src, nil
 }
 
-// loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES. With neither, or a
-// document that declares no source at all, every preset becomes a source named after it.
-func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err error) {
+// checkVerify checks the document's verify blocks as ingest reads them (receiver.CheckVerify), each error in the
+// form of read's, with the line of the block: "DEDUPE_SOURCES_FILE /etc/x.yaml: line 7:
+// sources.orders.verify.algorithm: not a known algorithm (…)".
+func (o sourcesOrigin) checkVerify(src keys.Sources) error {
+	err := receiver.CheckVerify(src)
+	if err == nil {
+		return nil
+	}
+	var errs []error
+	for _, e := range unwrapAll(err) {
+		var se *receiver.SourceError
+		switch {
+		case !errors.As(e, &se):
+			errs = append(errs, fmt.Errorf("%s: %w", o, e))
+		case se.Line > 0:
+			errs = append(errs, fmt.Errorf("%s: line %d: %s: %s", o, se.Line, se.Place, se.Reason))
+		default:
+			errs = append(errs, fmt.Errorf("%s: %s: %s", o, se.Place, se.Reason))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// unwrapAll lists the errors an errors.Join holds, or err alone.
+func unwrapAll(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
+// loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES; with verifyBlocks (ingest,
+// which verifies deliveries by them; the worker ignores them) it checks the document's verify blocks too. With
+// neither variable, or a document that declares no source at all, every preset becomes a source named after it.
+func loadSources(cfg config.Config, verifyBlocks bool) (src keys.Sources, fromPresets bool, err error) {
 	var o sourcesOrigin
 	switch {
 	case cfg.SourcesFile != "":
@@ -69,6 +102,9 @@ func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err err
 		return keys.PresetSources(), true, nil
 	}
 	src, err = o.read()
+	if err == nil && verifyBlocks {
+		err = o.checkVerify(src)
+	}
 	if err != nil {
 		return keys.Sources{}, false, err
 	}
@@ -80,10 +116,12 @@ func loadSources(cfg config.Config) (src keys.Sources, fromPresets bool, err err
 
 const sourcesUsage = `Usage: dedupeworker sources check [FILE]
 
-Validates a sources file (FILE, else DEDUPE_SOURCES_FILE, else DEDUPE_SOURCES), prints each source with its
-resolved dedupe spec and TTL, lists the sources without dedupe, and exits with status 2 and the worker's own
-boot error when the file is invalid. With no sources document at all (or one that declares no source), it prints
-the presets: the sources the worker then declares, one per preset, named after it.
+Validates a sources file (FILE, else DEDUPE_SOURCES_FILE, else DEDUPE_SOURCES) as both the worker and
+dedupeworker ingest read it, verify blocks included; prints each source with its resolved dedupe spec, TTL and
+the verify scheme ingest checks its deliveries with; lists the sources without dedupe and those without a verify
+block (which ingest refuses); and exits with status 2 and the boot error of the worker or of ingest when the
+file is invalid. Secrets are not checked: they are not in the file. With no sources document at all (or one that
+declares no source), it prints the presets: the sources the worker then declares, one per preset, named after it.
 
 `
 
@@ -123,37 +161,57 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	}
 	if o == (sourcesOrigin{}) {
 		fmt.Fprintln(stdout, "no sources document (no FILE; DEDUPE_SOURCES_FILE and DEDUPE_SOURCES are unset): the worker declares one source per preset, named after it:")
-		return writeSources(stdout, keys.PresetSources(), def)
+		return writeSources(stdout, keys.PresetSources(), true, def)
 	}
 	src, err := o.read()
+	if err == nil {
+		err = o.checkVerify(src)
+	}
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	if len(src.Specs) == 0 {
 		fmt.Fprintf(stdout, "%s: no source declared: the worker declares one source per preset, named after it:\n", o)
-		return writeSources(stdout, keys.PresetSources(), def)
+		return writeSources(stdout, keys.PresetSources(), true, def)
 	}
 	fmt.Fprintf(stdout, "%s: %d sources\n", o, len(src.Specs))
-	if err := writeSources(stdout, src, def); err != nil {
+	if err := writeSources(stdout, src, false, def); err != nil {
 		return err
 	}
 	if len(src.WithoutDedupe) > 0 {
 		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))
 	}
+	var unverified []string
+	for _, id := range src.IDs() {
+		if _, ok := src.Verify[id]; !ok {
+			unverified = append(unverified, id)
+		}
+	}
+	if len(unverified) > 0 {
+		fmt.Fprintf(stdout, "sources without a verify block (dedupeworker ingest refuses the file until each has one, verify: none for unsigned deliveries; the worker needs none): %v\n", unverified)
+	}
 	return nil
 }
 
-// writeSources prints one line per source: its id, resolved dedupe spec and TTL.
-func writeSources(w io.Writer, src keys.Sources, def time.Duration) error {
+// writeSources prints one line per source: its id, resolved dedupe spec, TTL, and the verify scheme ingest checks
+// its deliveries with ("-": none; for presets, once the source has a secret).
+func writeSources(w io.Writer, src keys.Sources, fromPresets bool, def time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SOURCE\tDEDUPE\tTTL")
+	fmt.Fprintln(tw, "SOURCE\tDEDUPE\tTTL\tVERIFY")
 	for _, id := range src.IDs() {
+		verify := receiver.SchemeOf(src, id, fromPresets)
+		switch {
+		case verify == "":
+			verify = "-"
+		case verify != "none" && src.OnInvalid[id] == keys.OnInvalidForward:
+			verify += ", on_invalid: forward"
+		}
 		s, _ := src.Lookup(id)
 		if !s.Enabled() {
-			fmt.Fprintf(tw, "%s\tnone\t-\n", id)
+			fmt.Fprintf(tw, "%s\tnone\t-\t%s\n", id, verify)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", id, s.String(), formatTTL(s.TTL(def)))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id, s.String(), formatTTL(s.TTL(def)), verify)
 	}
 	return tw.Flush()
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+)
+
+// `sources check` refuses what ingest refuses in a sources file, with ingest's own error: a verify block with a
+// scheme or an option the receiver does not take. Before, `verify: githb` and `algorithm: md5` passed the check
+// (exit 0) and stopped ingest (exit 2), whose error named neither the file nor the line.
+func TestSourcesCheckVerifyBlocks(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DEDUPE_SOURCES", "")
+	t.Setenv("DEDUPE_INGEST_SECRETS_DIR", "")
+	// Should ingest get as far as connecting, it fails with status 1 (and the test says so).
+	t.Setenv("DEDUPE_NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
+	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1s")
+	for _, c := range []struct {
+		name, doc string
+		want      []string // after the origin; "" each: valid
+	}{
+		{"misspelt scheme", "# acme\nsources:\n  github: {dedupe: github, verify: githb}\n",
+			[]string{"line 3: sources.github.verify.scheme: not a known scheme (want one of github, hmac, none, shopify, standard_webhooks, stripe, svix; got 5 characters; the value is not shown)"}},
+		{"md5", "sources:\n  orders:\n    dedupe: {json: data.id}\n    verify:\n      scheme: hmac\n      header: X-Signature\n      algorithm: md5\n",
+			[]string{"line 4: sources.orders.verify.algorithm: not a known algorithm (want one of sha1, sha256, sha512; got 3 characters; the value is not shown)"}},
+		{"two faults, JSON", "{\n  \"sources\": {\n    \"gh\": {\"verify\": {\"scheme\": \"github\", \"tolerance\": \"1m\"}},\n    \"sig\": {\"verify\": \"hmac\"}\n  }\n}\n",
+			[]string{"line 3: sources.gh.verify.tolerance: scheme github signs no timestamp", "line 4: sources.sig.verify.header: required for scheme hmac"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			if err := os.WriteFile(file, []byte(c.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			want := func(origin string) string {
+				var parts []string
+				for _, w := range c.want {
+					parts = append(parts, origin+": "+w)
+				}
+				return strings.Join(parts, "; ")
+			}
+			t.Setenv("DEDUPE_SOURCES_FILE", "")
+			code, out, errOut := runCLI(t, "", "sources", "check", file)
+			if code != 2 || out != "" || strings.TrimSpace(errOut) != want(file) {
+				t.Errorf("sources check: exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, errOut, want(file))
+			}
+			t.Setenv("DEDUPE_SOURCES_FILE", file)
+			for _, cmd := range [][]string{{"sources", "check"}, {"ingest"}} {
+				code, out, errOut = runCLI(t, "", cmd...)
+				if w := want("DEDUPE_SOURCES_FILE " + file); code != 2 || out != "" || strings.TrimSpace(errOut) != w {
+					t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant   %q", cmd, code, out, errOut, w)
+				}
+			}
+		})
+	}
+}
+
+// The check shows the scheme ingest verifies each source with, and names the sources ingest would refuse for
+// having no verify block; the worker, which reads no verify block, starts with them.
+func TestSourcesCheckShowsVerify(t *testing.T) {
+	t.Setenv("DEDUPE_SOURCES_FILE", "")
+	t.Setenv("DEDUPE_SOURCES", "sources:\n  github: {dedupe: github, verify: github}\n  stripe: {dedupe: stripe, verify: {scheme: stripe, tolerance: 10m}, on_invalid: forward}\n"+
+		"  orders: {dedupe: {json: id}, verify: {scheme: hmac, header: X-Signature}}\n  open: {dedupe: {json: id}, verify: none}\n  legacy: {}\n")
+	code, out, errOut := runCLI(t, "", "sources", "check")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	want := map[string]string{"SOURCE": "VERIFY", "github": "github", "stripe": "stripe, on_invalid: forward", "orders": "hmac", "open": "none", "legacy": "-"}
+	for _, l := range lines[1:7] {
+		id := strings.Fields(l)[0]
+		if w, ok := want[id]; !ok || !strings.HasSuffix(l, "  "+w) {
+			t.Errorf("line %q: want it to end in %q", l, w)
+		}
+		delete(want, id)
+	}
+	if len(want) > 0 {
+		t.Errorf("no line for %v:\n%s", want, out)
+	}
+	if !strings.Contains(out, "\nsources without a verify block (dedupeworker ingest refuses the file until each has one") || !strings.HasSuffix(out, ": [legacy]\n") {
+		t.Errorf("no note of the source without a verify block:\n%s", out)
+	}
+}
