@@ -169,6 +169,12 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		fh.Close()
 	}
 
+	if p.url != "" {
+		// Malformed, it is a configuration error; dialled, it would be retried as if the server were not up yet.
+		if err := natsconn.CheckURL(p.url); err != nil {
+			return natsconn.Config{}, false, bad("%s: %v", p.urlFrom, err)
+		}
+	}
 	c = natsconn.Config{
 		URL: p.url, User: p.user, Password: p.password, Token: p.token, Creds: p.creds, NkeySeedFile: p.nkey,
 		TLSCA: p.ca, TLSCert: p.cert, TLSKey: p.key, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,

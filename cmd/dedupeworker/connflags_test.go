@@ -408,3 +408,60 @@ func TestConnFlagsInUsage(t *testing.T) {
 		}
 	}
 }
+
+// A malformed server URL stops every command at once with status 2, naming where it came from and what is wrong;
+// before, it was dialled (a name that cannot resolve, retried until the connect timeout) or failed with status 1
+// and url.Parse's message, password included. A well-formed URL whose host does not resolve is still retried.
+func TestConnMalformedURL(t *testing.T) {
+	const bad = `"nats://exa mple:4222": invalid character " " in host name`
+	for _, c := range []struct {
+		name    string
+		env     map[string]string
+		context string // a context "dev" with this URL, selected
+		args    []string
+		want    string
+	}{
+		{"DEDUPE_NATS_URL, run", map[string]string{"DEDUPE_NATS_URL": "nats://exa mple:4222"}, "", []string{"run"}, "run: DEDUPE_NATS_URL: " + bad},
+		{"DEDUPE_NATS_URL, ingest", map[string]string{"DEDUPE_NATS_URL": "nats://host:port"}, "", []string{"ingest"},
+			`ingest: DEDUPE_NATS_URL: "nats://host:port": invalid port ":port" after host`},
+		{"a port out of range", map[string]string{"DEDUPE_NATS_URL": "nats://:99999"}, "", []string{"window", "status"},
+			`window status: DEDUPE_NATS_URL: "nats://:99999": port 99999 is not between 1 and 65535`},
+		{"a scheme, from -s", nil, "", []string{"window", "status", "-s", "htp://x"},
+			`window status: -s: "htp://x": scheme "htp" is not one of nats, tls, ws, wss`},
+		{"an empty entry, from NATS_URL", map[string]string{"NATS_URL": "nats://a:4222,,"}, "", []string{"run"},
+			"run: NATS_URL: URL 2 of 3 is empty (a stray comma?)"},
+		{"from a context", nil, "nats://app:hunter2@exa mple:4222", []string{"dlq", "ls"},
+			`dlq ls: context "dev" (CTX): "nats://[redacted]@exa mple:4222": invalid character " " in host name`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cleanNATSEnv(t)
+			t.Setenv("DEDUPE_HTTP_ADDR", "")
+			t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1m") // a retry would show as a timeout of the test
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			want := c.want
+			if c.context != "" {
+				dir := cliHome(t, "dev", map[string]string{"dev": fmt.Sprintf(`{"url":%q}`, c.context)})
+				want = strings.Replace(want, "CTX", filepath.Join(dir, "context", "dev.json"), 1)
+			}
+			start := time.Now()
+			code, out, stderr := runCLI(t, "", c.args...)
+			if code != 2 || out != "" || strings.TrimSpace(stderr) != want {
+				t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, stderr, want)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("took %s", d)
+			}
+		})
+	}
+
+	cleanNATSEnv(t)
+	t.Setenv("DEDUPE_NATS_URL", "nats://nosuchhost.invalid:4222")
+	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1s")
+	t.Setenv("DEDUPE_LOG_FORMAT", "json")
+	code, _, stderr := runCLI(t, "", "window", "get", "--idempotency-key", "a:s:k")
+	if code != 1 || !strings.Contains(stderr, "NATS not reachable yet; retrying") || !strings.Contains(stderr, "gave up after") {
+		t.Errorf("a host that does not resolve: exit %d, %q", code, stderr)
+	}
+}

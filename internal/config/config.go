@@ -141,6 +141,9 @@ func (c Config) Validate() error {
 	if c.NatsURL == "" {
 		if _, _, err := net.SplitHostPort(c.EmbeddedListen); err != nil {
 			bad("EMBEDDED_LISTEN", "must be host:port, got %q", c.EmbeddedListen)
+		} else if err := natsconn.CheckURL("nats://" + c.EmbeddedListen); err != nil {
+			// The other commands (and ingest) connect to it.
+			bad("EMBEDDED_LISTEN", "must be host:port, got %q: %v", c.EmbeddedListen, err)
 		}
 		if c.EmbeddedStoreDir == "" {
 			bad("EMBEDDED_STORE_DIR", "must not be empty")

@@ -55,6 +55,7 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"DEDUPE_NATS_TLS_CERT": "/etc/hostname"}, "must be set together with DEDUPE_NATS_TLS_KEY"},
 		{map[string]string{"DEDUPE_MAX_IN_FLIGHT": "0"}, "DEDUPE_MAX_IN_FLIGHT"},
 		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "4222"}, "DEDUPE_EMBEDDED_LISTEN: must be host:port"},
+		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "exa mple:4222"}, `DEDUPE_EMBEDDED_LISTEN: must be host:port, got "exa mple:4222": "nats://exa mple:4222": invalid character " " in host name`},
 		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "-1s"}, "DEDUPE_NATS_CONNECT_TIMEOUT: must not be negative, got -1s"},
 		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "soon"}, `DEDUPE_NATS_CONNECT_TIMEOUT: cannot parse "soon"`},
 	}

@@ -59,6 +59,12 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("natsconn: url: must not be empty")
 	}
+	if err := CheckURL(cfg.URL); err != nil {
+		if cfg.Origin != "" {
+			return nil, fmt.Errorf("natsconn: url: %w (%s)", err, cfg.Origin)
+		}
+		return nil, fmt.Errorf("natsconn: url: %w", err)
+	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
