@@ -11,17 +11,12 @@ import (
 )
 
 // BenchmarkClaimParallel measures fresh claims (the Won path) from many goroutines against a real, file-backed
-// server, publishing the create with js.PublishMsg ("sync", what Claim uses) and js.PublishMsgAsync + waiting on
-// the future ("async").
+// server.
 func BenchmarkClaimParallel(b *testing.B) {
-	for _, mode := range []struct {
-		name  string
-		async bool
-	}{{"sync", false}, {"async", true}} {
+	for _, mode := range []struct{ name string }{{"won"}} {
 		b.Run(mode.name, func(b *testing.B) {
 			s := natstest.Run(b)
 			w := newWindow(b, jsFor(b, s.URL()), kvwindow.DefaultConfig())
-			kvwindow.SetAsyncPublish(w, mode.async)
 			ctx := ctxT(b, 10*time.Minute)
 			var n atomic.Uint64
 			b.SetParallelism(100) // hundreds of claims in flight, as in the pipeline

@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // sameEnvelope reports whether a claim stored by claimant held was made by the envelope c. A stored claim without
@@ -35,10 +37,12 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if err := w.usable(); err != nil {
 		return Outcome{}, err
 	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
+	// One Timeout bounds the whole claim. Writes carry it as their own timeout (no context per claim: a claim is
+	// the hot path); the rare read makes a context of it.
+	start := time.Now()
+	deadline := start.Add(w.cfg.Timeout)
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	now := time.Now().UnixMilli()
+	now := start.UnixMilli()
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, now, false)
 	ttl := ttlHeader(c.TTLSeconds())
 
@@ -59,7 +63,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		}
 	}
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
-		rev, err := w.create(ctx, subj, val, ttl, expected)
+		rev, err := w.create(ctx, subj, val, ttl, expected, time.Until(deadline))
 		if err == nil {
 			if takeover {
 				return Outcome{Status: Owned, Revision: rev, Published: published, FirstClaimed: time.UnixMilli(first)}, nil
@@ -94,7 +98,9 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if c.FirstDelivery {
 			read = w.any
 		}
-		m, err := w.read(ctx, read, subj)
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		m, err := w.read(rctx, read, subj)
+		cancel()
 		if err != nil {
 			return Outcome{}, w.unavailable("claim: read", subj, err)
 		}
@@ -160,7 +166,9 @@ func (w *shard) read(ctx context.Context, st jetstream.Stream, subj string) (*je
 	return latest(ctx, st, subj)
 }
 
-// ttlHeader is the Nats-TTL value for a TTL in seconds. A deployment uses a handful of TTLs, so the strings are
+// ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server reads the header with
+// time.ParseDuration first and only then as a bare number, so "86400" would cost it a failed parse (and the
+// error's allocation) on every claim, "86400s" does not. A deployment uses a handful of TTLs, so the strings are
 // kept in a small table (a slot per TTL modulo its size; a collision only formats again) rather than formatted
 // for every claim.
 func ttlHeader(sec int64) string {
@@ -168,9 +176,16 @@ func ttlHeader(sec int64) string {
 	if e := slot.Load(); e != nil && e.sec == sec {
 		return e.s
 	}
-	e := &ttlEntry{sec: sec, s: strconv.FormatInt(sec, 10)}
+	e := &ttlEntry{sec: sec, s: strconv.FormatInt(sec, 10) + "s"}
 	slot.Store(e)
 	return e.s
+}
+
+// parseTTLHeader reads a Nats-TTL value in whole seconds: "86400s" as claims write it, "86400" as older workers
+// (and the KV layer) do.
+func parseTTLHeader(v string) (int64, bool) {
+	sec, err := strconv.ParseInt(strings.TrimSuffix(v, "s"), 10, 64)
+	return sec, err == nil && sec > 0
 }
 
 type ttlEntry struct {
@@ -192,31 +207,18 @@ func pause(ctx context.Context, d time.Duration) error {
 }
 
 // create publishes a claim value on subj expecting its last sequence to be expected. Its message and header map
-// come from a pool: PublishMsg has sent them by the time it returns, and a claim is the hot path.
-func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64) (uint64, error) {
+// come from a pool: the request has sent them by the time it returns, and a claim is the hot path.
+func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64, timeout time.Duration) (uint64, error) {
 	m := msgPool.Get().(*nats.Msg)
 	defer func() {
-		m.Subject, m.Data = "", nil
+		m.Subject, m.Reply, m.Data = "", "", nil
 		msgPool.Put(m)
 	}()
 	m.Subject, m.Data = subj, val
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(expected, 10)
 	m.Header[jetstream.MsgTTLHeader][0] = ttl
-	var pa *jetstream.PubAck
-	var err error
-	if !w.async {
-		pa, err = w.js.PublishMsg(ctx, m)
-	} else {
-		// The client keeps an async message until its ack, which may outlive ctx: it must not go back to the pool.
-		pa, err = w.publishAsync(ctx, &nats.Msg{Subject: subj, Data: val, Header: nats.Header{
-			jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(expected, 10)},
-			jetstream.MsgTTLHeader:              []string{ttl},
-		}})
-	}
+	pa, err := w.publish(ctx, m, timeout)
 	if err != nil {
-		return 0, err
-	}
-	if err := w.acked(pa); err != nil {
 		return 0, err
 	}
 	return pa.Sequence, nil
@@ -229,18 +231,40 @@ var msgPool = sync.Pool{New: func() any {
 	}}
 }}
 
-func (w *shard) publishAsync(ctx context.Context, m *nats.Msg) (*jetstream.PubAck, error) {
-	f, err := w.js.PublishMsgAsync(m)
-	if err != nil {
-		return nil, err
-	}
-	select {
-	case pa := <-f.Ok():
-		return pa, nil
-	case err := <-f.Err():
-		return nil, err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+// Retries of a write that found no stream to answer it, as the jetstream package's publish makes them: during a
+// leader election the bucket's stream has no responder for a moment.
+const (
+	noResponderRetries = 2
+	noResponderWait    = 250 * time.Millisecond
+)
+
+// publish writes m to the bucket and checks where it was stored. A refusal is the server's *jetstream.APIError;
+// no stream answering, after the retries, is jetstream.ErrNoStreamResponse.
+func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
+	deadline := time.Now().Add(timeout)
+	for attempt := 0; ; attempt++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return natsreq.PubAck{}, nats.ErrTimeout
+		}
+		a, err := w.req.Request(ctx, m, left)
+		if errors.Is(err, nats.ErrNoResponders) {
+			if attempt < noResponderRetries {
+				if err := pause(ctx, noResponderWait); err != nil {
+					return natsreq.PubAck{}, err
+				}
+				continue
+			}
+			return natsreq.PubAck{}, jetstream.ErrNoStreamResponse
+		}
+		if err != nil {
+			return natsreq.PubAck{}, err
+		}
+		pa, err := natsreq.ParsePubAck(a.Data)
+		if err != nil {
+			return natsreq.PubAck{}, err
+		}
+		return pa, w.acked(pa)
 	}
 }
 

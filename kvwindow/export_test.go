@@ -2,13 +2,6 @@ package kvwindow
 
 import "time"
 
-// SetAsyncPublish switches claim creates between js.PublishMsg (false) and js.PublishMsgAsync (true).
-func SetAsyncPublish(w *Window, on bool) {
-	for _, s := range w.shards {
-		s.async = on
-	}
-}
-
 // Stats reports what claims ran into, over every bucket: 10071 and 10164 answers, markers written over, and reads
 // that found nothing.
 func Stats(w *Window) (w10071, w10164, markers, empty uint64) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -25,7 +26,7 @@ type shard struct {
 	api     string                   // JetStream API prefix, e.g. "$JS.API."
 	leader  jetstream.Stream         // reads through the stream leader's API (never a direct get)
 	any     jetstream.Stream         // reads by direct get when the bucket allows it (any replica may answer)
-	async   bool                     // tests only: publish creates with PublishMsgAsync (see BenchmarkClaimParallel; sync is used)
+	req     *natsreq.Mux             // claim writes: answers matched as they arrive, pub acks parsed without reflection
 	markTTL time.Duration
 	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
@@ -164,8 +165,8 @@ func (w *shard) markLost(reason string, recreated bool) error {
 }
 
 // acked checks where a write of ours was stored: in this bucket's stream, after the sequence it had at bind.
-func (w *shard) acked(pa *jetstream.PubAck) error {
-	if pa.Stream == w.stream && pa.Sequence > w.floor {
+func (w *shard) acked(pa natsreq.PubAck) error {
+	if string(pa.Stream) == w.stream && pa.Sequence > w.floor {
 		return nil
 	}
 	return w.markLost(fmt.Sprintf("was created again under the running worker (a write was stored at sequence %d of "+

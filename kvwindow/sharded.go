@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // Window is the claim window: one JetStream KV bucket, or Config.Shards buckets with each key in exactly one of
@@ -43,14 +45,22 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 	if err != nil {
 		return nil, err
 	}
+	// One answer subscription serves the claims of every bucket (see internal/natsreq): it lives as long as the
+	// connection, as nats.go's own request subscription does.
+	req, err := natsreq.New(js.Conn())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
 	w := &Window{cfg: cfg}
 	for i := range cfg.Shards {
 		sc := cfg
 		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
 		s, err := newShard(ctx, js, sc, bucketConfig(cfg, i), mayCreate[i])
 		if err != nil {
+			_ = req.Close()
 			return nil, err
 		}
+		s.req = req
 		w.shards = append(w.shards, s)
 	}
 	return w, nil

@@ -45,7 +45,7 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 		e.Published = v.Pub
 		e.FirstClaimed = v.firstClaimed(at)
 	}
-	if ttl, err := strconv.ParseInt(h.Get(jetstream.MsgTTLHeader), 10, 64); err == nil && ttl > 0 {
+	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
 		e.TTL = time.Duration(ttl) * time.Second
 	}
 	return e
@@ -81,16 +81,12 @@ func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uin
 		jetstream.MsgRollup:                 []string{jetstream.MsgRollupSubject},
 		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)},
 		// Without a TTL the purge marker would stay on the key for good (the bucket's limits never remove it).
-		jetstream.MsgTTLHeader: []string{strconv.FormatInt(int64((w.markTTL+time.Second-1)/time.Second), 10)},
+		jetstream.MsgTTLHeader: []string{ttlHeader(int64((w.markTTL + time.Second - 1) / time.Second))},
 	}}
 	if err := w.usable(); err != nil {
 		return false, err
 	}
-	pa, err := w.js.PublishMsg(ctx, m)
-	if err == nil {
-		err = w.acked(pa)
-	}
-	if err != nil {
+	if _, err := w.publish(ctx, m, w.cfg.Timeout); err != nil {
 		if errors.Is(err, ErrWindowLost) {
 			return false, err
 		}
@@ -225,7 +221,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64,
 		first = v.firstClaimed(m.Time)
 	}
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), true)
-	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev)
+	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)
 	if err != nil {
 		if errors.Is(err, ErrWindowLost) {
 			return 0, false, err

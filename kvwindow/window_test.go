@@ -542,7 +542,7 @@ func TestStoredValue(t *testing.T) {
 		before := time.Now().UnixMilli()
 		out := claim(t, w, c)
 		m := lastOn(t, st, "acme", "s", c.Key)
-		if m == nil || m.Sequence != out.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "60" || len(m.Data) == 0 || m.Data[0] != 0x01 {
+		if m == nil || m.Sequence != out.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "60s" || len(m.Data) == 0 || m.Data[0] != 0x01 {
 			t.Fatalf("%s: stored claim: %+v", tc.name, m)
 		}
 		v, ok := kvwindow.DecodeValue(m.Data)
@@ -643,7 +643,7 @@ func TestTakeoverRewritesClaim(t *testing.T) {
 		t.Fatalf("takeover: %+v after %+v", took, first)
 	}
 	m := lastOn(t, st, "t", "s", "k")
-	if m.Sequence != took.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "7200" {
+	if m.Sequence != took.Revision || m.Header.Get(jetstream.MsgTTLHeader) != "7200s" {
 		t.Fatalf("taken-over claim: seq %d headers %v data %s", m.Sequence, m.Header, m.Data)
 	}
 	if v, ok := kvwindow.DecodeValue(m.Data); !ok || v.Delivery != delivery(2) || v.FirstMs != first.FirstClaimed.UnixMilli() {
@@ -682,7 +682,7 @@ func TestReleaseOnServer(t *testing.T) {
 	}
 	purge := lastOn(t, st, "t", "s", "k")
 	if purge == nil || purge.Sequence != first.Revision+1 || purge.Header.Get("KV-Operation") != "PURGE" ||
-		purge.Header.Get(jetstream.MsgTTLHeader) != "1" || len(purge.Data) != 0 {
+		purge.Header.Get(jetstream.MsgTTLHeader) != "1s" || len(purge.Data) != 0 {
 		t.Fatalf("purge marker: %+v", purge)
 	}
 	if _, err := st.GetMsg(ctx, first.Revision); !errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -80,9 +80,7 @@ var (
 // consumer serves the ack subject any more (deleted, or its stream) — an ack that would otherwise vanish without a
 // word —, a timeout when the answer did not come (refused by permissions, lost, a slow leader).
 func (p *Pipeline) ackMsg(ctx context.Context, d *delivery) error {
-	ctx, cancel := context.WithTimeout(ctx, p.ackTimeout())
-	defer cancel()
-	_, err := p.nc.RequestWithContext(ctx, d.msg.Reply, ackBody)
+	_, err := p.req.Request(ctx, &nats.Msg{Subject: d.msg.Reply, Data: ackBody}, p.ackTimeout())
 	return err
 }
 

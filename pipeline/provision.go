@@ -106,6 +106,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	return ensureConsumer(ctx, js, cfg, input)
 }
 
+// ConsumerMaxAckPending is the MaxAckPending Provision creates the consumer with for cfg (defaults applied):
+// cfg.MaxAckPending when set, else room for DefaultFleet replicas of MaxInFlight each, at least 1000.
+func ConsumerMaxAckPending(cfg Config) int { return maxAckPending(cfg.WithDefaults()) }
+
 func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger, want jetstream.StreamConfig) (*jetstream.StreamInfo, error) {
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -155,6 +159,9 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
+			if workQueueTaken(err) {
+				return workQueueConflict(ctx, js, cfg, err)
+			}
 			return fmt.Errorf("pipeline: create consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
 		}
 		c, err = js.Consumer(ctx, cfg.InputStream, cfg.Consumer)
@@ -207,6 +214,64 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 			"max_ack_pending", got.MaxAckPending, "max_in_flight", cfg.MaxInFlight)
 	}
 	return nil
+}
+
+// The server's refusals of a second consumer over the same subjects of a work-queue stream: "multiple
+// non-filtered consumers not allowed on workqueue stream" and "filtered consumer not unique on workqueue stream".
+const (
+	errCodeWQMultipleUnfiltered jetstream.ErrorCode = 10099
+	errCodeWQNotUnique          jetstream.ErrorCode = 10100
+)
+
+func workQueueTaken(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWQMultipleUnfiltered || apiErr.ErrorCode == errCodeWQNotUnique)
+}
+
+// conflictError is an error whose text explains it all, wrapping ErrIncompatible (it is never retried) and the
+// server's error.
+type conflictError struct {
+	msg   string
+	cause error
+}
+
+func (e *conflictError) Error() string   { return e.msg }
+func (e *conflictError) Unwrap() []error { return []error{ErrIncompatible, e.cause} }
+
+// workQueueConflict explains the server's refusal to create the consumer on a work-queue input stream: another
+// consumer already reads its subjects (the consumer was renamed, DEDUPE_CONSUMER changed), and a work-queue stream
+// delivers each message to one consumer only. It names the consumers there, as far as they can be listed.
+func workQueueConflict(ctx context.Context, js jetstream.JetStream, cfg Config, cause error) error {
+	var names []string
+	if s, err := js.Stream(ctx, cfg.InputStream); err == nil {
+		lister := s.ConsumerNames(ctx)
+		for name := range lister.Name() {
+			if name != cfg.Consumer {
+				names = append(names, name)
+			}
+		}
+		if lister.Err() != nil {
+			names = nil
+		}
+	}
+	slices.Sort(names)
+	msg := fmt.Sprintf("pipeline: consumer %q: %s is a work-queue stream and ", cfg.Consumer, cfg.InputStream)
+	switch len(names) {
+	case 0:
+		msg += fmt.Sprintf("another consumer already reads it (nats consumer ls %s); a work-queue stream allows one consumer per subject — "+
+			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", cfg.InputStream, cfg.InputStream)
+	case 1:
+		msg += fmt.Sprintf("consumer %q already reads it; a work-queue stream allows one consumer per subject — "+
+			"delete the old one (nats consumer rm %s %s) or set DEDUPE_CONSUMER=%s", names[0], cfg.InputStream, names[0], names[0])
+	default:
+		quoted := make([]string, len(names))
+		for i, n := range names {
+			quoted[i] = strconv.Quote(n)
+		}
+		msg += fmt.Sprintf("consumers %s already read it; a work-queue stream allows one consumer per subject — "+
+			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", strings.Join(quoted, ", "), cfg.InputStream)
+	}
+	return &conflictError{msg: msg, cause: cause}
 }
 
 // startFrom sets where a new consumer starts. On a work-queue stream (nothing processed is kept) it starts at the

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
@@ -23,16 +25,30 @@ func (p *Pipeline) readiness() error {
 		return errNotRunning
 	}
 	if nc := p.nc; !nc.IsConnected() {
-		return fmt.Errorf("pipeline: not connected to NATS (%s)", nc.Status())
+		down := ""
+		if at := p.link.downSince.Load(); at != 0 {
+			down = " for " + (p.clock() - time.Duration(at)).Round(100*time.Millisecond).String()
+		}
+		return fmt.Errorf("pipeline: not connected to NATS (%s%s): the server is down or out of reach; a restarted "+
+			"nats-server takes connections only once it has recovered its streams, the window's bucket among them "+
+			"(seconds per million keys), and the worker resumes by itself", nc.Status(), down)
 	}
 	if !p.bound.Load() {
 		return fmt.Errorf("pipeline: not consuming from %s > %s", p.cfg.InputStream, p.cfg.Consumer)
 	}
-	if e := p.consumerErr.Load(); e != nil {
-		return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, *e)
+	consumerErr := p.consumerErr.Load()
+	if consumerErr != nil {
+		if _, quiet := kvwindow.NotAnswering(*consumerErr); !quiet {
+			return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, *consumerErr)
+		}
 	}
 	if e := p.windowErr.Load(); e != nil {
-		return fmt.Errorf("pipeline: window unreachable: %w", *e)
+		return p.windowReason(*e)
+	}
+	if consumerErr != nil {
+		return fmt.Errorf("pipeline: consumer %s > %s not answering (its server stopping, or back and still "+
+			"recovering its streams, or the stream without a leader; the worker resumes by itself): %w",
+			p.cfg.InputStream, p.cfg.Consumer, *consumerErr)
 	}
 	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
@@ -42,6 +58,27 @@ func (p *Pipeline) readiness() error {
 			(p.clock() - time.Duration(at)).Round(time.Millisecond))
 	}
 	return nil
+}
+
+// windowReason says why the window cannot be used. A bucket that does not answer (rather than refuses) is one
+// whose server is stopping or still recovering its streams, or whose stream has no leader: that passes by
+// itself, and right after a reconnect it is the server rebuilding the bucket's state (seconds per million keys).
+func (p *Pipeline) windowReason(err error) error {
+	bucket, quiet := kvwindow.NotAnswering(err)
+	if !quiet {
+		return fmt.Errorf("pipeline: window unreachable: %w", err)
+	}
+	what := "the window's bucket"
+	if bucket != "" {
+		what = "bucket " + bucket
+	}
+	if back := p.link.backAt.Load(); back != 0 && p.link.recovering.Load() {
+		return fmt.Errorf("pipeline: dedupe window recovering: %s not answering yet, %s after the reconnect (its "+
+			"server restarting, or rebuilding the bucket's state after a restart: seconds per million keys; the "+
+			"worker resumes by itself): %w", what, (p.clock() - time.Duration(back)).Round(100*time.Millisecond), err)
+	}
+	return fmt.Errorf("pipeline: dedupe window not answering: %s (its server stopping or restarting, or the "+
+		"bucket's stream without a leader; the worker resumes by itself): %w", what, err)
 }
 
 // failureQuiet is how long after the last failed publish (with no success since) or failed ack the pipeline stays
@@ -63,7 +100,9 @@ func (p *Pipeline) publishUp() {
 }
 
 func (p *Pipeline) publishDown(err error) {
-	if p.publishErr.Swap(&failure{err, p.clock()}) == nil {
+	// A publish the client could not send while disconnected is the connection's failure, which readiness reports
+	// as long as it lasts; it must not keep the pipeline unready for failureQuiet after the reconnect.
+	if !p.offline(err) && p.publishErr.Swap(&failure{err, p.clock()}) == nil {
 		p.updateReady()
 	}
 	if ok, n := p.publishLog.allow(); ok {
@@ -77,7 +116,7 @@ func (p *Pipeline) publishDown(err error) {
 // everything for ever: it is counted, logged and makes the pipeline unready.
 func (p *Pipeline) ackFailed(reason string, err error) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
-	if p.ackFailedAt.Swap(int64(max(p.clock(), 1))) == 0 {
+	if !p.offline(err) && p.ackFailedAt.Swap(int64(max(p.clock(), 1))) == 0 {
 		p.updateReady()
 	}
 	if ok, n := p.ackLog.allow(); ok {

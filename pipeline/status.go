@@ -2,26 +2,68 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval.
+// link is what the status loop saw of the NATS connection's outages, for readiness to say how long and why.
+type link struct {
+	downSince  atomic.Int64 // p.clock() when the connection was lost (0: connected)
+	backAt     atomic.Int64 // p.clock() of the last reconnect (0: none since Run started)
+	recovering atomic.Bool  // reconnected, and the window has not answered a ping since
+}
+
+// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval, and at once
+// after a reconnect: what the last poll found before it (requests that could not leave the client, a server that
+// was stopping) no longer holds, and readiness should not report it for another StatusInterval.
 func (p *Pipeline) statusLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.StatusInterval)
 	defer t.Stop()
+	conn := p.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
+	defer p.nc.RemoveStatusListener(conn)
 	for {
 		p.refreshStatus(ctx)
 		select {
 		case <-ctx.Done():
 			return
+		case st := <-conn:
+			p.linkChanged(st)
 		case <-t.C:
 		}
 	}
 }
 
+func (p *Pipeline) linkChanged(st nats.Status) {
+	now := int64(max(p.clock(), 1))
+	if st != nats.CONNECTED {
+		p.link.downSince.CompareAndSwap(0, now)
+		p.updateReady()
+		return
+	}
+	if p.link.downSince.Swap(0) != 0 {
+		p.link.backAt.Store(now)
+		p.link.recovering.Store(true)
+	}
+}
+
+// offline reports whether err is the connection's, not the server's: the request was never sent (no reconnect
+// buffer: a publish while disconnected fails at once with "outbound buffer limit exceeded") or the connection
+// went away under it. Readiness reports the connection itself; such an error says nothing about the consumer,
+// the window or the output stream, and must not outlive the outage in what readiness says.
+func (p *Pipeline) offline(err error) bool {
+	return !p.nc.IsConnected() || errors.Is(err, nats.ErrReconnectBufExceeded) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrConnectionClosed)
+}
+
 func (p *Pipeline) refreshStatus(ctx context.Context) {
+	if !p.nc.IsConnected() {
+		return // every request would fail in the client; readiness says the connection is down
+	}
 	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
@@ -30,7 +72,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		return
 	}
 	if err != nil {
-		p.consumerErr.Store(&err)
+		if !p.offline(err) {
+			p.consumerErr.Store(&err)
+		}
 	} else {
 		p.consumerErr.Store(nil)
 		info := c.CachedInfo()
@@ -43,13 +87,14 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := p.cfg.Window.Ping(wctx); err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || p.offline(err) {
 			return
 		}
 		if p.windowErr.Swap(&err) == nil {
 			p.log.Warn("pipeline: window ping failed", "err", err)
 		}
 	} else {
+		p.link.recovering.Store(false)
 		p.windowUp()
 	}
 	p.updateReady()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -158,20 +159,17 @@ func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header
 // worker processes one envelope at a time. Its buffers (the outbound message and header map, the value slices)
 // are reused from one envelope to the next once JetStream has answered the publish that used them.
 type worker struct {
-	p     *Pipeline
-	ctx   context.Context
-	timer *time.Timer
-	e     envelope
-	out   *outMsg
-	buf   []byte
+	p   *Pipeline
+	ctx context.Context
+	e   envelope
+	out *outMsg
+	buf []byte
 	// stored says the last keyed forward stored its event in the output stream.
 	stored bool
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
-	t := time.NewTimer(time.Hour)
-	t.Stop()
-	return &worker{p: p, ctx: ctx, timer: t, out: newOutMsg(), buf: make([]byte, 0, 256)}
+	return &worker{p: p, ctx: ctx, out: newOutMsg(), buf: make([]byte, 0, 256)}
 }
 
 func (w *worker) loop(rs *runState) {
@@ -559,40 +557,49 @@ func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {
 	}
 }
 
-var errPublishTimeout = errors.New("pipeline: no publish acknowledgement in time")
+// Retries of a publish that found no stream to answer it, as the jetstream package makes them: during a leader
+// election the output stream has no responder for a moment.
+const (
+	noResponderRetries = 2
+	noResponderWait    = 250 * time.Millisecond
+)
 
-// publish sends out and waits for JetStream's answer. The client library gives up on the publish after
-// PublishTimeout by itself (and forgets it, so that unanswered publishes never pile up to its limit); the worker's
-// own timer is only a backstop. When it returns without an answer the message may still be held by the library,
-// so the worker takes fresh buffers for its next envelope.
+// publish sends out to JetStream and waits for its answer, at most PublishTimeout. The message is written to the
+// connection before the wait, so out may be reused as soon as publish returns, whatever it returns.
 func (w *worker) publish(out *nats.Msg) error {
 	p := w.p
 	start := time.Now()
-	f, err := p.pub.PublishMsgAsync(out)
-	if err != nil {
-		w.out = newOutMsg()
-		return err
-	}
-	w.timer.Reset(p.cfg.PublishTimeout + time.Second)
-	select {
-	case <-f.Ok():
-		w.timer.Stop()
+	deadline := start.Add(p.cfg.PublishTimeout)
+	for attempt := 0; ; attempt++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return errPublishTimeout
+		}
+		a, err := p.req.Request(w.ctx, out, left)
+		switch {
+		case errors.Is(err, nats.ErrNoResponders):
+			if attempt < noResponderRetries {
+				if !waitFor(w.ctx.Done(), noResponderWait) {
+					continue
+				}
+				return w.ctx.Err()
+			}
+			return jetstream.ErrNoStreamResponse
+		case errors.Is(err, nats.ErrTimeout):
+			return errPublishTimeout
+		case err != nil:
+			return err
+		}
+		if _, err := natsreq.ParsePubAck(a.Data); err != nil {
+			return err
+		}
 		p.m.publishDuration.Observe(time.Since(start).Seconds())
 		p.publishUp()
 		return nil
-	case err := <-f.Err():
-		w.timer.Stop()
-		w.out = newOutMsg()
-		return err
-	case <-w.timer.C:
-		w.out = newOutMsg()
-		return errPublishTimeout
-	case <-w.ctx.Done():
-		w.timer.Stop()
-		w.out = newOutMsg()
-		return w.ctx.Err()
 	}
 }
+
+var errPublishTimeout = errors.New("pipeline: no publish acknowledgement in time")
 
 // unpublishable says why out can never be stored by the output stream ("" when it can): its header block over
 // JetStream's 64 KiB, or headers and body over the server's maximum payload or the stream's maximum message size.

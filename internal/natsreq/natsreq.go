@@ -1,0 +1,153 @@
+// Package natsreq sends requests over a core NATS connection and matches each answer to its request as it
+// arrives, at a cost per request that the hot path of the worker can afford: claims, acks that wait for the
+// server's confirmation, and the answers' parsing.
+//
+// nats.go's own request path (and the jetstream package's publish on top of it) builds an inbox subject, a
+// channel, a map entry and usually a context per request, and decodes every publish acknowledgement with
+// encoding/json: about 50 allocations per claim. Here a request borrows a slot: a reply subject reserved for it
+// (one wildcard subscription serves every slot), a one-message channel and a timer, all reused. A slot whose
+// request ends without its answer (timeout, cancelled context) is retired, so that a late answer can never be
+// taken for the answer to a later request.
+//
+// The answer subscription lives as long as the connection (as nats.go's own response subscription does) unless
+// Close ends it; it follows the connection through reconnects.
+package natsreq
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Mux matches answers to requests. It is safe for concurrent use.
+type Mux struct {
+	nc     *nats.Conn
+	sub    *nats.Subscription
+	prefix string // the reply subjects' common prefix, ending in "."
+
+	mu    sync.RWMutex
+	slots map[uint64]*slot // live slots by index: the answer handler's lookup
+	free  []*slot          // slots waiting for a request
+	next  uint64           // the next new slot's index
+}
+
+type slot struct {
+	idx   uint64
+	reply string
+	ch    chan *nats.Msg
+	timer *time.Timer
+}
+
+// New subscribes to the answers of the requests m will send on nc, under an inbox of nc's (its custom inbox
+// prefix respected).
+func New(nc *nats.Conn) (*Mux, error) {
+	if nc == nil {
+		return nil, errors.New("natsreq: connection must not be nil")
+	}
+	m := &Mux{nc: nc, prefix: nc.NewInbox() + ".", slots: make(map[uint64]*slot)}
+	sub, err := nc.Subscribe(m.prefix+"*", m.answer)
+	if err != nil {
+		return nil, err
+	}
+	// Answers are small and every request bounds its wait: a slow reader drops answers (their requests time
+	// out, which every caller treats as "not confirmed"), it never holds them without limit.
+	if err := sub.SetPendingLimits(1<<20, 64<<20); err != nil {
+		_ = sub.Unsubscribe()
+		return nil, err
+	}
+	m.sub = sub
+	return m, nil
+}
+
+// Close ends the answer subscription; requests still waiting then time out.
+func (m *Mux) Close() error {
+	return m.sub.Unsubscribe()
+}
+
+func (m *Mux) answer(msg *nats.Msg) {
+	idx, err := strconv.ParseUint(msg.Subject[min(len(m.prefix), len(msg.Subject)):], 10, 64)
+	if err != nil {
+		return
+	}
+	m.mu.RLock()
+	s := m.slots[idx]
+	if s != nil {
+		select {
+		case s.ch <- msg:
+		default: // a second answer to one request: the first one counts
+		}
+	}
+	m.mu.RUnlock()
+}
+
+func (m *Mux) acquire() *slot {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if n := len(m.free); n > 0 {
+		s := m.free[n-1]
+		m.free = m.free[:n-1]
+		return s
+	}
+	s := &slot{idx: m.next, ch: make(chan *nats.Msg, 1)}
+	s.reply = m.prefix + strconv.FormatUint(s.idx, 10)
+	s.timer = time.NewTimer(time.Hour)
+	s.timer.Stop()
+	m.next++
+	m.slots[s.idx] = s
+	return s
+}
+
+// release hands an answered slot back; retire drops one whose answer may still come.
+func (m *Mux) release(s *slot) {
+	m.mu.Lock()
+	m.free = append(m.free, s)
+	m.mu.Unlock()
+}
+
+func (m *Mux) retire(s *slot) {
+	m.mu.Lock()
+	delete(m.slots, s.idx)
+	m.mu.Unlock()
+	s.timer.Stop()
+}
+
+// Request publishes msg with a reply subject of its own (msg.Reply is overwritten; msg may be reused once
+// Request returns) and waits for the answer, at most timeout and no longer than ctx. A "no responders" answer is
+// nats.ErrNoResponders; no answer in time is nats.ErrTimeout (ctx's error when ctx ended first).
+func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := m.acquire()
+	msg.Reply = s.reply
+	if err := m.nc.PublishMsg(msg); err != nil {
+		// Not sent: no answer can come, the slot is as good as new.
+		m.release(s)
+		return nil, err
+	}
+	s.timer.Reset(timeout)
+	select {
+	case a := <-s.ch:
+		s.timer.Stop() // Go ≥ 1.23: a stopped timer's channel holds nothing stale for the next Reset
+		m.release(s)
+		if noResponders(a) {
+			return nil, nats.ErrNoResponders
+		}
+		return a, nil
+	case <-s.timer.C:
+		m.retire(s)
+		return nil, nats.ErrTimeout
+	case <-ctx.Done():
+		m.retire(s)
+		return nil, ctx.Err()
+	}
+}
+
+// noResponders reports the server's 503 status answer: nobody listens on the request's subject.
+func noResponders(a *nats.Msg) bool {
+	return len(a.Data) == 0 && a.Header != nil && a.Header.Get("Status") == "503"
+}
