@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
@@ -22,7 +23,7 @@ import (
 type Pipeline struct {
 	cfg Config
 	js  jetstream.JetStream
-	pub jetstream.JetStream // js's API, with a publish timeout and a pending limit sized for MaxInFlight
+	req *natsreq.Mux // acks that wait for their confirmation, and output publishes (set by Run)
 	nc  *nats.Conn
 
 	apiPrefix string // the JetStream API's subject prefix ("$JS.API." unless a domain or prefix is set)
@@ -105,14 +106,9 @@ func New(cfg Config) (*Pipeline, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	pub, err := publisher(cfg.JetStream, cfg.PublishTimeout, pendingLimit(cfg.MaxInFlight))
-	if err != nil {
-		return nil, err
-	}
 	p := &Pipeline{
 		cfg:             cfg,
 		js:              cfg.JetStream,
-		pub:             pub,
 		nc:              cfg.JetStream.Conn(),
 		apiPrefix:       jsapi.Prefix(cfg.JetStream.Options()),
 		epoch:           time.Now(),
@@ -175,35 +171,6 @@ func (p *Pipeline) source(id string) *sourceState {
 	return p.other
 }
 
-// publisher is a JetStream handle on js's connection and API (domain or prefix) whose asynchronous publishes time
-// out after timeout and are limited to maxPending outstanding: the library forgets a publish it gave up on, so
-// that publishes lost in a leader change never pile up to its limit and stall every later one.
-func publisher(js jetstream.JetStream, timeout time.Duration, maxPending int) (jetstream.JetStream, error) {
-	opts := []jetstream.JetStreamOpt{
-		jetstream.WithPublishAsyncTimeout(timeout),
-		jetstream.WithPublishAsyncMaxPending(maxPending),
-	}
-	o := js.Options()
-	var pub jetstream.JetStream
-	var err error
-	switch {
-	case o.Domain != "":
-		pub, err = jetstream.NewWithDomain(js.Conn(), o.Domain, opts...)
-	case o.APIPrefix != "" && o.APIPrefix != jetstream.DefaultAPIPrefix:
-		pub, err = jetstream.NewWithAPIPrefix(js.Conn(), o.APIPrefix, opts...)
-	default:
-		pub, err = jetstream.New(js.Conn(), opts...)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pipeline: publisher: %w", err)
-	}
-	return pub, nil
-}
-
-// pendingLimit is the client's limit of outstanding asynchronous publishes: each worker has at most one publish
-// outstanding and the library forgets it after PublishTimeout, so twice MaxInFlight is never reached.
-func pendingLimit(maxInFlight int) int { return 2*maxInFlight + 64 }
-
 // errNotRunning is Ready's answer before Run starts and after it returns.
 var errNotRunning = errors.New("pipeline: not running")
 
@@ -238,6 +205,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer func() { bgCancel(); bg.Wait() }()
 	bg.Go(func() { p.statusLoop(bgCtx) })
 	bg.Go(func() { p.pauseLoop(bgCtx) })
+
+	// Acks and output publishes wait for their answers through one subscription of the run's own.
+	req, err := natsreq.New(p.nc)
+	if err != nil {
+		return fmt.Errorf("pipeline: answers subscription: %w", err)
+	}
+	p.req = req
+	defer func() { _ = req.Close() }()
 
 	// Refused acks show only as asynchronous errors of the connection.
 	nc := p.nc
@@ -284,10 +259,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		if !waitFor(done, 10*time.Second) {
 			p.log.Error("pipeline: workers still busy after cancellation; returning without them")
 		}
-	}
-	// Publishes a worker gave up waiting for may still be answered: they go through the publishing handle.
-	if !waitFor(p.pub.PublishAsyncComplete(), max(time.Until(end), 100*time.Millisecond)) {
-		p.log.Warn("pipeline: shutdown timeout: publishes still unacknowledged", "pending", p.pub.PublishAsyncPending())
 	}
 	p.log.Info("pipeline: stopped")
 	return runErr
