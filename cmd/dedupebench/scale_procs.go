@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -211,7 +212,7 @@ func (w *scWorker) waitReady(ctx context.Context, t0 time.Time, timeout time.Dur
 		}
 		down = down || !ok
 		// The reason without its varying figures, so that one state is recorded once.
-		if short := scStripDigits(why); !ok && !seen[short] {
+		if short := scState(why); !ok && !seen[short] {
 			seen[short] = true
 			rw.reasons = append(rw.reasons, fmt.Sprintf("+%.1fs %s", time.Since(t0).Seconds(), why))
 		}
@@ -224,13 +225,19 @@ func (w *scWorker) waitReady(ctx context.Context, t0 time.Time, timeout time.Dur
 	}
 }
 
-func scStripDigits(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= '0' && r <= '9' {
-			return -1
-		}
-		return r
-	}, s)
+// scFigure is a number with its unit, if any: "4.2s", "100ms", "17".
+var scFigure = regexp.MustCompile(`[0-9]+(\.[0-9]+)?(ns|µs|ms|s|m|h)?`)
+
+// scState is a readiness reason without its figures: "RECONNECTING for 0s" and "for 100ms" are one state.
+func scState(s string) string { return scFigure.ReplaceAllString(s, "#") }
+
+// scShortReason is a reason cut to fit a table cell; the run's log keeps it whole.
+func scShortReason(s string) string {
+	const max = 120
+	if r := []rune(s); len(r) > max {
+		return string(r[:max]) + "…"
+	}
+	return s
 }
 
 // metrics fetches the worker's /metrics text.

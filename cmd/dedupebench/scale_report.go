@@ -113,10 +113,19 @@ func (r *scReport) write(w io.Writer) {
 				res = "NO: " + rs.problem
 			}
 			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.1f | %s | %s | %s | %s |\n", rs.signal, rs.stop.Seconds(), rs.recovery.Seconds(),
-				rs.ready.Seconds(), mib(rs.heap), mib(rs.rss), res, strings.ReplaceAll(strings.Join(rs.reasons, "; "), "|", "/"))
+				rs.ready.Seconds(), mib(rs.heap), mib(rs.rss), res, scReasons(rs.reasons))
 		}
 	}
 	fmt.Fprintf(w, "\ncommand: go run ./cmd/dedupebench scale %s\n", r.flagLine())
+}
+
+// scReasons is the restart row's readiness cell: each reason shortened, in order.
+func scReasons(reasons []string) string {
+	short := make([]string, len(reasons))
+	for i, r := range reasons {
+		short[i] = scShortReason(r)
+	}
+	return strings.ReplaceAll(strings.Join(short, "; "), "|", "/")
 }
 
 // scArgs shortens long keys in a command line for the table.

@@ -133,3 +133,20 @@ func TestParseScaleOptions(t *testing.T) {
 		}
 	}
 }
+
+func TestScState(t *testing.T) {
+	for _, tc := range []struct{ a, b string }{
+		{"not connected to NATS (RECONNECTING for 0s): …", "not connected to NATS (RECONNECTING for 100ms): …"},
+		{"recovering: bucket dedupe-window-02 not answering yet, 1.3s after", "recovering: bucket dedupe-window-17 not answering yet, 12s after"},
+	} {
+		if scState(tc.a) != scState(tc.b) {
+			t.Errorf("scState(%q) = %q, scState(%q) = %q: want one state", tc.a, scState(tc.a), tc.b, scState(tc.b))
+		}
+	}
+	if scState("not connected") == scState("dedupe window recovering") {
+		t.Error("two states made one")
+	}
+	if got := scShortReason(strings.Repeat("x", 200)); len([]rune(got)) != 121 {
+		t.Errorf("scShortReason: %d runes", len([]rune(got)))
+	}
+}
