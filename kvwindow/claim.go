@@ -80,6 +80,15 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		lastErr = err
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
+			if k := c.Known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
+				if last, ok := lastSeqOf(err); ok && last == k.Revision {
+					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
+					// published claim.
+					w.stats.known.Add(1)
+					return Outcome{Status: Duplicate, Revision: last, Published: true, HolderSeq: k.Claimant.Seq,
+						HolderStamp: k.Claimant.Stamp}, nil
+				}
+			}
 		} else {
 			w.stats.wrongSeq10164.Add(1)
 		}
@@ -280,6 +289,21 @@ func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
 		return api.ErrorCode, true
 	}
 	return 0, false
+}
+
+// lastSeqOf reads the key's last revision from a 10071 refusal ("wrong last sequence: 42").
+func lastSeqOf(err error) (uint64, bool) {
+	var api *jetstream.APIError
+	if !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
+		return 0, false
+	}
+	d := api.Description
+	i := strings.LastIndexByte(d, ' ')
+	if i < 0 || !strings.HasPrefix(d, "wrong last sequence") {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(d[i+1:], 10, 64)
+	return n, err == nil && n > 0
 }
 
 // kvOperation is the header the KV layer marks deletes and purges with.

@@ -14,6 +14,15 @@ func Stats(w *Window) (w10071, w10164, markers, empty uint64) {
 	return
 }
 
+// KnownDuplicates counts the duplicates decided by Claim.Known, without a read.
+func KnownDuplicates(w *Window) uint64 {
+	var n uint64
+	for _, s := range w.shards {
+		n += s.stats.known.Load()
+	}
+	return n
+}
+
 // Takeovers counts the takeover writes claims attempted: a later delivery replacing an earlier one's claim.
 func Takeovers(w *Window) uint64 {
 	var n uint64

@@ -57,6 +57,20 @@ type Claim struct {
 	// leader's API): a stale answer can only mistake an expiring claim for a live one, i.e. suppress a copy of
 	// an event already published. Leave it false when unsure; redeliveries always read from the leader.
 	FirstDelivery bool
+	// Known, when its Revision is set, is a claim the caller knows to be stored on this key by another envelope
+	// (Known.Claimant) at that revision, with its event published: the caller's own process made and published it
+	// (see Known's type). A create refused because the key's last revision is exactly that one is then a
+	// Duplicate, decided from the refusal alone: no read. Any other answer is decided as without it.
+	Known Known
+}
+
+// Known is a claim the caller made and published itself, remembered in memory: its revision (the latest write of
+// the caller's on the key, the publish mark if there was one) and its claimant. The stream sequence names one
+// write of the bucket, so a key whose last write is still that one holds that claim: published, another
+// envelope's, and nothing else to read.
+type Known struct {
+	Revision uint64
+	Claimant Claimant
 }
 
 // Status is what a claim found.

@@ -1,6 +1,10 @@
 package pipeline
 
-import "sync"
+import (
+	"sync"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
 
 // holders knows the claims this process's own workers hold, and the last ones they finished, so that a copy that
 // finds its key claimed by an envelope of this replica waits for that envelope in memory — no NAK, no redelivery,
@@ -23,6 +27,9 @@ type holding struct {
 	// published, read after done is closed: the event is stored in the output (its ack confirmed or the publish
 	// recorded in the claim, or at least stored). False: the holder handed the envelope back or dead-lettered it.
 	published bool
+	// rev, read after done is closed: the revision of the holder's last write on the key (its claim, or its
+	// publish mark), 0 when unknown (the mark found the key moved on, or was not tried).
+	rev uint64
 }
 
 // finishedHoldings is how many finished holdings are remembered.
@@ -45,9 +52,10 @@ func (h *holders) begin(k string, seq uint64, stamp int64) *holding {
 	return hd
 }
 
-// finish records the holder's outcome and wakes the copies waiting for it.
-func (h *holders) finish(k string, hd *holding, published bool) {
-	hd.published = published
+// finish records the holder's outcome (and the revision its last write on the key has, 0 if unknown) and wakes
+// the copies waiting for it.
+func (h *holders) finish(k string, hd *holding, published bool, rev uint64) {
+	hd.published, hd.rev = published, rev
 	close(hd.done)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -83,4 +91,24 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) *holding {
 		return nil
 	}
 	return hd
+}
+
+// known is what a claim of k may be decided by without a read: the last finished, published holding of k here,
+// with the revision of its last write (see kvwindow.Claim.Known). The zero Known when there is none.
+func (h *holders) known(k string) kvwindow.Known {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	hd := h.m[k]
+	if hd == nil {
+		return kvwindow.Known{}
+	}
+	select {
+	case <-hd.done:
+	default:
+		return kvwindow.Known{} // still being decided: the claim's answer and the wait in memory decide
+	}
+	if !hd.published || hd.rev == 0 {
+		return kvwindow.Known{}
+	}
+	return kvwindow.Known{Revision: hd.rev, Claimant: kvwindow.Claimant{Seq: hd.seq, Stamp: hd.stamp}}
 }

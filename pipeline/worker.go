@@ -164,8 +164,11 @@ type worker struct {
 	e   envelope
 	out *outMsg
 	buf []byte
-	// stored says the last keyed forward stored its event in the output stream.
-	stored bool
+	// stored says the last keyed forward stored its event in the output stream; storedRev is the revision of
+	// its last write on the key (the claim, or the publish mark), 0 when unknown.
+	stored    bool
+	storedRev uint64
+	hk        string // holderKey of the envelope being handled (keyed envelopes)
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
@@ -212,11 +215,14 @@ func (w *worker) handle(d *delivery) {
 	}
 
 	start := time.Now()
+	w.hk = holderKey(e.tenant, e.source, e.key)
 	claim := kvwindow.Claim{
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
 		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
 		FirstDelivery: d.delivered == 1,
+		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
+		Known: p.holders.known(w.hk),
 	}
 	res, err := p.cfg.Window.Claim(w.ctx, claim)
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
@@ -295,11 +301,11 @@ func (w *worker) handle(d *delivery) {
 // forwardHolding is forward for the envelope that holds its key's claim, known to this process's other workers
 // while it does (holders), so that a copy arriving meanwhile waits for it here.
 func (w *worker) forwardHolding(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcome) {
-	k := holderKey(claim.Tenant, claim.Source, claim.Key)
+	k := w.hk
 	hd := w.p.holders.begin(k, claim.Claimant.Seq, claim.Claimant.Stamp)
-	w.stored = false
+	w.stored, w.storedRev = false, 0
 	w.forward(d, claim, res)
-	w.p.holders.finish(k, hd, w.stored)
+	w.p.holders.finish(k, hd, w.stored, w.storedRev)
 }
 
 // holderDone reports whether the envelope holding a Duplicate's claim is finished with it: published by this
@@ -307,8 +313,8 @@ func (w *worker) forwardHolding(d *delivery, claim *kvwindow.Claim, res kvwindow
 // (acknowledged — published, since a dead letter releases its claim before its ack — or removed), or replaced
 // under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
 func (w *worker) holderDone(res kvwindow.Outcome) bool {
-	p, e := w.p, &w.e
-	if hd := p.holders.lookup(holderKey(e.tenant, e.source, e.key), res.HolderSeq, res.HolderStamp); hd != nil {
+	p := w.p
+	if hd := p.holders.lookup(w.hk, res.HolderSeq, res.HolderStamp); hd != nil {
 		t := time.NewTimer(p.cfg.PublishTimeout + p.ackTimeout())
 		defer t.Stop()
 		select {
@@ -382,6 +388,9 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 			"msg_id", out.Header.Get(HeaderMsgID))
 	}
 	w.stored = keyed
+	if keyed {
+		w.storedRev = res.Revision
+	}
 	if !keyed {
 		w.ack(d)
 		e.src.unkeyedN.Inc()
@@ -412,7 +421,11 @@ func (w *worker) forward(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcom
 // Nats-Msg-Id — collapsed within the output's duplicate window — and records).
 func (w *worker) record(d *delivery, claim *kvwindow.Claim, rev uint64, handBack bool) bool {
 	p, e := w.p, &w.e
-	_, ok, err := p.cfg.Window.MarkPublished(w.ctx, *claim, rev)
+	newRev, ok, err := p.cfg.Window.MarkPublished(w.ctx, *claim, rev)
+	w.storedRev = 0
+	if err == nil && ok {
+		w.storedRev = newRev
+	}
 	switch {
 	case err != nil:
 		if w.ctx.Err() != nil && handBack {
