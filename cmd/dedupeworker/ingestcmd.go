@@ -93,7 +93,7 @@ type ingest struct {
 
 func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := in.cfg, in.log
-	log.Info("starting dedupeworker ingest", startAttrs(log, cfg)...)
+	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest, in.settings.logged(cfg)...)...)
 	if fromPresets {
 		log.Info("no sources configured: each preset is a source, served once it has a secret")
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -57,4 +58,13 @@ func loadIngestSettings(cfg config.Config, getenv func(string) string) (ingestSe
 			"the receiver's own headers included), got %d", receiver.MaxHeaderBytesLimit, cfg.IngestMaxHeaderBytes)
 	}
 	return s, errors.Join(errs...)
+}
+
+// logged are the settings as ingest's boot line shows them (startAttrs): the values in force, and which of them
+// are their defaults.
+func (s ingestSettings) logged(cfg config.Config) []roleSetting {
+	return []roleSetting{
+		{slog.String(envIngestBodyTimeout, s.bodyTimeout.String()), s.bodyTimeout == receiver.DefaultBodyTimeout},
+		{slog.Int64(envIngestMaxBuffered, s.maxBuffered), s.maxBuffered == max(receiver.DefaultMaxBuffered, int64(cfg.IngestMaxBody))},
+	}
 }

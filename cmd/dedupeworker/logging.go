@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/lmittmann/tint"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
 // newLogger builds the worker's logger: tint (coloured, human) on a terminal, JSON otherwise, unless the format
@@ -61,12 +63,14 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// startAttrs are the attributes of the boot line ("starting dedupeworker"). JSON and logfmt (text) lines are read
-// by machines: they carry the whole build (version, revision, ...) and every setting, as the group "config". Tint's
-// lines are read by a person at a terminal: they carry the version and only the settings that differ from their
-// defaults, one attribute each (DEDUPE_SOURCES_FILE=…), or settings=defaults, so that the first line fits on a
-// screen; `dedupeworker -h` lists every default.
-func startAttrs(log *slog.Logger, cfg config.Config) []any {
+// startAttrs are the attributes of a role's boot line ("starting dedupeworker"): the settings that role reads
+// (config's role tags; extra for those config does not hold yet), each as it is in force, a default derived from
+// others included (DEDUPE_NATS_CONNECT_TIMEOUT=2m0s rather than 0s; see inForce). JSON and logfmt (text) lines are
+// read by machines: they carry the whole build (version, revision, ...) and all of those settings, as the group
+// "config". Tint's lines are read by a person at a terminal: they carry the version and only the settings that
+// differ from their defaults, one attribute each (DEDUPE_SOURCES_FILE=…), or settings=defaults, so that the first
+// line fits on a screen; `dedupeworker -h` lists every default.
+func startAttrs(log *slog.Logger, cfg config.Config, role string, extra ...roleSetting) []any {
 	b := readBuildInfo()
 	switch log.Handler().(type) {
 	case *slog.JSONHandler, *slog.TextHandler:
@@ -76,10 +80,25 @@ func startAttrs(log *slog.Logger, cfg config.Config) []any {
 				attrs = append(attrs, kv[0], kv[1])
 			}
 		}
-		return append(attrs, "go", b.GoVersion, "config", cfg.Redacted())
+		settings := cfg.Attrs(role)
+		forced := inForce(cfg, role)
+		for i, a := range settings {
+			if v, ok := forced[a.Key]; ok {
+				settings[i].Value = v
+			}
+		}
+		for _, e := range extra {
+			settings = append(settings, e.attr)
+		}
+		return append(attrs, "go", b.GoVersion, slog.Attr{Key: "config", Value: slog.GroupValue(settings...)})
 	}
 	attrs := []any{"version", b.Version}
-	changed := changedSettings(cfg)
+	changed := changedSettings(cfg, role)
+	for _, e := range extra {
+		if !e.isDefault {
+			changed = append(changed, e.attr)
+		}
+	}
 	if len(changed) == 0 {
 		return append(attrs, "settings", "defaults")
 	}
@@ -89,22 +108,58 @@ func startAttrs(log *slog.Logger, cfg config.Config) []any {
 	return attrs
 }
 
-// changedSettings lists, in the order of `dedupeworker -h`, the settings (redacted) whose values differ from their
-// defaults; a setting emptied on purpose (DEDUPE_HTTP_ADDR= to disable HTTP) is listed with "".
-func changedSettings(cfg config.Config) []slog.Attr {
+// roleSetting is a setting that config.Config does not hold (yet), as the boot line logs it.
+type roleSetting struct {
+	attr      slog.Attr // the variable and its value in force
+	isDefault bool
+}
+
+// inForce are the values in force of the settings of role that are empty or 0 in cfg because their default is
+// derived (from the role or from other settings), by variable name. DEDUPE_MAX_HOLD and DEDUPE_MAX_ACK_PENDING
+// depend on what the server already has (an existing output stream's duplicate window, an existing consumer's
+// limit), which is not known before connecting: they read "auto: …" with the value the worker's own streams and
+// consumer would give.
+func inForce(cfg config.Config, role string) map[string]slog.Value {
+	m := map[string]slog.Value{}
+	if cfg.NatsConnectTimeout == 0 {
+		// run and ingest are services started together with NATS: both wait as long.
+		m[config.Prefix+"_NATS_CONNECT_TIMEOUT"] = slog.StringValue(cfg.ConnectRetry(config.DefaultRunConnectTimeout).String())
+	}
+	if role != config.RoleRun {
+		return m
+	}
+	pc := pipeline.Config{AckWait: cfg.AckWait, OutputDuplicates: cfg.OutputDuplicateWindow, MaxInFlight: cfg.MaxInFlight,
+		MaxAckPending: cfg.MaxAckPending}.WithDefaults()
+	if cfg.OutputDuplicateWindow == 0 {
+		m[config.Prefix+"_OUTPUT_DUPLICATE_WINDOW"] = slog.StringValue(pc.OutputDuplicates.String())
+	}
+	if cfg.MaxHold == 0 {
+		m[config.Prefix+"_MAX_HOLD"] = slog.StringValue(fmt.Sprintf("auto: half the output stream's duplicate window (%s for the %s the worker creates it with)",
+			pc.OutputDuplicates/2, pc.OutputDuplicates))
+	}
+	if cfg.MaxAckPending == 0 {
+		m[config.Prefix+"_MAX_ACK_PENDING"] = slog.StringValue(fmt.Sprintf("auto: %d (max(1000, %d x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
+			pipeline.ConsumerMaxAckPending(pc), pipeline.DefaultFleet))
+	}
+	return m
+}
+
+// changedSettings lists, in the order of `dedupeworker -h`, the settings of role (redacted) whose values differ
+// from their defaults; a setting emptied on purpose (DEDUPE_HTTP_ADDR= to disable HTTP) is listed with "".
+func changedSettings(cfg config.Config, role string) []slog.Attr {
 	var def config.Config
 	// A prefix that no variable carries reads no variable: what is left is every default.
 	_ = envconfig.Process("DEDUPEWORKER_DEFAULTS_ONLY", &def)
 	byName := func(c config.Config) map[string]slog.Value {
 		m := map[string]slog.Value{}
-		for _, a := range c.LogValue().Resolve().Group() {
+		for _, a := range c.Attrs(role) {
 			m[a.Key] = a.Value
 		}
 		return m
 	}
 	cur, defs := byName(cfg), byName(def)
 	var out []slog.Attr
-	for _, name := range config.Variables() {
+	for _, name := range config.RoleVariables(role) {
 		v, set := cur[name]
 		d, hasDefault := defs[name]
 		switch {

@@ -61,7 +61,7 @@ type worker struct {
 
 func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := w.cfg, w.log
-	log.Info("starting dedupeworker", startAttrs(log, cfg)...)
+	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
 	if fromPresets {
 		log.Info("no sources configured: declaring one source per preset", "sources", w.sources.IDs())
 	}

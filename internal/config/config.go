@@ -12,6 +12,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,63 +27,64 @@ import (
 const Prefix = "DEDUPE"
 
 // Config is every setting of the worker. Field names map to variables through envconfig's split_words
-// (NatsURL → DEDUPE_NATS_URL); no setting falls back to an unprefixed variable.
+// (NatsURL → DEDUPE_NATS_URL); no setting falls back to an unprefixed variable. The role tag says which of the
+// long-running commands reads a setting (RoleRun, RoleIngest), so that each logs its own at start (Attrs).
 type Config struct {
-	NatsURL          string `split_words:"true" desc:"NATS server URL(s), comma separated; empty: NATS_URL or the nats CLI's context, else run starts an embedded JetStream server"`
-	NatsCreds        string `split_words:"true" desc:"path to a NATS credentials (.creds) file"`
-	NatsNkeySeedFile string `split_words:"true" desc:"path to an nkey seed file"`
-	NatsTLSCa        string `split_words:"true" desc:"path to a PEM CA bundle to verify the server"`
-	NatsTLSCert      string `split_words:"true" desc:"path to a PEM client certificate (with DEDUPE_NATS_TLS_KEY)"`
-	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate"`
+	NatsURL          string `split_words:"true" desc:"NATS server URL(s), comma separated; empty: NATS_URL or the nats CLI's context, else run starts an embedded JetStream server" role:"run ingest"`
+	NatsCreds        string `split_words:"true" desc:"path to a NATS credentials (.creds) file" role:"run ingest"`
+	NatsNkeySeedFile string `split_words:"true" desc:"path to an nkey seed file" role:"run ingest"`
+	NatsTLSCa        string `split_words:"true" desc:"path to a PEM CA bundle to verify the server" role:"run ingest"`
+	NatsTLSCert      string `split_words:"true" desc:"path to a PEM client certificate (with DEDUPE_NATS_TLS_KEY)" role:"run ingest"`
+	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate" role:"run ingest"`
 	// NatsConnectTimeout is not a connection setting in the sense of NatsConfigured: it applies whichever
 	// configuration names the server.
-	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, 10s for the other commands"`
+	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, 10s for the other commands" role:"run ingest"`
 
-	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)"`
-	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server"`
+	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)" role:"run ingest"`
+	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server" role:"run"`
 
-	SourcesFile string `split_words:"true" desc:"path to the sources file (YAML or JSON)"`
-	Sources     string `desc:"the sources document inline (YAML or JSON); exclusive with DEDUPE_SOURCES_FILE"`
+	SourcesFile string `split_words:"true" desc:"path to the sources file (YAML or JSON)" role:"run ingest"`
+	Sources     string `desc:"the sources document inline (YAML or JSON); exclusive with DEDUPE_SOURCES_FILE" role:"run ingest"`
 
-	InputStream      string `split_words:"true" default:"INGEST" desc:"stream that captures raw envelopes"`
-	InputPrefix      string `split_words:"true" default:"ingest" desc:"subject prefix of raw envelopes: <prefix>.<tenant>.<source>"`
-	OutputStream     string `split_words:"true" default:"DEDUPED" desc:"stream that captures unique events"`
-	OutputPrefix     string `split_words:"true" default:"deduped" desc:"subject prefix of unique events"`
-	DLQStream        string `split_words:"true" default:"DEDUPE_DLQ" desc:"stream that captures dead letters"`
-	DLQPrefix        string `split_words:"true" default:"dedupe.dlq" desc:"subject prefix of dead letters: <prefix>.<reason>"`
-	DuplicatesPrefix string `split_words:"true" desc:"when set, duplicates are copied to <prefix>.<tenant>.<source> for audit"`
-	Bucket           string `default:"dedupe-window" desc:"KV bucket that holds the claim window"`
-	WindowShards     int    `split_words:"true" default:"1" desc:"buckets the window is spread over (1-64); 1 keeps the single bucket DEDUPE_BUCKET; fixed for a deployment"`
-	WindowPlacement  string `split_words:"true" desc:"placement of the window's buckets, one entry per shard in turn, separated by ';': comma-separated tags, and cluster=NAME"`
-	MaxAckPending    int    `split_words:"true" desc:"the consumer's MaxAckPending, for the whole fleet; empty: 10 x DEDUPE_MAX_IN_FLIGHT when the worker creates it, and an existing consumer is left as it is"`
-	Consumer         string `default:"dedupeworker" desc:"durable consumer name shared by all replicas"`
+	InputStream      string `split_words:"true" default:"INGEST" desc:"stream that captures raw envelopes" role:"run ingest"`
+	InputPrefix      string `split_words:"true" default:"ingest" desc:"subject prefix of raw envelopes: <prefix>.<tenant>.<source>" role:"run ingest"`
+	OutputStream     string `split_words:"true" default:"DEDUPED" desc:"stream that captures unique events" role:"run"`
+	OutputPrefix     string `split_words:"true" default:"deduped" desc:"subject prefix of unique events" role:"run"`
+	DLQStream        string `split_words:"true" default:"DEDUPE_DLQ" desc:"stream that captures dead letters" role:"run"`
+	DLQPrefix        string `split_words:"true" default:"dedupe.dlq" desc:"subject prefix of dead letters: <prefix>.<reason>" role:"run"`
+	DuplicatesPrefix string `split_words:"true" desc:"when set, duplicates are copied to <prefix>.<tenant>.<source> for audit" role:"run"`
+	Bucket           string `default:"dedupe-window" desc:"KV bucket that holds the claim window" role:"run"`
+	WindowShards     int    `split_words:"true" default:"1" desc:"buckets the window is spread over (1-64); 1 keeps the single bucket DEDUPE_BUCKET; fixed for a deployment" role:"run"`
+	WindowPlacement  string `split_words:"true" desc:"placement of the window's buckets, one entry per shard in turn, separated by ';': comma-separated tags, and cluster=NAME" role:"run"`
+	MaxAckPending    int    `split_words:"true" desc:"the consumer's MaxAckPending, for the whole fleet; empty: max(1000, 10 x DEDUPE_MAX_IN_FLIGHT) when the worker creates it, and an existing consumer is left as it is" role:"run"`
+	Consumer         string `default:"dedupeworker" desc:"durable consumer name shared by all replicas" role:"run"`
 
-	Provision             bool          `default:"true" desc:"create missing streams, bucket and consumer (never changes existing ones)"`
-	Replicas              int           `default:"1" desc:"replicas of what the worker provisions (1, 3 or 5)"`
-	DefaultTTL            time.Duration `split_words:"true" default:"72h" desc:"claim TTL of sources that set none"`
-	MaxJSONBytes          int           `split_words:"true" default:"1048576" desc:"largest body read for json and payload keys"`
-	MaxInFlight           int           `split_words:"true" default:"1024" desc:"envelopes processed at once per replica"`
-	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait"`
-	ConsumerStart         string        `split_words:"true" desc:"where a consumer created on a non-empty input stream that keeps processed envelopes starts: all, new, seq:<n> or time:<RFC 3339>"`
-	OutputMaxAge          time.Duration `split_words:"true" default:"168h" desc:"age limit of the output stream when the worker creates it"`
-	OutputDuplicateWindow time.Duration `split_words:"true" desc:"duplicate window of the output stream when the worker creates it (default max(2m, 4 x DEDUPE_ACK_WAIT))"`
-	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it"`
-	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window"`
-	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable"`
-	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables"`
-	Pprof                 bool          `default:"false" desc:"serve Go's /debug/pprof/ profiles on DEDUPE_HTTP_ADDR"`
-	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error"`
-	LogFormat             string        `split_words:"true" default:"auto" desc:"auto (tint on a terminal, JSON otherwise), text or json"`
-	ShutdownTimeout       time.Duration `split_words:"true" default:"30s" desc:"how long shutdown may take"`
+	Provision             bool          `default:"true" desc:"create missing streams, bucket and consumer (never changes existing ones)" role:"run"`
+	Replicas              int           `default:"1" desc:"replicas of what the worker provisions (1, 3 or 5)" role:"run"`
+	DefaultTTL            time.Duration `split_words:"true" default:"72h" desc:"claim TTL of sources that set none" role:"run"`
+	MaxJSONBytes          int           `split_words:"true" default:"1048576" desc:"largest body read for json and payload keys" role:"run ingest"`
+	MaxInFlight           int           `split_words:"true" default:"1024" desc:"envelopes processed at once per replica" role:"run"`
+	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait" role:"run"`
+	ConsumerStart         string        `split_words:"true" desc:"where a consumer created on a non-empty input stream that keeps processed envelopes starts: all, new, seq:<n> or time:<RFC 3339>" role:"run"`
+	OutputMaxAge          time.Duration `split_words:"true" default:"168h" desc:"age limit of the output stream when the worker creates it" role:"run"`
+	OutputDuplicateWindow time.Duration `split_words:"true" desc:"duplicate window of the output stream when the worker creates it (default max(2m, 4 x DEDUPE_ACK_WAIT))" role:"run"`
+	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it" role:"run"`
+	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window" role:"run"`
+	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable" role:"run"`
+	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables" role:"run"`
+	Pprof                 bool          `default:"false" desc:"serve Go's /debug/pprof/ profiles on DEDUPE_HTTP_ADDR" role:"run"`
+	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error" role:"run ingest"`
+	LogFormat             string        `split_words:"true" default:"auto" desc:"auto (tint on a terminal, JSON otherwise), text or json" role:"run ingest"`
+	ShutdownTimeout       time.Duration `split_words:"true" default:"30s" desc:"how long shutdown may take" role:"run ingest"`
 
 	// dedupeworker ingest, the webhook receiver. Its signing secrets are not settings: DEDUPE_INGEST_SECRET_<SOURCE>
 	// variables and the files of DEDUPE_INGEST_SECRETS_DIR are read by package receiver, never logged.
-	IngestAddr           string        `split_words:"true" default:":8080" desc:"address of dedupeworker ingest: POST /hooks/<tenant>/<source>, /metrics, /healthz, /readyz"`
-	IngestMaxBody        int           `split_words:"true" default:"4194304" desc:"largest webhook body ingest accepts, in bytes (413 above); the NATS server's max_payload bounds it too"`
-	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above)"`
-	IngestSecretsDir     string        `split_words:"true" desc:"directory of ingest's signing secrets: files named <source> (every tenant) or <tenant>.<source>, one secret per line"`
-	IngestPublishTimeout time.Duration `split_words:"true" default:"3s" desc:"how long ingest waits for JetStream to store a delivery before answering 503"`
-	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"webhook requests ingest handles at once; more are answered 503"`
+	IngestAddr           string        `split_words:"true" default:":8080" desc:"address of dedupeworker ingest: POST /hooks/<tenant>/<source>, /metrics, /healthz, /readyz" role:"ingest"`
+	IngestMaxBody        int           `split_words:"true" default:"4194304" desc:"largest webhook body ingest accepts, in bytes (413 above); the NATS server's max_payload bounds it too" role:"ingest"`
+	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above)" role:"ingest"`
+	IngestSecretsDir     string        `split_words:"true" desc:"directory of ingest's signing secrets: files named <source> (every tenant) or <tenant>.<source>, one secret per line" role:"ingest"`
+	IngestPublishTimeout time.Duration `split_words:"true" default:"3s" desc:"how long ingest waits for JetStream to store a delivery before answering 503" role:"ingest"`
+	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"webhook requests ingest handles at once; more are answered 503" role:"ingest"`
 }
 
 // Load reads the environment and validates the result.
@@ -294,13 +296,26 @@ func (c Config) Redacted() Config {
 	return r
 }
 
-// LogValue logs the settings by variable name, leaving out empty ones and redacting secrets.
-func (c Config) LogValue() slog.Value {
-	r := c.Redacted()
-	v := reflect.ValueOf(r)
+// The long-running commands, as the role tags of Config name them.
+const (
+	RoleRun    = "run"    // the worker
+	RoleIngest = "ingest" // the webhook receiver
+)
+
+// LogValue logs every setting by variable name, leaving out empty ones and redacting secrets.
+func (c Config) LogValue() slog.Value { return slog.GroupValue(c.Attrs("")...) }
+
+// Attrs are the settings role reads (every one for ""), in the order of Variables, as LogValue logs them: by
+// variable name, empty strings left out, secrets redacted, durations as Go writes them.
+func (c Config) Attrs(role string) []slog.Attr {
+	v := reflect.ValueOf(c.Redacted())
+	t := v.Type()
 	names := Variables()
 	attrs := make([]slog.Attr, 0, len(names))
 	for i := 0; i < v.NumField() && i < len(names); i++ {
+		if role != "" && !slices.Contains(strings.Fields(t.Field(i).Tag.Get("role")), role) {
+			continue
+		}
 		f := v.Field(i)
 		if f.IsZero() && f.Kind() == reflect.String {
 			continue
@@ -311,7 +326,20 @@ func (c Config) LogValue() slog.Value {
 		}
 		attrs = append(attrs, slog.Any(names[i], val))
 	}
-	return slog.GroupValue(attrs...)
+	return attrs
+}
+
+// RoleVariables lists, in the order of Variables, the variables role reads.
+func RoleVariables(role string) []string {
+	t := reflect.TypeFor[Config]()
+	names := Variables()
+	var out []string
+	for i := 0; i < t.NumField() && i < len(names); i++ {
+		if slices.Contains(strings.Fields(t.Field(i).Tag.Get("role")), role) {
+			out = append(out, names[i])
+		}
+	}
+	return out
 }
 
 // Usage writes every variable with its type, default and description.

@@ -106,3 +106,38 @@ func TestNatsConfigured(t *testing.T) {
 		}
 	}
 }
+
+// Every setting belongs to run, to ingest or to both, and each role's list is what it reads.
+func TestRoleVariables(t *testing.T) {
+	run, ingest := config.RoleVariables(config.RoleRun), config.RoleVariables(config.RoleIngest)
+	for _, v := range config.Variables() {
+		if !slices.Contains(run, v) && !slices.Contains(ingest, v) {
+			t.Errorf("%s belongs to no role", v)
+		}
+	}
+	for _, c := range []struct {
+		name        string
+		run, ingest bool
+	}{
+		{"DEDUPE_NATS_URL", true, true}, {"DEDUPE_NATS_CONNECT_TIMEOUT", true, true}, {"DEDUPE_SOURCES_FILE", true, true},
+		{"DEDUPE_INPUT_STREAM", true, true}, {"DEDUPE_LOG_FORMAT", true, true}, {"DEDUPE_EMBEDDED_LISTEN", true, true},
+		{"DEDUPE_BUCKET", true, false}, {"DEDUPE_MAX_HOLD", true, false}, {"DEDUPE_HTTP_ADDR", true, false}, {"DEDUPE_EMBEDDED_STORE_DIR", true, false},
+		{"DEDUPE_INGEST_ADDR", false, true}, {"DEDUPE_INGEST_SECRETS_DIR", false, true},
+	} {
+		if slices.Contains(run, c.name) != c.run || slices.Contains(ingest, c.name) != c.ingest {
+			t.Errorf("%s: run %v, ingest %v; want %v, %v", c.name, slices.Contains(run, c.name), slices.Contains(ingest, c.name), c.run, c.ingest)
+		}
+	}
+	c, err := config.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range c.Attrs(config.RoleIngest) {
+		if !slices.Contains(ingest, a.Key) {
+			t.Errorf("Attrs(ingest) has %s", a.Key)
+		}
+	}
+	if len(c.Attrs("")) != len(c.LogValue().Group()) {
+		t.Errorf("Attrs(\"\") is not every setting LogValue logs")
+	}
+}
