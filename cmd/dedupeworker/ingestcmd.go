@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -14,7 +15,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
@@ -89,6 +89,8 @@ type ingest struct {
 
 	natsCfg      natsconn.Config
 	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
+
+	status startStatus // /readyz until the receiver takes the address over: the step the start waits for
 }
 
 func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
@@ -117,11 +119,79 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 		log.Info("stopping: " + stopReason(ctx))
 	})
 	defer func() {
-		if !stopLog() {
+		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
+		if ctx.Err() != nil || !stopLog() {
 			<-stopLogged
 		}
 	}()
 
+	// The address first, with health and metrics on it: a receiver that cannot reach NATS answers its probes
+	// (/readyz 503 with the step it waits for) and deliveries (503, Retry-After) while it waits.
+	ln, err := net.Listen("tcp", cfg.IngestAddr)
+	if err != nil {
+		return failErr(fmt.Errorf("ingest: DEDUPE_INGEST_ADDR %s: %w", cfg.IngestAddr, err))
+	}
+	reg := newRoleRegistry()
+	metrics := receiver.NewMetrics(reg)
+	hand, startLn := newHandoff(ln)
+	starting := &http.Server{Handler: startingHandler(&in.status, reg, receiver.DefaultRetryAfter), ReadHeaderTimeout: 5 * time.Second}
+	startingDone := make(chan struct{})
+	go func() {
+		defer close(startingDone)
+		_ = starting.Serve(startLn) // http.ErrServerClosed; a failed listener fails the receiver's Serve as well
+	}()
+	stopStarting := func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if starting.Shutdown(sctx) != nil {
+			_ = starting.Close()
+		}
+		<-startingDone
+	}
+	log.Info("serving health and metrics while starting", "addr", ln.Addr().String())
+
+	rcv, nc, err := in.start(ctx, metrics, reg)
+	if nc != nil {
+		total := cfg.ShutdownTimeout
+		defer func() {
+			if derr := drainNATS(nc, total-pipelineShutdownBudget(total)); derr != nil {
+				err = errors.Join(err, derr)
+			} else if err == nil {
+				log.Info("stopped")
+			}
+		}()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			<-stopLogged // the stop line before the shutdown's
+		}
+		stopStarting() // the last share of the listener: the port closes
+		if ctx.Err() != nil {
+			if nc == nil {
+				log.Info("stopped")
+			}
+			return nil // stopped while starting: what was asked, and said by the stop line
+		}
+		return err
+	}
+	rcvLn := hand.next()
+	stopStarting()
+	log.Info("receiving webhooks", "addr", ln.Addr().String(), "route", "POST "+receiver.HookPrefix+"<tenant>/<source>",
+		"subject", cfg.InputPrefix+".<tenant>.<source>", "stream", cfg.InputStream)
+	serr := rcv.Serve(ctx, rcvLn)
+	if ctx.Err() != nil {
+		<-stopLogged // the stop line before the shutdown's "stopped"
+	}
+	if serr != nil {
+		return failErr(serr)
+	}
+	return nil
+}
+
+// start connects, checks that JetStream answers and builds the receiver, recording each step in in.status for
+// /readyz. The connection is returned whenever it was made, for the caller to drain.
+func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *prometheus.Registry) (*receiver.Receiver, *nats.Conn, error) {
+	cfg, log := in.cfg, in.log
 	natsCfg := in.natsCfg
 	if in.embeddedNATS {
 		natsCfg.URL = "nats://" + cfg.EmbeddedListen
@@ -130,33 +200,27 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	natsCfg.Name, natsCfg.Logger = "dedupeworker-ingest", log
 	// A service, started together with NATS (or with the worker and its embedded server): wait as long as run does.
 	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
+	in.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
 	nc, err := natsconn.ConnectContext(ctx, natsCfg)
 	if err != nil {
-		return failErr(err)
+		return nil, nil, failErr(err)
 	}
-	total := cfg.ShutdownTimeout
-	defer func() {
-		if derr := drainNATS(nc, total-pipelineShutdownBudget(total)); derr != nil {
-			err = errors.Join(err, derr)
-		} else if err == nil {
-			log.Info("stopped")
-		}
-	}()
-	log.Info("connected to NATS", "server", natsconn.Redact(nc.ConnectedUrlRedacted()), "from", natsCfg.Origin)
+	server := natsconn.Redact(nc.ConnectedUrlRedacted())
+	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return failErr(fmt.Errorf("jetstream: %w", err))
+		return nil, nc, failErr(fmt.Errorf("jetstream: %w", err))
 	}
 	in.checkLimits(nc.MaxPayload())
-	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	if _, serr := js.Stream(sctx, cfg.InputStream); serr != nil {
+	in.status.wait("asking JetStream at %s", server)
+	grace := min(jetStreamGrace, natsCfg.RetryFor)
+	if serr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &in.status); errors.Is(serr, errJetStreamOff) {
+		return nil, nc, failErr(serr)
+	} else if serr != nil && ctx.Err() == nil {
 		log.Warn("input stream not found yet: deliveries are answered 503 until it exists (the worker creates it)",
 			"stream", cfg.InputStream, "err", serr)
 	}
-	cancel()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	rcv, err := receiver.New(receiver.Config{
 		JetStream:        js,
 		Policy:           in.policy,
@@ -168,24 +232,15 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 		MaxInFlight:      cfg.IngestMaxInFlight,
 		MaxBufferedBytes: in.settings.maxBuffered,
 		BodyTimeout:      in.settings.bodyTimeout,
-		ShutdownTimeout:  pipelineShutdownBudget(total),
+		ShutdownTimeout:  pipelineShutdownBudget(cfg.ShutdownTimeout),
 		Logger:           log,
-		Metrics:          receiver.NewMetrics(reg),
+		Metrics:          metrics,
 		Gatherer:         reg,
 	})
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return nil, nc, &exitError{code: exitUsage, err: err}
 	}
-	ln, err := net.Listen("tcp", cfg.IngestAddr)
-	if err != nil {
-		return failErr(fmt.Errorf("ingest: DEDUPE_INGEST_ADDR %s: %w", cfg.IngestAddr, err))
-	}
-	log.Info("receiving webhooks", "addr", ln.Addr().String(), "route", "POST "+receiver.HookPrefix+"<tenant>/<source>",
-		"subject", cfg.InputPrefix+".<tenant>.<source>", "stream", cfg.InputStream)
-	if err := rcv.Serve(ctx, ln); err != nil {
-		return failErr(err)
-	}
-	return nil
+	return rcv, nc, nil
 }
 
 // checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are

@@ -246,6 +246,9 @@ func TestIngestEndToEnd(t *testing.T) {
 			t.Errorf("ingest metrics lack %q", want)
 		}
 	}
+	if !strings.Contains(metrics, "\ndedupeworker_build_info{goversion=") {
+		t.Error("ingest metrics lack dedupeworker_build_info")
+	}
 
 	if err := stopIngest(); err != nil {
 		t.Fatalf("ingest returned %v", err)
@@ -448,14 +451,25 @@ func TestIngestMaxPayloadAndBusyAddress(t *testing.T) {
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	t.Setenv("DEDUPE_SOURCES", "sources: {open: {verify: none}}")
 	t.Setenv("DEDUPE_INGEST_ADDR", ln.Addr().String())
+	// The address is taken before NATS is connected: a busy one fails the start before anything else.
 	code, _, stderr := runCLI(t, "", "ingest")
-	if code != 1 || !strings.Contains(stderr, "ingest: DEDUPE_INGEST_ADDR "+ln.Addr().String()) {
+	if code != 1 || !strings.Contains(stderr, "ingest: DEDUPE_INGEST_ADDR "+ln.Addr().String()) || strings.Contains(stderr, "connected to NATS") {
 		t.Fatalf("busy address: exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"max_payload is below DEDUPE_INGEST_MAX_BODY", `"max_payload":1048576`,
-		"the worker's too-large reason is unreachable", "input stream not found yet"} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("logs lack %q:\n%s", want, stderr)
+
+	t.Setenv("DEDUPE_INGEST_ADDR", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
+	logs, stop := startIngest(t)
+	wants := []string{"max_payload is below DEDUPE_INGEST_MAX_BODY", `"max_payload":1048576`,
+		"the worker's too-large reason is unreachable", "input stream not found yet"}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		for _, want := range wants {
+			if !strings.Contains(logs.String(), want) {
+				return fmt.Errorf("logs lack %q:\n%s", want, logs.String())
+			}
 		}
+		return nil
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
 	}
 }

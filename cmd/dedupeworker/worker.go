@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -57,6 +56,7 @@ type worker struct {
 	pipe     *pipeline.Pipeline
 	httpSrv  *http.Server
 	httpDone chan error
+	status   startStatus // /readyz: the step the start waits for, then the pipeline's readiness
 }
 
 func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
@@ -80,13 +80,41 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		log.Info("stopping: " + stopReason(ctx))
 	})
 	defer func() {
-		if !stopLog() {
+		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
+		if ctx.Err() != nil || !stopLog() {
 			<-stopLogged
 		}
 	}()
 
+	// Health and metrics before anything that can wait: a worker that cannot reach NATS or its window answers its
+	// probes (/readyz 503 with the step it waits for) and is scraped (dedupeworker_ready 0) while it waits.
+	reg := newRoleRegistry()
+	metrics := pipeline.NewMetrics(reg)
+	if err := w.serveHTTP(reg); err != nil {
+		return failErr(err)
+	}
+	if err := w.start(ctx, metrics); err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: what was asked, and said by the stop line
+		}
+		return err
+	}
+	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return failErr(err)
+	}
+	if ctx.Err() == nil {
+		log.Info("stopping: input consumption ended")
+	}
+	return nil
+}
+
+// start connects (starting the embedded server first when no server is configured), checks that JetStream
+// answers, binds the window and builds the pipeline, recording each step in w.status for /readyz.
+func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err error) {
+	cfg, log := w.cfg, w.log
 	natsCfg := w.natsCfg
 	if w.embeddedNATS {
+		w.status.wait("starting the embedded NATS server on %s", cfg.EmbeddedListen)
 		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log,
 			MaxPayload: embedded.MaxPayloadFor(cfg.MaxJSONBytes)})
 		if errors.Is(err, embedded.ErrStoreInUse) {
@@ -102,23 +130,28 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	}
 	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
 	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
+	w.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
 	w.nc, err = natsconn.ConnectContext(ctx, natsCfg)
 	if err != nil {
 		return failErr(err)
 	}
-	log.Info("connected to NATS", "server", natsconn.Redact(w.nc.ConnectedUrlRedacted()), "from", natsCfg.Origin)
+	server := natsconn.Redact(w.nc.ConnectedUrlRedacted())
+	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
 	js, err := jetstream.New(w.nc)
 	if err != nil {
 		return failErr(fmt.Errorf("jetstream: %w", err))
 	}
+	w.status.wait("asking JetStream at %s", server)
+	grace := min(jetStreamGrace, natsCfg.RetryFor)
+	if err := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status); errors.Is(err, errJetStreamOff) {
+		return failErr(err)
+	} // anything else (no INGEST yet, a slow answer) is for provisioning and the window to meet
 
+	w.status.wait("waiting for the dedupe window %s", cfg.Bucket)
 	window, err := w.openWindow(ctx, js)
 	if err != nil {
 		return failErr(err)
 	}
-
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.pipe, err = pipeline.New(pipeline.Config{
 		JetStream:             js,
 		Window:                window,
@@ -146,20 +179,12 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
 		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
 		Logger:                log,
-		Metrics:               pipeline.NewMetrics(reg),
+		Metrics:               metrics,
 	})
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if err := w.serveHTTP(reg); err != nil {
-		return failErr(err)
-	}
-	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return failErr(err)
-	}
-	if ctx.Err() == nil {
-		log.Info("stopping: input consumption ended")
-	}
+	w.status.running(w.pipe.Ready)
 	return nil
 }
 
@@ -175,6 +200,7 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 			return window, err
 		}
 		w.log.Warn("dedupe window not reachable yet; retrying", "bucket", cfg.Bucket, "in", wait, "err", err)
+		w.status.wait("waiting for the dedupe window %s: %v", cfg.Bucket, err)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():
@@ -191,7 +217,8 @@ func pipelineShutdownBudget(total time.Duration) time.Duration {
 	return total - rest
 }
 
-// serveHTTP starts /metrics, /healthz and /readyz. Listening happens here, so a busy port fails the start.
+// serveHTTP starts /metrics, /healthz and /readyz, before the worker connects. Listening happens here, so a busy
+// port fails the start.
 func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	if w.cfg.HTTPAddr == "" {
 		return nil
@@ -210,7 +237,7 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
-		if err := w.pipe.Ready(ctx); err != nil {
+		if err := w.status.check(ctx); err != nil {
 			rw.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(rw, "not ready: "+err.Error()+"\n")
 			return

@@ -118,7 +118,9 @@ func TestWorkerExternalNATS(t *testing.T) {
 	t.Setenv("DEDUPE_PPROF", "true")
 	logs, stop := startWorker(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	waitHTTP(t, base+"/readyz", http.StatusOK)
+	if body := waitHTTP(t, base+"/readyz", http.StatusOK); body != "ready\n" {
+		t.Errorf("/readyz: %q", body)
+	}
 	waitHTTP(t, base+"/healthz", http.StatusOK)
 	waitHTTP(t, base+"/debug/pprof/", http.StatusOK)
 
@@ -146,7 +148,8 @@ func TestWorkerExternalNATS(t *testing.T) {
 		t.Fatalf("outputs: %v", got)
 	}
 	metrics := waitHTTP(t, base+"/metrics", http.StatusOK)
-	for _, want := range []string{`dedupeworker_envelopes_total{outcome="unique",source="gh"} 2`, "dedupeworker_sources_without_dedupe 1"} {
+	for _, want := range []string{`dedupeworker_envelopes_total{outcome="unique",source="gh"} 2`, "dedupeworker_sources_without_dedupe 1",
+		"\ndedupeworker_ready 1\n", "\ndedupeworker_build_info{goversion="} {
 		if !strings.Contains(metrics, want) {
 			t.Errorf("metrics lack %q", want)
 		}

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, the role's own
+// readiness. Both roles listen before their first step, so that a start that hangs (NATS unreachable, the window
+// not answering) shows in the probes, in /readyz's reason and in dedupeworker_ready, rather than as a port that
+// does not answer.
+type startStatus struct {
+	waiting atomic.Pointer[string]
+	ready   atomic.Pointer[func(context.Context) error]
+}
+
+// wait records the step the start is waiting for.
+func (s *startStatus) wait(format string, args ...any) {
+	reason := fmt.Sprintf(format, args...)
+	s.waiting.Store(&reason)
+}
+
+// running hands /readyz over to the role's readiness.
+func (s *startStatus) running(ready func(context.Context) error) { s.ready.Store(&ready) }
+
+// check is nil when the role is ready, else why not.
+func (s *startStatus) check(ctx context.Context) error {
+	if ready := s.ready.Load(); ready != nil {
+		return (*ready)(ctx)
+	}
+	if reason := s.waiting.Load(); reason != nil {
+		return errors.New(*reason)
+	}
+	return errors.New("starting")
+}
+
+// startingHandler answers on ingest's address until the receiver takes it over: /healthz 200, /readyz 503 with
+// the step the start waits for, /metrics; any other request (a delivery) 503 with Retry-After, which providers
+// retry, as the receiver answers while JetStream cannot store deliveries.
+func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.Duration) http.Handler {
+	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
+	retry := fmt.Sprint(int64((retryAfter + time.Second - 1) / time.Second))
+	plain := func(w http.ResponseWriter, status int, text string) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.WriteHeader(status)
+		_, _ = io.WriteString(w, text+"\n")
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/healthz", "/readyz", "/metrics":
+			if r.Method != http.MethodGet && r.Method != http.MethodHead {
+				w.Header().Set("Allow", "GET, HEAD")
+				plain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
+				return
+			}
+		default:
+			w.Header().Set("Retry-After", retry)
+			plain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
+			return
+		}
+		switch r.URL.Path {
+		case "/healthz":
+			plain(w, http.StatusOK, "ok")
+		case "/readyz":
+			plain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
+		case "/metrics":
+			metrics.ServeHTTP(w, r)
+		}
+	})
+}
+
+// handoff passes the connections of one listener to one server after another: first the one that answers while
+// the role starts, then the role's own (whose Serve owns its http.Server). The port stays bound throughout and
+// connections that arrive during the change wait in the listen backlog: none is refused. The listener closes
+// when the last server closes its side.
+type handoff struct {
+	ln     net.Listener
+	mu     sync.Mutex
+	cur    *handoffListener
+	failed chan struct{} // closed when ln's Accept failed for good (err)
+	err    error
+}
+
+// newHandoff starts accepting on ln and returns the listener of the first server.
+func newHandoff(ln net.Listener) (*handoff, net.Listener) {
+	h := &handoff{ln: ln, failed: make(chan struct{})}
+	first := h.next()
+	go h.accept()
+	return h, first
+}
+
+// next returns a listener that receives every connection from now on. The previous one gets no more; its server
+// shuts down on its own.
+func (h *handoff) next() net.Listener {
+	l := &handoffListener{h: h, conns: make(chan net.Conn), closed: make(chan struct{})}
+	h.mu.Lock()
+	h.cur = l
+	h.mu.Unlock()
+	return l
+}
+
+func (h *handoff) current() *handoffListener {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cur
+}
+
+func (h *handoff) accept() {
+	var backoff time.Duration
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			// As net/http's Serve: out of file descriptors and the like pass; anything else (closed) ends it.
+			var te interface{ Temporary() bool }
+			if !errors.Is(err, net.ErrClosed) && errors.As(err, &te) && te.Temporary() {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			h.err = err
+			close(h.failed)
+			return
+		}
+		backoff = 0
+		h.deliver(c)
+	}
+}
+
+// deliver hands c to the current listener's server, waiting until it accepts; a listener closed meanwhile passes
+// it on to its successor, and with none c is closed.
+func (h *handoff) deliver(c net.Conn) {
+	for {
+		l := h.current()
+		select {
+		case l.conns <- c:
+			return
+		case <-l.closed:
+			if h.current() == l {
+				_ = c.Close()
+				return
+			}
+		}
+	}
+}
+
+// handoffListener is one server's side of a handoff.
+type handoffListener struct {
+	h      *handoff
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *handoffListener) Accept() (net.Conn, error) {
+	select {
+	case <-l.closed: // before a connection that is also waiting: a closed listener accepts nothing
+		return nil, net.ErrClosed
+	default:
+	}
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	case <-l.h.failed:
+		return nil, l.h.err
+	}
+}
+
+// Close stops this server's share; the last one's Close closes the port.
+func (l *handoffListener) Close() error {
+	var err error
+	l.once.Do(func() {
+		close(l.closed)
+		if l.h.current() == l {
+			err = l.h.ln.Close()
+		}
+	})
+	return err
+}
+
+func (l *handoffListener) Addr() net.Addr { return l.h.ln.Addr() }

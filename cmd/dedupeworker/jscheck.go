@@ -1,0 +1,61 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+)
+
+// errJetStreamOff is wrapped by the start error of a server that has no JetStream, or none for the account.
+var errJetStreamOff = errors.New("JetStream is not enabled")
+
+// jetStreamGrace bounds how long a JetStream API that nobody answers is asked again before the start fails. A
+// server without JetStream never answers, but a leaf node whose hub is still connecting, or routes still forming,
+// may not for a moment.
+const jetStreamGrace = 10 * time.Second
+
+// probeJetStream looks the input stream up, the one JetStream request both roles may make under their narrowest
+// permissions ($JS.API.STREAM.INFO.<stream>), to tell a server without JetStream from one that is slow: without
+// this, the worker would wait for the window, and ingest answer 503, for ever. JetStream off for the account
+// fails at once; no responders is asked again for at most grace (and the start status says so meanwhile). The
+// error then wraps errJetStreamOff and names server; any other lookup error (the stream not found, a timeout) is
+// returned as it is, for the caller to judge.
+func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server string, grace time.Duration, log *slog.Logger, st *startStatus) error {
+	subject := jsapi.Prefix(js.Options()) + "STREAM.INFO." + stream
+	start := time.Now()
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := js.Stream(lctx, stream)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+			return fmt.Errorf("dedupeworker: %s: %w for this account (the server has JetStream, the account has no JetStream limits): %w",
+				server, errJetStreamOff, err)
+		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+			return err
+		}
+		took := time.Since(start)
+		left := grace - took
+		if left <= 0 {
+			return fmt.Errorf("dedupeworker: %s: %w on this server (start nats-server with -js, or jetstream {} in its configuration): no responders on %s for %s",
+				server, errJetStreamOff, subject, took.Round(100*time.Millisecond))
+		}
+		wait = min(wait, left)
+		st.wait("JetStream not enabled on the server at %s: no responders on %s (asked again for %s before the start fails)",
+			server, subject, left.Round(time.Second))
+		log.Warn("JetStream does not answer: no responders; JetStream is not enabled on the server, or not reachable yet",
+			"server", server, "subject", subject, "in", wait, "gives_up_in", left.Round(time.Millisecond))
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
