@@ -24,6 +24,10 @@ type Sources struct {
 	// ignores both.
 	Verify    map[string]VerifySpec
 	OnInvalid map[string]string
+	// Line is the line of the document each source is declared on (where its id is written, counted from 1), so
+	// that an error about a source, such as the receiver's for one without a verify block, can point at it; nil
+	// for PresetSources.
+	Line map[string]int
 }
 
 // IDs returns the ids of all declared sources, sorted.
@@ -63,7 +67,7 @@ func PresetSources() Sources {
 // An empty document, or `sources: {}`, has no sources. Errors name the place at fault, such as
 // `sources.orders.dedupe.json: segment 2 is empty in "data..id"`; unknown fields are errors at every level.
 func LoadSources(doc []byte) (Sources, error) {
-	out := Sources{Specs: map[string]Spec{}}
+	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
 	root, err := readDocument(doc)
 	if err != nil {
 		return Sources{}, fmt.Errorf("sources file: %v", syntaxErrorLine(doc, err))
@@ -105,6 +109,7 @@ func LoadSources(doc []byte) (Sources, error) {
 			return Sources{}, err
 		}
 		out.Specs[id] = spec
+		out.Line[id] = m.key.Line
 		if verify != nil {
 			if out.Verify == nil {
 				out.Verify = map[string]VerifySpec{}

@@ -61,8 +61,9 @@ type Unserved struct {
 }
 
 // NewPolicy builds the verifier of every source and tenant. Errors (joined, each starting "receiver: ") name the
-// place: the source's verify block ("receiver: sources.stripe.verify.tolerance: …"), or the variable or file of a
-// secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
+// place: the source or its verify block, as a *SourceError with its line ("receiver: sources.stripe.verify.tolerance:
+// …"), or the variable or file of a secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1");
+// never a secret.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{sources: map[string]*sourcePolicy{}, declared: map[string]bool{}}
 	ids := cfg.Sources.IDs()
@@ -86,8 +87,9 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			vs, ok = keys.VerifySpec{Scheme: id}, true
 		}
 		if !ok {
-			errs = append(errs, fmt.Errorf("receiver: sources.%s: no verify block: declare how its deliveries are verified, "+
-				"verify: <scheme> (%s) or verify: none to accept unsigned deliveries", id, strings.Join(signedSchemes(), ", ")))
+			errs = append(errs, &SourceError{Place: "sources." + id, Line: cfg.Sources.Line[id],
+				Reason: "no verify block: declare how its deliveries are verified, verify: <scheme> (" +
+					strings.Join(signedSchemes(), ", ") + ") or verify: none to accept unsigned deliveries"})
 			continue
 		}
 		sp, err := buildSource(id, vs, cfg)
@@ -122,10 +124,13 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	return p, nil
 }
 
-// SourceError is a fault in a source's verify block that the sources file alone shows (a scheme or an option
-// verify does not take), whatever the secrets: Place is where in the document ("sources.orders.verify.algorithm"),
-// Line the line the block is declared on (keys.VerifySpec.Line, 0 when unknown), Reason what is wrong, never a
-// value that could be a misplaced secret.
+// SourceError is a fault of a source declared in the sources file: Place is where in the document
+// ("sources.orders.verify.algorithm", "sources.orders" for a source without a verify block), Line the line of the
+// block (keys.VerifySpec.Line) or else of the source (keys.Sources.Line), 0 when unknown or with no sources
+// document (Place "preset source github"), and Reason what is wrong, never a value that could be a misplaced
+// secret. CheckVerify's are the faults the file alone shows (a scheme or an option verify does not take);
+// NewPolicy's also those the secrets given reveal (a scheme without a secret, scheme none with some), so that the
+// caller can name the file and line of each.
 type SourceError struct {
 	Place  string
 	Line   int
@@ -202,11 +207,12 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 			} else {
 				origin = tenants[sortedKeys(tenants)[0]].origin
 			}
-			return nil, fmt.Errorf("receiver: %s: scheme none takes no secrets, but %s gives some: remove them or choose a scheme", place, origin)
+			return nil, &SourceError{Place: place, Line: vs.Line,
+				Reason: "scheme none takes no secrets, but " + origin + " gives some: remove them or choose a scheme"}
 		}
 		v, err := verify.New(base)
 		if err != nil {
-			return nil, configErr(place, err)
+			return nil, configErr(place, vs.Line, err)
 		}
 		sp.all, sp.info.AllTenant = v, true
 		return sp, nil
@@ -215,8 +221,9 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 		if cfg.FromPresets {
 			return nil, nil
 		}
-		return nil, fmt.Errorf("receiver: %s: scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
-			place, vs.Scheme, SecretEnv(id), id, id)
+		return nil, &SourceError{Place: place, Line: vs.Line, Reason: fmt.Sprintf(
+			"scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
+			vs.Scheme, SecretEnv(id), id, id)}
 	}
 	type scoped struct {
 		tenant string // "": every tenant
@@ -240,7 +247,7 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", sc.set.origin, secretField(fe.Field), secretField(fe.Reason)))
 			continue
 		case err != nil:
-			return nil, configErr(place, err) // the verify block itself: once is enough
+			return nil, configErr(place, vs.Line, err) // the verify block itself: once is enough
 		}
 		if sc.tenant == "" {
 			sp.all, sp.info.AllTenant = v, true
@@ -258,13 +265,14 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 	return sp, nil
 }
 
-// configErr places a verify.New error about the verify block: "receiver: sources.x.verify.tolerance: negative".
-func configErr(place string, err error) error {
+// configErr places a verify.New error about the verify block on line: "receiver: sources.x.verify.tolerance:
+// negative".
+func configErr(place string, line int, err error) error {
 	var fe *verify.FieldError
 	if errors.As(err, &fe) {
-		return fmt.Errorf("receiver: %s.%s: %s", place, fe.Field, fe.Reason)
+		return &SourceError{Place: place + "." + fe.Field, Line: line, Reason: fe.Reason}
 	}
-	return fmt.Errorf("receiver: %s: %v", place, err)
+	return &SourceError{Place: place, Line: line, Reason: err.Error()}
 }
 
 var secretIndex = regexp.MustCompile(`secrets\[(\d+)\]`)

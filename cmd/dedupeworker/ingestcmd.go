@@ -71,6 +71,11 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets})
 	if err != nil {
+		// A source's fault is placed in its document, as the worker's are; presets have none (even when an
+		// empty document made them the sources).
+		if o, ok := configuredSources(cfg); ok && !fromPresets {
+			err = o.placePolicyErrors(err)
+		}
 		return &exitError{code: exitUsage, err: err}
 	}
 	in := &ingest{cfg: cfg, settings: settings, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}

@@ -372,6 +372,12 @@ func TestIngestConfigErrors(t *testing.T) {
 	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1s")
 	t.Setenv("DEDUPE_SOURCES_FILE", "")
 	t.Setenv("DEDUPE_INGEST_SECRETS_DIR", "")
+	// The worker's errors name the file and line; so do ingest's about a source, whichever check finds them.
+	file := filepath.Join(t.TempDir(), "sources.yaml")
+	doc := "sources:\n  github:\n    dedupe: github\n    verify: github\n  orders:\n    dedupe: {json: id}\n"
+	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		name string
 		env  map[string]string
@@ -379,13 +385,17 @@ func TestIngestConfigErrors(t *testing.T) {
 		want string
 	}{
 		{"no verify block", map[string]string{"DEDUPE_SOURCES": "sources: {orders: {dedupe: {json: id}}}"}, nil,
-			"receiver: sources.orders: no verify block"},
+			"DEDUPE_SOURCES: line 1: sources.orders: no verify block: declare how its deliveries are verified"},
 		{"no secret", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: github}}"}, nil,
-			"receiver: sources.gh.verify: scheme github needs a secret: set DEDUPE_INGEST_SECRET_GH"},
+			"DEDUPE_SOURCES: line 1: sources.gh.verify: scheme github needs a secret: set DEDUPE_INGEST_SECRET_GH"},
+		{"no verify block and no secret, in a file", map[string]string{"DEDUPE_SOURCES_FILE": file}, nil,
+			"DEDUPE_SOURCES_FILE " + file + ": line 4: sources.github.verify: scheme github needs a secret: set DEDUPE_INGEST_SECRET_GITHUB, " +
+				"or put a file github (every tenant) or <tenant>.github in the secrets directory; " +
+				"DEDUPE_SOURCES_FILE " + file + ": line 5: sources.orders: no verify block"},
 		{"secret of an undeclared source", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRET_GITHUB": ingestGhOld}, nil,
 			"receiver: DEDUPE_INGEST_SECRET_GITHUB: names no declared source"},
 		{"secret for verify none", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRET_GH": ingestGhOld}, nil,
-			"scheme none takes no secrets, but DEDUPE_INGEST_SECRET_GH gives some"},
+			"DEDUPE_SOURCES: line 1: sources.gh.verify: scheme none takes no secrets, but DEDUPE_INGEST_SECRET_GH gives some"},
 		{"duplicate secret", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: github}}", "DEDUPE_INGEST_SECRET_GH": ingestGhOld + "," + ingestGhOld}, nil,
 			"receiver: DEDUPE_INGEST_SECRET_GH: secret 2: same as secret 1"},
 		{"missing secrets directory", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRETS_DIR": "/nonexistent/dedupe"}, nil,

@@ -67,17 +67,38 @@ func (o sourcesOrigin) checkVerify(src keys.Sources) error {
 	}
 	var errs []error
 	for _, e := range unwrapAll(err) {
-		var se *receiver.SourceError
-		switch {
-		case !errors.As(e, &se):
+		if placed := o.placeSourceError(e); placed != e {
+			errs = append(errs, placed)
+		} else {
 			errs = append(errs, fmt.Errorf("%s: %w", o, e))
-		case se.Line > 0:
-			errs = append(errs, fmt.Errorf("%s: line %d: %s: %s", o, se.Line, se.Place, se.Reason))
-		default:
-			errs = append(errs, fmt.Errorf("%s: %s: %s", o, se.Place, se.Reason))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// placePolicyErrors gives each of receiver.NewPolicy's errors about a declared source (*receiver.SourceError) the
+// document and line it is on, as checkVerify does; its others (about secrets) name their variable or file
+// already and are kept.
+func (o sourcesOrigin) placePolicyErrors(err error) error {
+	var errs []error
+	for _, e := range unwrapAll(err) {
+		errs = append(errs, o.placeSourceError(e))
+	}
+	return errors.Join(errs...)
+}
+
+// placeSourceError is a *receiver.SourceError in the form of read's errors: "DEDUPE_SOURCES_FILE /etc/x.yaml:
+// line 7: sources.orders.verify.algorithm: …"; any other error is returned as it is.
+func (o sourcesOrigin) placeSourceError(e error) error {
+	var se *receiver.SourceError
+	switch {
+	case !errors.As(e, &se):
+		return e
+	case se.Line > 0:
+		return fmt.Errorf("%s: line %d: %s: %s", o, se.Line, se.Place, se.Reason)
+	default:
+		return fmt.Errorf("%s: %s: %s", o, se.Place, se.Reason)
+	}
 }
 
 // unwrapAll lists the errors an errors.Join holds, or err alone.
@@ -88,17 +109,23 @@ func unwrapAll(err error) []error {
 	return []error{err}
 }
 
+// configuredSources is where the settings say the sources document is; false: neither variable is set.
+func configuredSources(cfg config.Config) (sourcesOrigin, bool) {
+	switch {
+	case cfg.SourcesFile != "":
+		return sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: cfg.SourcesFile}, true
+	case cfg.Sources != "":
+		return sourcesOrigin{variable: "DEDUPE_SOURCES", inline: cfg.Sources}, true
+	}
+	return sourcesOrigin{}, false
+}
+
 // loadSources reads the sources document from DEDUPE_SOURCES_FILE or DEDUPE_SOURCES; with verifyBlocks (ingest,
 // which verifies deliveries by them; the worker ignores them) it checks the document's verify blocks too. With
 // neither variable, or a document that declares no source at all, every preset becomes a source named after it.
 func loadSources(cfg config.Config, verifyBlocks bool) (src keys.Sources, fromPresets bool, err error) {
-	var o sourcesOrigin
-	switch {
-	case cfg.SourcesFile != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: cfg.SourcesFile}
-	case cfg.Sources != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES", inline: cfg.Sources}
-	default:
+	o, ok := configuredSources(cfg)
+	if !ok {
 		return keys.PresetSources(), true, nil
 	}
 	src, err = o.read()
