@@ -100,6 +100,13 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		return err
 	}
 	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		// A stream or consumer that cannot serve these settings (DEDUPE_CONSUMER renamed on a work-queue INGEST,
+		// DEDUPE_INPUT_PREFIX outside the stream's subjects) is a configuration conflict: Run returns it only from
+		// its first provisioning, without retrying, and a restart meets it again until the settings or the stream
+		// change.
+		if errors.Is(err, pipeline.ErrIncompatible) {
+			return &exitError{code: exitUsage, err: err}
+		}
 		return failErr(err)
 	}
 	if ctx.Err() == nil {

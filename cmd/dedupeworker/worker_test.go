@@ -314,3 +314,60 @@ func TestSourcesCheck(t *testing.T) {
 		t.Fatalf("worker boot: %d %q", code, stderr2)
 	}
 }
+
+// An input stream or consumer that cannot serve the settings is a configuration conflict: the worker stops at once
+// with exit status 2 and one line saying what conflicts. Before, DEDUPE_CONSUMER renamed on a work-queue INGEST
+// (pipeline.ErrIncompatible) exited 1, as if the worker had failed while working.
+func TestWorkerIncompatibleStreamOrConsumer(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		consumer string // DEDUPE_CONSUMER; "": the default
+		stream   jetstream.StreamConfig
+		existing *jetstream.ConsumerConfig // on the stream before the worker starts
+		want     string
+	}{
+		{"consumer renamed on a work-queue stream", "new",
+			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
+			&jetstream.ConsumerConfig{Durable: "old", AckPolicy: jetstream.AckExplicitPolicy},
+			`pipeline: consumer "new": INGEST is a work-queue stream and consumer "old" already reads it; a work-queue stream allows ` +
+				`one consumer per subject — delete the old one (nats consumer rm INGEST old) or set DEDUPE_CONSUMER=old`},
+		{"stream without the input subjects", "",
+			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"raw.>"}}, nil,
+			`stream INGEST has subjects ["raw.>"], which do not capture ingest.*.*`},
+		{"consumer without explicit acks", "",
+			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}},
+			&jetstream.ConsumerConfig{Durable: "dedupeworker", AckPolicy: jetstream.AckNonePolicy},
+			"consumer INGEST > dedupeworker has ack policy AckNone; it must be explicit"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			srv := natstest.Run(t)
+			nc := natstest.Connect(t, srv.URL())
+			js, _ := jetstream.New(nc)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := js.CreateStream(ctx, c.stream); err != nil {
+				t.Fatal(err)
+			}
+			if c.existing != nil {
+				if _, err := js.CreateConsumer(ctx, c.stream.Name, *c.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			t.Setenv("DEDUPE_NATS_URL", srv.URL())
+			t.Setenv("DEDUPE_HTTP_ADDR", "")
+			if c.consumer != "" {
+				t.Setenv("DEDUPE_CONSUMER", c.consumer)
+			}
+			var stdout, stderr bytes.Buffer
+			err := run(ctx, []string{"run"}, strings.NewReader(""), &stdout, &stderr)
+			if ctx.Err() != nil {
+				t.Fatalf("the worker retried until the test's deadline; logs:\n%s", stderr.String())
+			}
+			var errLine bytes.Buffer
+			code := exitCode(err, &errLine)
+			if code != exitUsage || !strings.Contains(errLine.String(), c.want) || strings.Count(errLine.String(), "\n") != 1 {
+				t.Fatalf("exit %d\nstderr %q\nwant   %q", code, errLine.String(), c.want)
+			}
+		})
+	}
+}
