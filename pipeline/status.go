@@ -19,19 +19,31 @@ type link struct {
 
 // statusLoop refreshes the consumer's pending count and the window's health every StatusInterval, and at once
 // after a reconnect: what the last poll found before it (requests that could not leave the client, a server that
-// was stopping) no longer holds, and readiness should not report it for another StatusInterval.
+// was stopping) no longer holds, and readiness should not report it for another StatusInterval. The connection's
+// changes are followed apart from the polls, which can wait seconds for a server that is stopping.
 func (p *Pipeline) statusLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.StatusInterval)
 	defer t.Stop()
 	conn := p.nc.StatusChanged(nats.CONNECTED, nats.DISCONNECTED, nats.RECONNECTING)
 	defer p.nc.RemoveStatusListener(conn)
+	back := make(chan struct{}, 1)
+	go func() {
+		for st := range conn { // closed by RemoveStatusListener
+			p.linkChanged(st)
+			if st == nats.CONNECTED {
+				select {
+				case back <- struct{}{}:
+				default:
+				}
+			}
+		}
+	}()
 	for {
 		p.refreshStatus(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case st := <-conn:
-			p.linkChanged(st)
+		case <-back:
 		case <-t.C:
 		}
 	}
