@@ -59,10 +59,6 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	cfg, log, sources, fromPresets := rs.cfg, rs.log, rs.sources, rs.fromPresets
 	natsCfg, embeddedNATS := rs.natsCfg, rs.embeddedNATS
-	settings, err := loadIngestSettings(cfg, os.Getenv)
-	if err != nil {
-		return &exitError{code: exitUsage, err: err}
-	}
 	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
 		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
 	})
@@ -78,7 +74,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
-	in := &ingest{cfg: cfg, settings: settings, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
+	in := &ingest{cfg: cfg, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
 	return in.run(ctx, fromPresets)
 }
 
@@ -86,11 +82,10 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 // They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
 // the connection drains.
 type ingest struct {
-	cfg      config.Config
-	settings ingestSettings
-	log      *slog.Logger
-	policy   *receiver.Policy
-	secrets  *receiver.Secrets
+	cfg     config.Config
+	log     *slog.Logger
+	policy  *receiver.Policy
+	secrets *receiver.Secrets
 
 	natsCfg      natsconn.Config
 	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
@@ -100,7 +95,7 @@ type ingest struct {
 
 func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := in.cfg, in.log
-	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest, in.settings.logged(cfg)...)...)
+	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
 	if fromPresets {
 		log.Info("no sources configured: each preset is a source, served once it has a secret")
 	}
@@ -235,8 +230,8 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		MaxHeaderBytes:   cfg.IngestMaxHeaderBytes,
 		PublishTimeout:   cfg.IngestPublishTimeout,
 		MaxInFlight:      cfg.IngestMaxInFlight,
-		MaxBufferedBytes: in.settings.maxBuffered,
-		BodyTimeout:      in.settings.bodyTimeout,
+		MaxBufferedBytes: cfg.IngestMaxBuffered(),
+		BodyTimeout:      cfg.IngestBodyTimeout,
 		ShutdownTimeout:  pipelineShutdownBudget(cfg.ShutdownTimeout),
 		Logger:           log,
 		Metrics:          metrics,

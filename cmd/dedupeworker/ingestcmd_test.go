@@ -413,6 +413,8 @@ func TestIngestConfigErrors(t *testing.T) {
 			"config: DEDUPE_INGEST_MAX_HEADER_BYTES: must be between 1024 and 64512 bytes"},
 		{"bad body timeout", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_BODY_TIMEOUT": "soon"}, nil,
 			`config: DEDUPE_INGEST_BODY_TIMEOUT: cannot parse "soon" as duration`},
+		{"body timeout out of range", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_BODY_TIMEOUT": "11m"}, nil,
+			"config: DEDUPE_INGEST_BODY_TIMEOUT: must be between 100ms and 10m, got 11m0s"},
 		{"buffered bytes below the body limit", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1024"}, nil,
 			"config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (4194304) and"},
 		{"an argument", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}"}, []string{"extra"},

@@ -64,13 +64,13 @@ func isTerminal(w io.Writer) bool {
 }
 
 // startAttrs are the attributes of a role's boot line ("starting dedupeworker"): the settings that role reads
-// (config's role tags; extra for those config does not hold yet), each as it is in force, a default derived from
+// (config's role tags), each as it is in force, a default derived from
 // others included (DEDUPE_NATS_CONNECT_TIMEOUT=2m0s rather than 0s; see inForce). JSON and logfmt (text) lines are
 // read by machines: they carry the whole build (version, revision, ...) and all of those settings, as the group
 // "config". Tint's lines are read by a person at a terminal: they carry the version and only the settings that
 // differ from their defaults, one attribute each (DEDUPE_SOURCES_FILE=…), or settings=defaults, so that the first
 // line fits on a screen; `dedupeworker -h` lists every default.
-func startAttrs(log *slog.Logger, cfg config.Config, role string, extra ...roleSetting) []any {
+func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 	b := readBuildInfo()
 	switch log.Handler().(type) {
 	case *slog.JSONHandler, *slog.TextHandler:
@@ -87,18 +87,10 @@ func startAttrs(log *slog.Logger, cfg config.Config, role string, extra ...roleS
 				settings[i].Value = v
 			}
 		}
-		for _, e := range extra {
-			settings = append(settings, e.attr)
-		}
 		return append(attrs, "go", b.GoVersion, slog.Attr{Key: "config", Value: slog.GroupValue(settings...)})
 	}
 	attrs := []any{"version", b.Version}
 	changed := changedSettings(cfg, role)
-	for _, e := range extra {
-		if !e.isDefault {
-			changed = append(changed, e.attr)
-		}
-	}
 	if len(changed) == 0 {
 		return append(attrs, "settings", "defaults")
 	}
@@ -106,12 +98,6 @@ func startAttrs(log *slog.Logger, cfg config.Config, role string, extra ...roleS
 		attrs = append(attrs, a)
 	}
 	return attrs
-}
-
-// roleSetting is a setting that config.Config does not hold (yet), as the boot line logs it.
-type roleSetting struct {
-	attr      slog.Attr // the variable and its value in force
-	isDefault bool
 }
 
 // inForce are the values in force of the settings of role that are empty or 0 in cfg because their default is
@@ -124,6 +110,9 @@ func inForce(cfg config.Config, role string) map[string]slog.Value {
 	if cfg.NatsConnectTimeout == 0 {
 		// run and ingest are services started together with NATS: both wait as long.
 		m[config.Prefix+"_NATS_CONNECT_TIMEOUT"] = slog.StringValue(cfg.ConnectRetry(config.DefaultRunConnectTimeout).String())
+	}
+	if role == config.RoleIngest && cfg.IngestMaxBufferedBytes == 0 {
+		m[config.Prefix+"_INGEST_MAX_BUFFERED_BYTES"] = slog.Int64Value(cfg.IngestMaxBuffered())
 	}
 	if role != config.RoleRun {
 		return m

@@ -86,43 +86,48 @@ func TestStartAttrsInForce(t *testing.T) {
 	}
 	slow := def
 	slow.AckWait, slow.MaxInFlight = time.Minute, 50
+	bigBodies := def
+	bigBodies.IngestMaxBody = 128 << 20
 	set := def
 	set.NatsConnectTimeout, set.MaxHold, set.MaxAckPending, set.OutputDuplicateWindow = 45*time.Second, 20*time.Second, 5000, 10*time.Minute
-	ingestDefaults := ingestSettings{bodyTimeout: 10 * time.Second, maxBuffered: 64 << 20}.logged(def)
+	set.IngestMaxBufferedBytes = 5 << 20
 	for _, c := range []struct {
-		name  string
-		cfg   config.Config
-		role  string
-		extra []roleSetting
-		want  map[string]any
-		not   []string
+		name string
+		cfg  config.Config
+		role string
+		want map[string]any
+		not  []string
 	}{
-		{"run, defaults", def, config.RoleRun, nil, map[string]any{
+		{"run, defaults", def, config.RoleRun, map[string]any{
 			"DEDUPE_NATS_CONNECT_TIMEOUT":    "2m0s",
 			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "2m0s",
 			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (1m0s for the 2m0s the worker creates it with)",
 			"DEDUPE_MAX_ACK_PENDING":         "auto: 10240 (max(1000, 10 x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
 			"DEDUPE_ACK_WAIT":                "30s", "DEDUPE_BUCKET": "dedupe-window", "DEDUPE_EMBEDDED_LISTEN": "127.0.0.1:4222", "DEDUPE_LOG_LEVEL": "info",
 		}, []string{"DEDUPE_INGEST_ADDR", "DEDUPE_INGEST_MAX_BODY", "DEDUPE_INGEST_BODY_TIMEOUT"}},
-		{"run, derived from other settings", slow, config.RoleRun, nil, map[string]any{
+		{"run, derived from other settings", slow, config.RoleRun, map[string]any{
 			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "4m0s",
 			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (2m0s for the 4m0s the worker creates it with)",
 			"DEDUPE_MAX_ACK_PENDING":         "auto: 1000 (max(1000, 10 x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
 		}, nil},
-		{"run, set", set, config.RoleRun, nil, map[string]any{
+		{"run, set", set, config.RoleRun, map[string]any{
 			"DEDUPE_NATS_CONNECT_TIMEOUT": "45s", "DEDUPE_OUTPUT_DUPLICATE_WINDOW": "10m0s", "DEDUPE_MAX_HOLD": "20s", "DEDUPE_MAX_ACK_PENDING": float64(5000),
 		}, nil},
-		{"ingest, defaults", def, config.RoleIngest, ingestDefaults, map[string]any{
+		{"ingest, defaults", def, config.RoleIngest, map[string]any{
 			"DEDUPE_NATS_CONNECT_TIMEOUT": "2m0s", "DEDUPE_INGEST_ADDR": ":8080", "DEDUPE_INGEST_BODY_TIMEOUT": "10s",
 			"DEDUPE_INGEST_MAX_BUFFERED_BYTES": float64(64 << 20), "DEDUPE_INPUT_STREAM": "INGEST", "DEDUPE_EMBEDDED_LISTEN": "127.0.0.1:4222",
 			"DEDUPE_SHUTDOWN_TIMEOUT": "30s", "DEDUPE_LOG_FORMAT": "auto",
 		}, []string{"DEDUPE_MAX_HOLD", "DEDUPE_MAX_ACK_PENDING", "DEDUPE_BUCKET", "DEDUPE_ACK_WAIT", "DEDUPE_OUTPUT_STREAM", "DEDUPE_HTTP_ADDR",
 			"DEDUPE_EMBEDDED_STORE_DIR", "DEDUPE_CONSUMER"}},
+		{"ingest, body buffer derived from the body limit", bigBodies, config.RoleIngest, map[string]any{
+			"DEDUPE_INGEST_MAX_BODY": float64(128 << 20), "DEDUPE_INGEST_MAX_BUFFERED_BYTES": float64(128 << 20),
+		}, nil},
+		{"ingest, body buffer set", set, config.RoleIngest, map[string]any{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": float64(5 << 20)}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var b bytes.Buffer
 			l := newLogger(&b, "info", "json")
-			l.Info("starting dedupeworker", startAttrs(l, c.cfg, c.role, c.extra...)...)
+			l.Info("starting dedupeworker", startAttrs(l, c.cfg, c.role)...)
 			var line struct {
 				Config map[string]any `json:"config"`
 			}
@@ -144,11 +149,10 @@ func TestStartAttrsInForce(t *testing.T) {
 
 	// For a person, only what differs from the defaults, of the role's own settings.
 	changed := def
-	changed.IngestAddr, changed.Bucket = ":9090", "other-window"
+	changed.IngestAddr, changed.Bucket, changed.IngestBodyTimeout = ":9090", "other-window", 30*time.Second
 	var b bytes.Buffer
 	tint := newLogger(&b, "info", "tint")
-	extra := ingestSettings{bodyTimeout: 30 * time.Second, maxBuffered: 64 << 20}.logged(changed)
-	tint.Info("starting dedupeworker ingest", startAttrs(tint, changed, config.RoleIngest, extra...)...)
+	tint.Info("starting dedupeworker ingest", startAttrs(tint, changed, config.RoleIngest)...)
 	if got := plain(b.String()); !strings.Contains(got, "DEDUPE_INGEST_ADDR=:9090") || !strings.Contains(got, "DEDUPE_INGEST_BODY_TIMEOUT=30s") ||
 		strings.Contains(got, "DEDUPE_BUCKET") || strings.Contains(got, "DEDUPE_INGEST_MAX_BUFFERED_BYTES") {
 		t.Errorf("ingest, tint: %q", got)

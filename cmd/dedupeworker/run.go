@@ -135,7 +135,7 @@ Usage:
 
 Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.
 
-Worker settings (environment):
+Settings (environment; the worker reads all but DEDUPE_INGEST_*, which only ingest reads):
 `)
 	_ = config.Usage(w)
 }

@@ -123,10 +123,21 @@ func TestHelp(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d", args, code)
 		}
-		for _, want := range []string{"key", "hash", "window", "sources check", "DEDUPE_NATS_URL", "DEDUPE_DEFAULT_TTL"} {
+		for _, want := range []string{"key", "hash", "window", "sources check", "DEDUPE_NATS_URL", "DEDUPE_DEFAULT_TTL",
+			"DEDUPE_INGEST_BODY_TIMEOUT", "DEDUPE_INGEST_MAX_BUFFERED_BYTES",
+			"Settings (environment; the worker reads all but DEDUPE_INGEST_*, which only ingest reads):"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("%v: help lacks %q", args, want)
 			}
+		}
+	}
+	// What the heading of the settings says.
+	run, ingest := config.RoleVariables(config.RoleRun), config.RoleVariables(config.RoleIngest)
+	for _, v := range config.Variables() {
+		ingestOnly := strings.HasPrefix(v, "DEDUPE_INGEST_")
+		if slices.Contains(run, v) == ingestOnly || ingestOnly && !slices.Contains(ingest, v) {
+			t.Errorf("%s: read by the worker %v, by ingest %v; the help says DEDUPE_INGEST_* only by ingest, the others by the worker",
+				v, slices.Contains(run, v), slices.Contains(ingest, v))
 		}
 	}
 	for _, cmd := range []string{"key", "hash", "run"} {

@@ -81,10 +81,33 @@ type Config struct {
 	// variables and the files of DEDUPE_INGEST_SECRETS_DIR are read by package receiver, never logged.
 	IngestAddr           string        `split_words:"true" default:":8080" desc:"address of dedupeworker ingest: POST /hooks/<tenant>/<source>, /metrics, /healthz, /readyz" role:"ingest"`
 	IngestMaxBody        int           `split_words:"true" default:"4194304" desc:"largest webhook body ingest accepts, in bytes (413 above); the NATS server's max_payload bounds it too" role:"ingest"`
-	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above)" role:"ingest"`
+	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above); at most 64512 (JetStream stores 65535, the receiver's own headers included)" role:"ingest"`
 	IngestSecretsDir     string        `split_words:"true" desc:"directory of ingest's signing secrets: files named <source> (every tenant) or <tenant>.<source>, one secret per line" role:"ingest"`
 	IngestPublishTimeout time.Duration `split_words:"true" default:"3s" desc:"how long ingest waits for JetStream to store a delivery before answering 503" role:"ingest"`
 	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"webhook requests ingest handles at once; more are answered 503" role:"ingest"`
+	// Its default follows DEDUPE_INGEST_MAX_BODY, which it may not be below: IngestMaxBuffered is the value in force.
+	IngestMaxBufferedBytes int64         `split_words:"true" desc:"body bytes ingest holds at once over all requests, counted as they arrive (503 busy past it); at least DEDUPE_INGEST_MAX_BODY; empty: max(64 MiB, DEDUPE_INGEST_MAX_BODY)" role:"ingest"`
+	IngestBodyTimeout      time.Duration `split_words:"true" default:"10s" desc:"how long a webhook body may take to arrive after its headers (408 past it)" role:"ingest"`
+}
+
+// Limits and defaults of ingest settings that package receiver fixes too. config does not import receiver, so
+// they are written twice, and cmd/dedupeworker's tests check that both agree.
+const (
+	// IngestMaxHeaderBytesLimit is receiver.MaxHeaderBytesLimit: JetStream stores header blocks of at most 65535
+	// bytes, the receiver's own headers included, and 1 KiB is left for what a client library or the server adds.
+	IngestMaxHeaderBytesLimit = 65535 - 1023
+	// DefaultIngestMaxBuffered is receiver.DefaultMaxBuffered, the floor of DEDUPE_INGEST_MAX_BUFFERED_BYTES's
+	// default. DEDUPE_INGEST_BODY_TIMEOUT's default (10s) is receiver.DefaultBodyTimeout.
+	DefaultIngestMaxBuffered = 64 << 20
+)
+
+// IngestMaxBuffered is DEDUPE_INGEST_MAX_BUFFERED_BYTES, or when it is empty (or 0) max(64 MiB,
+// DEDUPE_INGEST_MAX_BODY), so that a larger body limit needs no second setting.
+func (c Config) IngestMaxBuffered() int64 {
+	if c.IngestMaxBufferedBytes > 0 {
+		return c.IngestMaxBufferedBytes
+	}
+	return max(DefaultIngestMaxBuffered, int64(c.IngestMaxBody))
 }
 
 // Load reads the environment and validates the result.
@@ -103,7 +126,11 @@ func Load() (Config, error) {
 func rewordParseError(err error) error {
 	var pe *envconfig.ParseError
 	if errors.As(err, &pe) {
-		return fmt.Errorf("%s: cannot parse %q as %s", pe.KeyName, pe.Value, pe.TypeName)
+		typ := pe.TypeName
+		if typ == "time.Duration" {
+			typ = "duration" // what the value should be (30s, 1m30s), not the Go type
+		}
+		return fmt.Errorf("%s: cannot parse %q as %s", pe.KeyName, pe.Value, typ)
 	}
 	return err
 }
@@ -248,14 +275,21 @@ func (c Config) Validate() error {
 	if c.IngestMaxBody < 1 || c.IngestMaxBody > 1<<30 {
 		bad("INGEST_MAX_BODY", "must be between 1 and %d bytes, got %d", 1<<30, c.IngestMaxBody)
 	}
-	if c.IngestMaxHeaderBytes < 1024 || c.IngestMaxHeaderBytes > 1<<20 {
-		bad("INGEST_MAX_HEADER_BYTES", "must be between 1024 and %d bytes, got %d", 1<<20, c.IngestMaxHeaderBytes)
+	if c.IngestMaxHeaderBytes < 1024 || c.IngestMaxHeaderBytes > IngestMaxHeaderBytesLimit {
+		bad("INGEST_MAX_HEADER_BYTES", "must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes, "+
+			"the receiver's own headers included), got %d", IngestMaxHeaderBytesLimit, c.IngestMaxHeaderBytes)
 	}
 	if c.IngestPublishTimeout < 100*time.Millisecond || c.IngestPublishTimeout > time.Minute {
 		bad("INGEST_PUBLISH_TIMEOUT", "must be between 100ms and 1m, got %s", c.IngestPublishTimeout)
 	}
 	if c.IngestMaxInFlight < 1 || c.IngestMaxInFlight > 65536 {
 		bad("INGEST_MAX_IN_FLIGHT", "must be between 1 and 65536, got %d", c.IngestMaxInFlight)
+	}
+	if n := c.IngestMaxBufferedBytes; n != 0 && (n < int64(c.IngestMaxBody) || n > 1<<40) {
+		bad("INGEST_MAX_BUFFERED_BYTES", "must be between DEDUPE_INGEST_MAX_BODY (%d) and %d bytes, got %d", c.IngestMaxBody, int64(1)<<40, n)
+	}
+	if c.IngestBodyTimeout < 100*time.Millisecond || c.IngestBodyTimeout > 10*time.Minute {
+		bad("INGEST_BODY_TIMEOUT", "must be between 100ms and 10m, got %s", c.IngestBodyTimeout)
 	}
 	return errors.Join(errs...)
 }

@@ -57,7 +57,19 @@ func TestInvalid(t *testing.T) {
 		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "4222"}, "DEDUPE_EMBEDDED_LISTEN: must be host:port"},
 		{map[string]string{"DEDUPE_EMBEDDED_LISTEN": "exa mple:4222"}, `DEDUPE_EMBEDDED_LISTEN: must be host:port, got "exa mple:4222": "nats://exa mple:4222": invalid character " " in host name`},
 		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "-1s"}, "DEDUPE_NATS_CONNECT_TIMEOUT: must not be negative, got -1s"},
-		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "soon"}, `DEDUPE_NATS_CONNECT_TIMEOUT: cannot parse "soon"`},
+		{map[string]string{"DEDUPE_NATS_CONNECT_TIMEOUT": "soon"}, `DEDUPE_NATS_CONNECT_TIMEOUT: cannot parse "soon" as duration`},
+		{map[string]string{"DEDUPE_INGEST_BODY_TIMEOUT": "soon"}, `config: DEDUPE_INGEST_BODY_TIMEOUT: cannot parse "soon" as duration`},
+		{map[string]string{"DEDUPE_INGEST_BODY_TIMEOUT": "50ms"}, "config: DEDUPE_INGEST_BODY_TIMEOUT: must be between 100ms and 10m, got 50ms"},
+		{map[string]string{"DEDUPE_INGEST_BODY_TIMEOUT": "11m"}, "config: DEDUPE_INGEST_BODY_TIMEOUT: must be between 100ms and 10m, got 11m0s"},
+		{map[string]string{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "lots"}, `config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: cannot parse "lots" as int64`},
+		{map[string]string{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1024"},
+			"config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (4194304) and 1099511627776 bytes, got 1024"},
+		{map[string]string{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "-1"}, "config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY"},
+		{map[string]string{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1099511627777"}, "config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between"},
+		{map[string]string{"DEDUPE_INGEST_MAX_BODY": "8388608", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "8388607"},
+			"config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (8388608) and"},
+		// JetStream stores no header block over 65535 bytes: before, up to 1 MiB passed here.
+		{map[string]string{"DEDUPE_INGEST_MAX_HEADER_BYTES": "64513"}, "config: DEDUPE_INGEST_MAX_HEADER_BYTES: must be between 1024 and 64512 bytes (JetStream"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.want, func(t *testing.T) {
@@ -69,6 +81,63 @@ func TestInvalid(t *testing.T) {
 				t.Fatalf("got %v, want %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The receiver's body settings: a default that -h shows, or one that follows DEDUPE_INGEST_MAX_BODY, and the
+// limits of their ranges accepted.
+func TestIngestBodySettings(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		env         map[string]string
+		timeout     time.Duration
+		buffered    int64
+		bufferedSet int64
+	}{
+		{"defaults", nil, 10 * time.Second, 64 << 20, 0},
+		{"a body limit over 64 MiB raises the default", map[string]string{"DEDUPE_INGEST_MAX_BODY": "134217728"}, 10 * time.Second, 128 << 20, 0},
+		{"0 is the default", map[string]string{"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "0"}, 10 * time.Second, 64 << 20, 0},
+		{"lowest", map[string]string{"DEDUPE_INGEST_BODY_TIMEOUT": "100ms", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "4194304"},
+			100 * time.Millisecond, 4 << 20, 4 << 20},
+		{"highest", map[string]string{"DEDUPE_INGEST_BODY_TIMEOUT": "10m", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1099511627776"},
+			10 * time.Minute, 1 << 40, 1 << 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := config.Load()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.IngestBodyTimeout != c.timeout || cfg.IngestMaxBuffered() != c.buffered || cfg.IngestMaxBufferedBytes != c.bufferedSet {
+				t.Errorf("body timeout %s, buffered %d (set %d); want %s, %d (%d)",
+					cfg.IngestBodyTimeout, cfg.IngestMaxBuffered(), cfg.IngestMaxBufferedBytes, c.timeout, c.buffered, c.bufferedSet)
+			}
+		})
+	}
+}
+
+// -h lists every setting with its default, the receiver's body settings too; before, they were read apart from
+// Config and missing there.
+func TestUsageListsIngestBodySettings(t *testing.T) {
+	var b bytes.Buffer
+	if err := config.Usage(&b); err != nil {
+		t.Fatal(err)
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(b.String(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 {
+			lines[f[0]] = l
+		}
+	}
+	for name, want := range map[string]string{
+		"DEDUPE_INGEST_BODY_TIMEOUT":       "10s",
+		"DEDUPE_INGEST_MAX_BUFFERED_BYTES": "empty: max(64 MiB, DEDUPE_INGEST_MAX_BODY)",
+	} {
+		if !strings.Contains(lines[name], want) {
+			t.Errorf("usage line of %s is %q, want it to hold %q\n%s", name, lines[name], want, b.String())
+		}
 	}
 }
 
@@ -123,6 +192,7 @@ func TestRoleVariables(t *testing.T) {
 		{"DEDUPE_INPUT_STREAM", true, true}, {"DEDUPE_LOG_FORMAT", true, true}, {"DEDUPE_EMBEDDED_LISTEN", true, true},
 		{"DEDUPE_BUCKET", true, false}, {"DEDUPE_MAX_HOLD", true, false}, {"DEDUPE_HTTP_ADDR", true, false}, {"DEDUPE_EMBEDDED_STORE_DIR", true, false},
 		{"DEDUPE_INGEST_ADDR", false, true}, {"DEDUPE_INGEST_SECRETS_DIR", false, true},
+		{"DEDUPE_INGEST_BODY_TIMEOUT", false, true}, {"DEDUPE_INGEST_MAX_BUFFERED_BYTES", false, true},
 	} {
 		if slices.Contains(run, c.name) != c.run || slices.Contains(ingest, c.name) != c.ingest {
 			t.Errorf("%s: run %v, ingest %v; want %v, %v", c.name, slices.Contains(run, c.name), slices.Contains(ingest, c.name), c.run, c.ingest)
