@@ -6,8 +6,8 @@
 // channel, a map entry and usually a context per request, and decodes every publish acknowledgement with
 // encoding/json: about 50 allocations per claim. Here a request borrows a slot: a reply subject reserved for it
 // (one wildcard subscription serves every slot), a one-message channel and a timer, all reused. A slot whose
-// request ends without its answer (timeout, cancelled context) is retired, so that a late answer can never be
-// taken for the answer to a later request.
+// request ends without its answer (timeout, cancelled context) gets a new reply subject before it is used again,
+// so that a late answer can never be taken for the answer to a later request.
 //
 // The answer subscription lives as long as the connection (as nats.go's own response subscription does) unless
 // Close ends it; it follows the connection through reconnects.
@@ -30,7 +30,7 @@ type Mux struct {
 	prefix string // the reply subjects' common prefix, ending in "."
 
 	mu    sync.RWMutex
-	slots map[uint64]*slot // live slots by index: the answer handler's lookup
+	slots map[uint64]*slot // every slot by its reply subject's index: the answer handler's lookup
 	free  []*slot          // slots waiting for a request
 	next  uint64           // the next new slot's index
 }
@@ -101,18 +101,30 @@ func (m *Mux) acquire() *slot {
 	return s
 }
 
-// release hands an answered slot back; retire drops one whose answer may still come.
+// release hands an answered slot back.
 func (m *Mux) release(s *slot) {
 	m.mu.Lock()
 	m.free = append(m.free, s)
 	m.mu.Unlock()
 }
 
-func (m *Mux) retire(s *slot) {
+// renew hands back a slot whose answer may still come, under a new reply subject: an answer to the old one finds
+// no slot. The answer handler sends while it holds the read lock, so once the old subject is gone under the write
+// lock nothing more can arrive for it, and what did arrive is drained before the slot is used again.
+func (m *Mux) renew(s *slot) {
+	s.timer.Stop()
 	m.mu.Lock()
 	delete(m.slots, s.idx)
+	s.idx = m.next
+	m.next++
+	s.reply = m.prefix + strconv.FormatUint(s.idx, 10)
+	m.slots[s.idx] = s
+	select {
+	case <-s.ch:
+	default:
+	}
+	m.free = append(m.free, s)
 	m.mu.Unlock()
-	s.timer.Stop()
 }
 
 // Request publishes msg with a reply subject of its own (msg.Reply is overwritten; msg may be reused once
@@ -139,10 +151,10 @@ func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 		}
 		return a, nil
 	case <-s.timer.C:
-		m.retire(s)
+		m.renew(s)
 		return nil, nats.ErrTimeout
 	case <-ctx.Done():
-		m.retire(s)
+		m.renew(s)
 		return nil, ctx.Err()
 	}
 }

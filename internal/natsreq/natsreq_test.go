@@ -3,6 +3,7 @@ package natsreq_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -222,4 +223,49 @@ func FuzzParsePubAck(f *testing.F) {
 			t.Fatalf("unexpected error type %T: %v", err, err)
 		}
 	})
+}
+
+// Requests that time out (an outage that swallows every answer) reuse their slots under new reply subjects, and
+// the answers that arrive late for the old subjects are dropped, never taken for a later request's.
+func TestTimedOutSlotsAreReused(t *testing.T) {
+	nc, m := newMux(t)
+	var mu sync.Mutex
+	var held []*nats.Msg
+	if _, err := nc.Subscribe("swallow", func(r *nats.Msg) { mu.Lock(); held = append(held, r); mu.Unlock() }); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("echo", func(r *nats.Msg) { _ = r.Respond(r.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for range 50 {
+		if _, err := m.Request(context.Background(), &nats.Msg{Subject: "swallow"}, time.Millisecond); !errors.Is(err, nats.ErrTimeout) {
+			t.Fatalf("err = %v, want nats.ErrTimeout", err)
+		}
+	}
+	if n := natsreq.Slots(m); n != 1 {
+		t.Fatalf("%d slots after 50 timeouts one at a time, want 1", n)
+	}
+	natstest.Eventually(t, 5*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(held) < 50 {
+			return errors.New("requests not all received")
+		}
+		return nil
+	})
+	mu.Lock()
+	for _, r := range held {
+		_ = r.Respond([]byte("late"))
+	}
+	mu.Unlock()
+	for i := range 20 {
+		want := strconv.Itoa(i)
+		a, err := m.Request(context.Background(), &nats.Msg{Subject: "echo", Data: []byte(want)}, 5*time.Second)
+		if err != nil || string(a.Data) != want {
+			t.Fatalf("request %d after late answers: %q, %v", i, a.Data, err)
+		}
+	}
 }
