@@ -6,8 +6,9 @@
 // channel, a map entry and usually a context per request, and decodes every publish acknowledgement with
 // encoding/json: about 50 allocations per claim. Here a request borrows a slot: a reply subject reserved for it
 // (one wildcard subscription serves every slot), a one-message channel and a timer, all reused. A slot whose
-// request ends without its answer (timeout, cancelled context) gets a new reply subject before it is used again,
-// so that a late answer can never be taken for the answer to a later request.
+// request was sent gets a new reply subject before it is used again, whether its answer came or not: an answer
+// that comes late (after a timeout or a cancelled context), or comes again (a responder answering twice, a stream
+// answering from its old and its new leader), can never be taken for the answer to a later request.
 //
 // The answer subscription lives as long as the connection (as nats.go's own response subscription does) unless
 // Close ends it; it follows the connection through reconnects.
@@ -101,23 +102,25 @@ func (m *Mux) acquire() *slot {
 	return s
 }
 
-// release hands an answered slot back.
+// release hands back a slot whose request was never sent: no answer can come to its reply subject.
 func (m *Mux) release(s *slot) {
 	m.mu.Lock()
 	m.free = append(m.free, s)
 	m.mu.Unlock()
 }
 
-// renew hands back a slot whose answer may still come, under a new reply subject: an answer to the old one finds
-// no slot. The answer handler sends while it holds the read lock, so once the old subject is gone under the write
-// lock nothing more can arrive for it, and what did arrive is drained before the slot is used again.
+// renew hands back a slot whose request was sent, under a new reply subject: an answer to the old one (late, or
+// a second one) finds no slot. The answer handler sends while it holds the read lock, so once the old subject is
+// gone under the write lock nothing more can arrive for it, and what did arrive is drained before the slot is used
+// again.
 func (m *Mux) renew(s *slot) {
 	s.timer.Stop()
+	b := append(make([]byte, 0, 96), m.prefix...) // one allocation for the subject, the string
 	m.mu.Lock()
 	delete(m.slots, s.idx)
 	s.idx = m.next
 	m.next++
-	s.reply = m.prefix + strconv.FormatUint(s.idx, 10)
+	s.reply = string(strconv.AppendUint(b, s.idx, 10))
 	m.slots[s.idx] = s
 	select {
 	case <-s.ch:
@@ -144,8 +147,9 @@ func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 	s.timer.Reset(timeout)
 	select {
 	case a := <-s.ch:
-		s.timer.Stop() // Go ≥ 1.23: a stopped timer's channel holds nothing stale for the next Reset
-		m.release(s)
+		// Go ≥ 1.23: the stopped timer's channel holds nothing stale for the next Reset. A second answer to this
+		// request may still come: the slot goes on under a new subject.
+		m.renew(s)
 		if noResponders(a) {
 			return nil, nats.ErrNoResponders
 		}

@@ -269,3 +269,45 @@ func TestTimedOutSlotsAreReused(t *testing.T) {
 		}
 	}
 }
+
+// A request answered twice (a responder that answers again, a stream whose leader changed between storing the
+// message and answering it): the second answer belongs to no later request, whether it arrives while the slot is
+// free or while its next request waits.
+func TestSecondAnswerIsNotTheNextOnesAnswer(t *testing.T) {
+	nc, m := newMux(t)
+	var mu sync.Mutex
+	var first *nats.Msg
+	if _, err := nc.Subscribe("twice", func(r *nats.Msg) {
+		mu.Lock()
+		first = r
+		mu.Unlock()
+		_ = r.Respond([]byte("first"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nc.Subscribe("echo", func(r *nats.Msg) { _ = r.Respond(r.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		a, err := m.Request(context.Background(), &nats.Msg{Subject: "twice"}, 5*time.Second)
+		if err != nil || string(a.Data) != "first" {
+			t.Fatalf("round %d: answer %v, %v", i, a, err)
+		}
+		// The second answer reaches the answer subscription before the next request is sent (the flush's PONG
+		// follows it on the connection, and the subscription hands its messages over in order).
+		mu.Lock()
+		_ = nc.Publish(first.Reply, []byte("again"))
+		mu.Unlock()
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		want := strconv.Itoa(i)
+		a, err = m.Request(context.Background(), &nats.Msg{Subject: "echo", Data: []byte(want)}, 5*time.Second)
+		if err != nil || string(a.Data) != want {
+			t.Fatalf("round %d: the next request's answer is %q (%v), want %q", i, a.Data, err, want)
+		}
+	}
+}
