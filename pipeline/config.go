@@ -54,7 +54,7 @@ const (
 // defaults.
 type Config struct {
 	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required. Its
-	// PublishAsync ack and error handlers, if any, must not read the message they are given (workers reuse it).
+	// connection carries the pipeline's own pull subscription and the answers to its acks and publishes.
 	JetStream jetstream.JetStream
 	// Window records claims. Required.
 	Window Window

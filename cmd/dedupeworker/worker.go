@@ -104,7 +104,9 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		// DEDUPE_INPUT_PREFIX outside the stream's subjects) is a configuration conflict: Run returns it only from
 		// its first provisioning, without retrying, and a restart meets it again until the settings or the stream
 		// change.
-		if errors.Is(err, pipeline.ErrIncompatible) {
+		// So is a missing consumer on an input stream that keeps processed envelopes: it waits for
+		// DEDUPE_CONSUMER_START to say where to begin.
+		if errors.Is(err, pipeline.ErrIncompatible) || errors.Is(err, pipeline.ErrConsumerStart) {
 			return &exitError{code: exitUsage, err: err}
 		}
 		return failErr(err)

@@ -325,19 +325,23 @@ func TestWorkerIncompatibleStreamOrConsumer(t *testing.T) {
 		stream   jetstream.StreamConfig
 		existing *jetstream.ConsumerConfig // on the stream before the worker starts
 		want     string
+		envelope bool // an envelope waits in the stream before the worker starts
 	}{
 		{"consumer renamed on a work-queue stream", "new",
 			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
 			&jetstream.ConsumerConfig{Durable: "old", AckPolicy: jetstream.AckExplicitPolicy},
 			`pipeline: consumer "new": INGEST is a work-queue stream and consumer "old" already reads it; a work-queue stream allows ` +
-				`one consumer per subject — delete the old one (nats consumer rm INGEST old) or set DEDUPE_CONSUMER=old`},
+				`one consumer per subject — delete the old one (nats consumer rm INGEST old) or set DEDUPE_CONSUMER=old`, false},
 		{"stream without the input subjects", "",
 			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"raw.>"}}, nil,
-			`stream INGEST has subjects ["raw.>"], which do not capture ingest.*.*`},
+			`stream INGEST has subjects ["raw.>"], which do not capture ingest.*.*`, false},
 		{"consumer without explicit acks", "",
 			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}},
 			&jetstream.ConsumerConfig{Durable: "dedupeworker", AckPolicy: jetstream.AckNonePolicy},
-			"consumer INGEST > dedupeworker has ack policy AckNone; it must be explicit"},
+			"consumer INGEST > dedupeworker has ack policy AckNone; it must be explicit", false},
+		{"no consumer on a stream that keeps processed envelopes", "",
+			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}}, nil,
+			"DEDUPE_CONSUMER_START", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := natstest.Run(t)
@@ -350,6 +354,11 @@ func TestWorkerIncompatibleStreamOrConsumer(t *testing.T) {
 			}
 			if c.existing != nil {
 				if _, err := js.CreateConsumer(ctx, c.stream.Name, *c.existing); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.envelope {
+				if _, err := js.Publish(ctx, "ingest.acme.github", []byte("{}")); err != nil {
 					t.Fatal(err)
 				}
 			}
