@@ -104,8 +104,12 @@ func TestReceiverUnavailable(t *testing.T) {
 	}
 	readyz("after the restart", 200, "ready")
 	text := metricsText(t, r)
-	if v := metricValue(text, requests("open", "unavailable")); v < 3 {
-		t.Errorf("unavailable counted %v times", v)
+	// A post right after the shutdown may be written before the client sees the connection go: it then gets no
+	// answer and is counted as unconfirmed rather than unavailable. Either is a 503 that claims nothing was taken.
+	unavailable := metricValue(text, requests("open", receiver.OutcomeUnavailable))
+	unconfirmed := metricValue(text, requests("open", receiver.OutcomeUnconfirmed))
+	if unavailable < 2 || unavailable+unconfirmed < 3 {
+		t.Errorf("unavailable counted %v times, unconfirmed %v; want 3 in all", unavailable, unconfirmed)
 	}
 }
 
