@@ -187,9 +187,14 @@ func TestReadinessWindowRecovering(t *testing.T) {
 			}
 			wcfg := kvwindow.DefaultConfig()
 			wcfg.Timeout = time.Second
-			if _, err := kvwindow.New(ctx(t), sjs, wcfg); err != nil {
-				t.Fatal(err)
-			}
+			// A fresh cluster (under -race, on a loaded machine) can take longer than the window's own 1s to
+			// create the bucket: create it with more patience, retried until it answers.
+			ccfg := wcfg
+			ccfg.Timeout = 10 * time.Second
+			natstest.Eventually(t, 60*time.Second, func() error {
+				_, err := kvwindow.New(ctx(t), sjs, ccfg)
+				return err
+			})
 			holder := c.StreamLeader("KV_"+wcfg.Bucket, 10*time.Second)
 			var first string
 			var rest []string
