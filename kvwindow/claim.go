@@ -240,41 +240,13 @@ var msgPool = sync.Pool{New: func() any {
 	}}
 }}
 
-// Retries of a write that found no stream to answer it, as the jetstream package's publish makes them: during a
-// leader election the bucket's stream has no responder for a moment.
-const (
-	noResponderRetries = 2
-	noResponderWait    = 250 * time.Millisecond
-)
-
-// publish writes m to the bucket and checks where it was stored. A refusal is the server's *jetstream.APIError;
-// no stream answering, after the retries, is jetstream.ErrNoStreamResponse.
+// publish writes m to the bucket (natsreq.Publish: its retries, timeout and errors) and checks where it was stored.
 func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
-	deadline := time.Now().Add(timeout)
-	for attempt := 0; ; attempt++ {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return natsreq.PubAck{}, nats.ErrTimeout
-		}
-		a, err := w.req.Request(ctx, m, left)
-		if errors.Is(err, nats.ErrNoResponders) {
-			if attempt < noResponderRetries {
-				if err := pause(ctx, noResponderWait); err != nil {
-					return natsreq.PubAck{}, err
-				}
-				continue
-			}
-			return natsreq.PubAck{}, jetstream.ErrNoStreamResponse
-		}
-		if err != nil {
-			return natsreq.PubAck{}, err
-		}
-		pa, err := natsreq.ParsePubAck(a.Data)
-		if err != nil {
-			return natsreq.PubAck{}, err
-		}
-		return pa, w.acked(pa)
+	pa, err := w.req.Publish(ctx, m, timeout)
+	if err != nil {
+		return natsreq.PubAck{}, err
 	}
+	return pa, w.acked(pa)
 }
 
 // wrongLastSeq reports whether err is the server's "wrong last sequence" answer (10071, or 10164 on replicated

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -570,46 +569,22 @@ func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {
 	}
 }
 
-// Retries of a publish that found no stream to answer it, as the jetstream package makes them: during a leader
-// election the output stream has no responder for a moment.
-const (
-	noResponderRetries = 2
-	noResponderWait    = 250 * time.Millisecond
-)
-
-// publish sends out to JetStream and waits for its answer, at most PublishTimeout. The message is written to the
-// connection before the wait, so out may be reused as soon as publish returns, whatever it returns.
+// publish sends out to JetStream and waits for its answer, at most PublishTimeout (natsreq.Publish: retries of "no
+// responders", the server's refusal as *jetstream.APIError). The message is written to the connection before the
+// wait, so out may be reused as soon as publish returns, whatever it returns.
 func (w *worker) publish(out *nats.Msg) error {
 	p := w.p
 	start := time.Now()
-	deadline := start.Add(p.cfg.PublishTimeout)
-	for attempt := 0; ; attempt++ {
-		left := time.Until(deadline)
-		if left <= 0 {
-			return errPublishTimeout
-		}
-		a, err := p.req.Request(w.ctx, out, left)
-		switch {
-		case errors.Is(err, nats.ErrNoResponders):
-			if attempt < noResponderRetries {
-				if !waitFor(w.ctx.Done(), noResponderWait) {
-					continue
-				}
-				return w.ctx.Err()
-			}
-			return jetstream.ErrNoStreamResponse
-		case errors.Is(err, nats.ErrTimeout):
-			return errPublishTimeout
-		case err != nil:
-			return err
-		}
-		if _, err := natsreq.ParsePubAck(a.Data); err != nil {
-			return err
-		}
-		p.m.publishDuration.Observe(time.Since(start).Seconds())
-		p.publishUp()
-		return nil
+	_, err := p.req.Publish(w.ctx, out, p.cfg.PublishTimeout)
+	if errors.Is(err, nats.ErrTimeout) {
+		return errPublishTimeout
 	}
+	if err != nil {
+		return err
+	}
+	p.m.publishDuration.Observe(time.Since(start).Seconds())
+	p.publishUp()
+	return nil
 }
 
 var errPublishTimeout = errors.New("pipeline: no publish acknowledgement in time")

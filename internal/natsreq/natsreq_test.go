@@ -311,3 +311,29 @@ func TestSecondAnswerIsNotTheNextOnesAnswer(t *testing.T) {
 		}
 	}
 }
+
+// A publish nobody stores (no stream captures its subject) is tried again twice, then is the jetstream package's
+// ErrNoStreamResponse; one that a stream stores returns its acknowledgement.
+func TestPublish(t *testing.T) {
+	nc, m := newMux(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.Publish(ctx, &nats.Msg{Subject: "nowhere.x"}, 5*time.Second); !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("no stream: err = %v, want ErrNoStreamResponse", err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "P", Subjects: []string{"p.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	pa, err := m.Publish(ctx, &nats.Msg{Subject: "p.x", Data: []byte("v")}, 5*time.Second)
+	if err != nil || string(pa.Stream) != "P" || pa.Sequence != 1 {
+		t.Fatalf("stored: %+v, %v", pa, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := m.Publish(cctx, &nats.Msg{Subject: "p.x"}, 5*time.Second); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled: err = %v", err)
+	}
+}

@@ -1,10 +1,13 @@
 package natsreq
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
@@ -133,4 +136,42 @@ func invalid(data []byte, err error) error {
 		err = errors.New("not an object")
 	}
 	return fmt.Errorf("%w %q: %w", ErrInvalidPubAck, data, err)
+}
+
+// Retries of a publish that found no stream to answer it, as the jetstream package makes them: during a leader
+// election a stream has no responder for a moment.
+const (
+	noResponderRetries = 2
+	noResponderWait    = 250 * time.Millisecond
+)
+
+// Publish sends msg to a JetStream stream and returns its acknowledgement, waiting at most timeout in all. "No
+// responders" is tried twice more, 250 ms apart, then is jetstream.ErrNoStreamResponse; no answer in time is
+// nats.ErrTimeout; a refusal is the server's *jetstream.APIError.
+func (m *Mux) Publish(ctx context.Context, msg *nats.Msg, timeout time.Duration) (PubAck, error) {
+	deadline := time.Now().Add(timeout)
+	for attempt := 0; ; attempt++ {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return PubAck{}, nats.ErrTimeout
+		}
+		a, err := m.Request(ctx, msg, left)
+		if errors.Is(err, nats.ErrNoResponders) {
+			if attempt == noResponderRetries {
+				return PubAck{}, jetstream.ErrNoStreamResponse
+			}
+			t := time.NewTimer(min(noResponderWait, time.Until(deadline)))
+			select {
+			case <-t.C:
+				continue
+			case <-ctx.Done():
+				t.Stop()
+				return PubAck{}, ctx.Err()
+			}
+		}
+		if err != nil {
+			return PubAck{}, err
+		}
+		return ParsePubAck(a.Data)
+	}
 }
