@@ -79,8 +79,10 @@ var (
 // the consumer has taken it). It reports whether the ack is confirmed; err says why not: "no responders" when no
 // consumer serves the ack subject any more (deleted, or its stream) — an ack that would otherwise vanish without a
 // word —, a timeout when the answer did not come (refused by permissions, lost, a slow leader).
-func (p *Pipeline) ackMsg(ctx context.Context, d *delivery) error {
-	_, err := p.req.Request(ctx, &nats.Msg{Subject: d.msg.Reply, Data: ackBody}, p.ackTimeout())
+// m is the caller's to reuse once ackMsg returns (natsreq.Mux.Request).
+func (p *Pipeline) ackMsg(ctx context.Context, d *delivery, m *nats.Msg) error {
+	*m = nats.Msg{Subject: d.msg.Reply, Data: ackBody}
+	_, err := p.req.Request(ctx, m, p.ackTimeout())
 	return err
 }
 

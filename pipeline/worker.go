@@ -163,6 +163,8 @@ type worker struct {
 	e   envelope
 	out *outMsg
 	buf []byte
+	// ackOut is the ack request, reused: natsreq writes it to the connection before waiting.
+	ackOut nats.Msg
 	// stored says the last keyed forward stored its event in the output stream; storedRev is the revision of
 	// its last write on the key (the claim, or the publish mark), 0 when unknown.
 	stored    bool
@@ -545,7 +547,7 @@ func (w *worker) deadLetterAndRelease(d *delivery, reason, why string, release b
 // makes the pipeline unready for a while; the outcome is durable, so the redelivery finds it (the claim's record,
 // the holder gone, or Nats-Msg-Id) and acks again.
 func (w *worker) ack(d *delivery) bool {
-	err := w.p.ackMsg(w.ctx, d)
+	err := w.p.ackMsg(w.ctx, d, &w.ackOut)
 	switch {
 	case err == nil:
 		return true
