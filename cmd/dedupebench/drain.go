@@ -113,6 +113,12 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 		d := time.Since(t)
 		b.logf("%s drain: preloaded %d envelopes in %.1fs (%.0f/s)", label, n, d.Seconds(), float64(n)/d.Seconds())
 	}
+	var floorProf *clientProfile // nil unless this is the first floor drain with -cpuprofile
+	if kind == cFloor && label == cFloor && b.opts.cpuprofile != "" && !b.floorProfiled {
+		b.floorProfiled = true
+		floorProf = b.startFloorProfile()
+		defer floorProf.abort()
+	}
 	srvS := startSampler(srv.Pid(), 100*time.Millisecond)
 	selfS := startSampler(os.Getpid(), 250*time.Millisecond)
 	t0 := time.Now()
@@ -140,7 +146,7 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 		end = time.Now()
 		b.logf("%s drain: %d of %d publishes acknowledged as duplicates", label, dups, n)
 	} else {
-		inst, err = b.startContender(ctx, kind, srv.URL, w)
+		floorProf.withFloorLabel(ctx, func(ctx context.Context) { inst, err = b.startContender(ctx, kind, srv.URL, w) })
 		if err != nil {
 			srvS.Stop()
 			selfS.Stop()
@@ -166,6 +172,9 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 	res.Seconds = end.Sub(t0).Seconds()
 	res.ServerRSS, _, res.ServerCPU = srvS.Stop()
 	_, _, clientCPU := selfS.Stop()
+	if floorProf != nil {
+		b.finishFloorProfile(floorProf) // after the samplers: its GC and writing are not the floor's CPU
+	}
 	if inProc || native {
 		res.ClientCPU = clientCPU
 	}

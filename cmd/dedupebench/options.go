@@ -54,9 +54,11 @@ func parseOptions(args []string, stderr io.Writer) (options, error) {
 	modes := fs.String("modes", "drain,live", "modes to run (drain, live, ingest); live runs floor and worker; ingest: the receiver comparison (ingest.go)")
 	fs.IntVar(&o.maxInFlight, "max-in-flight", 0, "DEDUPE_MAX_IN_FLIGHT for the worker (0: the worker's default)")
 	fs.IntVar(&o.floorFlight, "floor-in-flight", 4096, "envelopes floor keeps in flight")
-	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "run the workers with DEDUPE_PPROF=true and write the CPU profile of the first worker drain to PATH, its allocation profile to PATH.allocs")
+	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "run the workers with DEDUPE_PPROF=true and write the CPU profile of the first worker drain to PATH, its allocation profile to PATH.allocs; "+
+		"and the bench process's own profiles of the first floor drain: CPU to PATH.floor (floor's goroutines labelled contender=floor), allocations from the floor's start to the drain's end to PATH.floor.allocs")
 	fs.StringVar(&o.serverProf, "server-cpuprofile", "", "write a CPU profile of the nats-server during each drain to PREFIX.<contender>.pprof (-profile-seconds long, from the contender's start)")
-	fs.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the -cpuprofile and -server-cpuprofile CPU profiles (from the worker's HTTP start; from the contender's start)")
+	fs.IntVar(&o.profileSeconds, "profile-seconds", 10, "length of the -cpuprofile and -server-cpuprofile CPU profiles (from the worker's HTTP start; from the contender's start); "+
+		"the floor's PATH.floor stops at the drain's end if that comes first")
 	fs.DurationVar(&o.settle, "settle", 0, "wait before reading the server's heap after a run: file-store caches expire after 10s, "+
 		"DEDUPED's message ids after its 2m duplicate window (0: 130s; quick: 11s, which leaves DEDUPED's ids in the kv figure)")
 	fs.DurationVar(&o.timeout, "timeout", 15*time.Minute, "longest a single run may take")

@@ -27,11 +27,12 @@ type bench struct {
 	notes     []string
 	notesMu   sync.Mutex
 
-	results  []*Result
-	drains   map[string][]*Result // drain runs by contender, in round order (drainPhase)
-	profiled bool                 // the worker drain with -cpuprofile has run
-	scale    scaleState
-	ingest   ingestState
+	results       []*Result
+	drains        map[string][]*Result // drain runs by contender, in round order (drainPhase)
+	profiled      bool                 // the worker drain with -cpuprofile has run
+	floorProfiled bool                 // the floor drain with -cpuprofile has run
+	scale         scaleState
+	ingest        ingestState
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -114,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	}
 	if opts.cpuprofile != "" && !b.profiled {
 		b.note("cpuprofile: no worker drain ran (-contenders worker, -modes drain): no profile written")
+	}
+	if opts.cpuprofile != "" && !b.floorProfiled {
+		b.note("cpuprofile: no floor drain ran (-contenders floor, -modes drain): no %s written", opts.cpuprofile+".floor")
 	}
 	if b.mode("live") {
 		for _, c := range []string{cFloor, cWorker} {
