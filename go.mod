@@ -3,6 +3,7 @@ module github.com/dedupeworker/dedupeworker
 go 1.26.8
 
 require (
+	github.com/google/pprof v0.0.0-20261105003125-4bf881d7fb0b
 	github.com/kelseyhightower/envconfig v1.4.0
 	github.com/lmittmann/tint v1.2.1
 	github.com/nats-io/jwt/v2 v2.8.2

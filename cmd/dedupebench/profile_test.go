@@ -1,9 +1,15 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"runtime"
 	"slices"
 	"testing"
-	"time"
+	"unsafe"
+
+	"github.com/google/pprof/profile"
 )
 
 func TestFloorProfilePaths(t *testing.T) {
@@ -18,87 +24,122 @@ func TestFloorProfilePaths(t *testing.T) {
 	}
 }
 
-func TestAllocDelta(t *testing.T) {
-	a, b, c := memStack{1, 2}, memStack{3}, memStack{4, 5, 6}
-	before := map[memStack]memCounts{a: {10, 1000}, b: {5, 500}}
-	after := map[memStack]memCounts{
-		a: {12, 1200}, // 2 more
-		b: {5, 500},   // nothing since the baseline: dropped
-		c: {1, 4096},  // new
+// deltaBlob fills a size class (4 KiB) exactly, so its samples' size label is its size; only the functions
+// below allocate it, so their stacks are the test's alone.
+type deltaBlob [4096]byte
+
+//go:noinline
+func allocBeforeBaseline(n int) []*deltaBlob { return allocBlobs(n) }
+
+//go:noinline
+func allocDuringDrain(n int) []*deltaBlob { return allocBlobs(n) }
+
+//go:noinline
+func allocBlobs(n int) []*deltaBlob {
+	out := make([]*deltaBlob, n)
+	for i := range out {
+		out[i] = new(deltaBlob)
+	}
+	return out
+}
+
+// TestWriteAllocDelta takes two real allocation profiles of the test process, as the floor's baseline and end:
+// the delta written has what was allocated between them, with its stack, and nothing of what came before.
+func TestWriteAllocDelta(t *testing.T) {
+	// Every allocation sampled, so the counts are exact rather than estimates; both profiles are written at
+	// this rate, so the scaling of what the process allocated at the old one cancels out in the delta.
+	old := runtime.MemProfileRate
+	runtime.MemProfileRate = 1
+	t.Cleanup(func() { runtime.MemProfileRate = old })
+
+	const nBefore, nDuring = 300, 1000
+	kept := allocBeforeBaseline(nBefore)
+	before, err := allocsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	during := allocDuringDrain(nDuring)
+	after, err := allocsSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.KeepAlive(kept) // live at both: no change in any value, so not in the delta at all
+	runtime.KeepAlive(during)
+
+	out := filepath.Join(t.TempDir(), "w.cpu.floor.allocs")
+	if err := writeAllocDelta(out, before, after); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p, err := profile.Parse(f) // what go tool pprof reads it with
+	if err != nil {
+		t.Fatalf("parse %s: %v", out, err)
+	}
+	if err := p.CheckValid(); err != nil {
+		t.Fatal(err)
+	}
+	if p.DefaultSampleType != "alloc_space" {
+		t.Errorf("default sample type %q, want alloc_space", p.DefaultSampleType)
+	}
+	idx := map[string]int{}
+	for i, st := range p.SampleType {
+		idx[st.Type] = i
+	}
+	for _, typ := range []string{"alloc_objects", "alloc_space", "inuse_objects", "inuse_space"} {
+		if _, ok := idx[typ]; !ok {
+			t.Fatalf("no %s in sample types %v", typ, p.SampleType)
+		}
+	}
+
+	// runtime/pprof labels each sample with its objects' size: the blobs' samples are those of deltaBlob's size
+	// on the allocating function's stack (its slice of pointers, and whatever the runtime allocates on the
+	// way, are samples of other sizes).
+	type sum struct{ samples, objects, bytes int64 }
+	sums := map[string]*sum{funcName(allocBeforeBaseline): {}, funcName(allocDuringDrain): {}}
+	for _, s := range p.Sample {
+		if !slices.ContainsFunc(s.Value, func(v int64) bool { return v != 0 }) {
+			t.Errorf("sample with every value zero: %v", s.Value)
+		}
+		for name, c := range sums {
+			if onStack(s, name) && slices.Equal(s.NumLabel["bytes"], []int64{int64(unsafe.Sizeof(deltaBlob{}))}) {
+				c.samples++
+				c.objects += s.Value[idx["alloc_objects"]]
+				c.bytes += s.Value[idx["alloc_space"]]
+			}
+		}
 	}
 	for _, tc := range []struct {
-		name string
-		rate int64
-		want []allocSample
+		name             string
+		samples, objects int64
 	}{
-		{"unsampled", 1, []allocSample{{[]uintptr{4, 5, 6}, 1, 4096}, {[]uintptr{1, 2}, 2, 200}}},
-		// rate 512: 100-byte objects are sampled with probability 1-e^(-100/512), 4096-byte ones almost always.
-		{"sampled", 512, []allocSample{{[]uintptr{4, 5, 6}, 1, 4097}, {[]uintptr{1, 2}, 11, 1127}}},
+		{funcName(allocBeforeBaseline), 0, 0},
+		{funcName(allocDuringDrain), 1, nDuring},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := allocDelta(before, after, tc.rate)
-			eq := func(x, y allocSample) bool {
-				return slices.Equal(x.stack, y.stack) && x.objects == y.objects && x.bytes == y.bytes
-			}
-			if !slices.EqualFunc(got, tc.want, eq) {
-				t.Fatalf("allocDelta = %v, want %v", got, tc.want)
-			}
-		})
+		c, bytes := sums[tc.name], tc.objects*int64(unsafe.Sizeof(deltaBlob{}))
+		if c.samples != tc.samples || c.objects != tc.objects || c.bytes != bytes {
+			t.Errorf("%s: %d samples, %d objects, %d bytes in the delta; want %d, %d, %d",
+				tc.name, c.samples, c.objects, c.bytes, tc.samples, tc.objects, bytes)
+		}
 	}
 }
 
-// TestEncodeAllocProfile walks the top level of the encoded profile: two sample types, a sample per stack,
-// a mapping, a location per address below the allocator's frames, a function per name, and a string table opening with "".
-func TestEncodeAllocProfile(t *testing.T) {
-	names := map[uintptr]string{1: "runtime.makeslice", 2: "main.handle", 3: "main.loop", 4: "main.loop"}
-	sym := func(pc uintptr) []frame { return []frame{{names[pc], "x.go", int(pc)}} }
-	samples := []allocSample{{[]uintptr{1, 2, 3}, 4, 400}, {[]uintptr{4, 3}, 1, 64}}
-	data := encodeAllocProfile(samples, 512, time.Unix(1, 0), time.Second, "dedupebench", sym)
-	fields := map[uint64]int{}
-	var strs []string
-	for len(data) > 0 {
-		key, n := uvarint(t, data)
-		data = data[n:]
-		field, wire := key>>3, key&7
-		fields[field]++
-		switch wire {
-		case 0:
-			_, n = uvarint(t, data)
-			data = data[n:]
-		case 2:
-			l, n := uvarint(t, data)
-			if field == 6 {
-				strs = append(strs, string(data[n:n+int(l)]))
-			}
-			data = data[n+int(l):]
-		default:
-			t.Fatalf("field %d: wire type %d", field, wire)
-		}
-	}
-	// Locations: 2, 3, 4 (1 is the allocator's); functions: main.handle, main.loop.
-	want := map[uint64]int{1: 2, 2: 2, 3: 1, 4: 3, 5: 2, 6: len(strs), 9: 1, 10: 1, 11: 1, 12: 1, 14: 1}
-	for f, n := range want {
-		if fields[f] != n {
-			t.Errorf("field %d: %d times, want %d", f, fields[f], n)
-		}
-	}
-	if len(strs) == 0 || strs[0] != "" || !slices.Contains(strs, "main.loop") || slices.Contains(strs, "runtime.makeslice") {
-		t.Errorf("string table %q", strs)
-	}
+// funcName is fn's name as the profile has it: its package's import path, not "main".
+func funcName(fn func(int) []*deltaBlob) string {
+	return runtime.FuncForPC(reflect.ValueOf(fn).Pointer()).Name()
 }
 
-func uvarint(t *testing.T, b []byte) (uint64, int) {
-	t.Helper()
-	var x uint64
-	for i, c := range b {
-		if i == 10 {
-			break
-		}
-		x |= uint64(c&0x7f) << (7 * i)
-		if c < 0x80 {
-			return x, i + 1
+// onStack tells whether fn is one of s's frames, inlined ones included.
+func onStack(s *profile.Sample, fn string) bool {
+	for _, loc := range s.Location {
+		for _, ln := range loc.Line {
+			if ln.Function != nil && ln.Function.Name == fn {
+				return true
+			}
 		}
 	}
-	t.Fatalf("bad varint % x", b[:min(len(b), 10)])
-	return 0, 0
+	return false
 }
