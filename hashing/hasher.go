@@ -81,6 +81,10 @@ func New(opts Options) (*Hasher, error) {
 func (h *Hasher) Digest(raw []byte) (string, error) {
 	st := getState()
 	defer putState(st)
+	return h.digest(st, raw)
+}
+
+func (h *Hasher) digest(st *state, raw []byte) (string, error) {
 	if err := st.load(h, raw); err != nil {
 		return "", err
 	}
@@ -168,6 +172,8 @@ type state struct {
 	open     []int32
 	marks    []uint8
 	members  []member
+	scratch  []member
+	perms    *permCache
 	chain    []int32
 	str      []byte
 	rootNull bool
@@ -177,13 +183,16 @@ type state struct {
 	w        io.Writer
 	werr     error
 	out      []byte
+
+	// Sort cache counters, read by tests to check which path an object took.
+	permHits, permMisses, permFails int
 }
 
 const outSize = 4096
 
-var statePool = sync.Pool{New: func() any {
-	return &state{sha: sha256.New(), out: make([]byte, 0, outSize)}
-}}
+func newState() *state { return &state{sha: sha256.New(), out: make([]byte, 0, outSize)} }
+
+var statePool = sync.Pool{New: func() any { return newState() }}
 
 func getState() *state { return statePool.Get().(*state) }
 
@@ -195,7 +204,7 @@ func putState(st *state) {
 	st.w = nil
 	st.werr = nil
 	if cap(st.nodes) > maxPooledNodes {
-		st.nodes, st.marks, st.members = nil, nil, nil
+		st.nodes, st.marks, st.members, st.scratch = nil, nil, nil, nil
 	}
 	if cap(st.aux) > 1<<20 {
 		st.aux = nil
