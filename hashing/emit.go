@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"io"
-	"slices"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
 )
@@ -100,10 +99,12 @@ func (st *state) value(i int32, mode uint8) {
 }
 
 // member is an object member being emitted: j is its name node, pre the first eight bytes of the decoded name
-// (big-endian, zero-padded), which orders most pairs of names without reading them.
+// (big-endian, zero-padded), which orders most pairs of names without reading them, and pos its place among the
+// object's emitted members in document order, which the sort cache records.
 type member struct {
 	pre uint64
 	j   int32
+	pos int32
 }
 
 // namePrefix is the first eight bytes of name as a big-endian number, zero-padded. Two names whose prefixes
@@ -122,6 +123,7 @@ func namePrefix(name []byte) uint64 {
 func (st *state) object(i int32, mode uint8) {
 	end := st.nodes[i].a
 	base := len(st.members)
+	shape := uint64(0)
 	for j := i + 1; j < end; j = st.next(j + 1) {
 		switch mode {
 		case modeOnly:
@@ -133,12 +135,11 @@ func (st *state) object(i int32, mode uint8) {
 				continue
 			}
 		}
-		st.members = append(st.members, member{pre: namePrefix(st.name(j)), j: j})
+		pre := namePrefix(st.name(j))
+		shape = (shape ^ pre) * shapeMul
+		st.members = append(st.members, member{pre: pre, j: j, pos: int32(len(st.members) - base)})
 	}
-	seg := st.members[base:]
-	if !st.sortedNames(seg) {
-		slices.SortFunc(seg, st.compareMembers)
-	}
+	st.sortMembers(st.members[base:], shape)
 	st.writeByte('{')
 	for k := base; k < len(st.members); k++ {
 		j := st.members[k].j
@@ -159,16 +160,6 @@ func (st *state) object(i int32, mode uint8) {
 	}
 	st.writeByte('}')
 	st.members = st.members[:base]
-}
-
-// sortedNames reports whether the members are already in strictly increasing name order.
-func (st *state) sortedNames(seg []member) bool {
-	for k := 1; k < len(seg); k++ {
-		if st.compareNames(seg[k-1], seg[k]) >= 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // compareNames orders two members by the bytes of their names.

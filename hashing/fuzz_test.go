@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -193,4 +194,49 @@ func TestGeneratedIsValid(t *testing.T) {
 	if err := jsonscan.Valid(generated(1 << 16)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// cacheNames share prefixes (eight bytes and shorter, zero-padded) so that fuzzed objects collide in the sort
+// cache's shape hash, and repeat so that they hold duplicate names.
+var cacheNames = []string{"abcdefgh", "abcdefgh_1", "abcdefgh_2", "abcdefgha", "abcdefg", "abcdefgi", "a", "a\u0000",
+	"a\u0000\u0000", "b", "", "zz", "é", "repository_url", "repository_id"}
+
+// FuzzSortCache reads data as a run of objects (each byte picks a member name, 0xff ends an object), hashes them
+// twice in one payload through one working state, so that the second copy meets the cached orders of the first
+// (and later objects those of earlier ones), and checks the digest against the naive implementation.
+func FuzzSortCache(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xff, 0, 2, 1, 3, 4, 5, 6, 7, 8, 9})
+	f.Add([]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 1, 0xff, 2, 1, 3, 4, 5, 6, 7, 8, 9, 10, 11, 2})
+	f.Add([]byte{6, 7, 8, 9, 10, 11, 12, 13, 14, 0xff, 8, 7, 6, 9, 10, 11, 12, 14, 13})
+	h := mustNew(f, hashing.Options{})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var objs []string
+		var names []string
+		flush := func() {
+			objs = append(objs, object(names, func(k int) string { return strconv.Itoa(len(objs)*1000 + k) }))
+			names = names[:0]
+		}
+		for _, c := range data {
+			if c == 0xff {
+				flush()
+				continue
+			}
+			names = append(names, cacheNames[int(c)%len(cacheNames)])
+		}
+		flush()
+		payload := []byte(array(append(objs, objs...)))
+		got, err := hashing.NewCacheState().Digest(h, payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := naiveDigest(payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			var c bytes.Buffer
+			h.Canonical(&c, payload)
+			t.Fatalf("digest of %s differs from the naive one; canonical %s", payload, c.String())
+		}
+	})
 }
