@@ -206,7 +206,7 @@ func tokens(t *testing.T, doc string) []tok {
 		if err != nil {
 			t.Fatalf("tokens(%q): %v", doc, err)
 		}
-		out = append(out, tok{tk.Kind, string(tk.Raw), tk.Depth})
+		out = append(out, tok{tk.Kind, string(tk.Raw), int(tk.Depth)})
 		if tk.Kind == jsonscan.EOF {
 			return out
 		}
@@ -462,7 +462,7 @@ func skipWalk(data []byte, skipAt int) error {
 		switch {
 		case t.Kind == jsonscan.EOF:
 			return nil
-		case (t.Kind == jsonscan.ObjectStart || t.Kind == jsonscan.ArrayStart) && t.Depth == skipAt:
+		case (t.Kind == jsonscan.ObjectStart || t.Kind == jsonscan.ArrayStart) && int(t.Depth) == skipAt:
 			if err := s.SkipValue(); err != nil {
 				return err
 			}
@@ -507,14 +507,14 @@ func FuzzScanner(f *testing.F) {
 			}
 			switch tk.Kind {
 			case jsonscan.ObjectStart, jsonscan.ArrayStart:
-				if tk.Depth != depth {
+				if int(tk.Depth) != depth {
 					t.Fatalf("start depth %d, want %d", tk.Depth, depth)
 				}
 				depth++
 				maxDepth = max(maxDepth, depth)
 			case jsonscan.ObjectEnd, jsonscan.ArrayEnd:
 				depth--
-				if tk.Depth != depth {
+				if int(tk.Depth) != depth {
 					t.Fatalf("end depth %d, want %d", tk.Depth, depth)
 				}
 			case jsonscan.Name, jsonscan.String:

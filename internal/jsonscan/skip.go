@@ -20,7 +20,7 @@ func (s *Scanner) SkipValue() error {
 		if t.Kind != ObjectStart && t.Kind != ArrayStart {
 			return nil
 		}
-		target = t.Depth
+		target = int(t.Depth)
 	case ObjectStart, ArrayStart:
 		target = s.depth - 1
 	default:
@@ -156,7 +156,7 @@ scan:
 		if err != nil {
 			return err
 		}
-		if (t.Kind == ObjectEnd || t.Kind == ArrayEnd) && t.Depth == target {
+		if (t.Kind == ObjectEnd || t.Kind == ArrayEnd) && int(t.Depth) == target {
 			return nil
 		}
 	}
