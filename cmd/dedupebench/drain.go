@@ -206,6 +206,13 @@ func (b *bench) drain(ctx context.Context, label, kind string, w *Workload, o dr
 		<-srvProfDone
 	}
 	if inst != nil {
+		for _, r := range inst.workers {
+			if got, err := workerRetries(r.http); err != nil {
+				b.note("%s drain: %s: retry counters not read: %v", label, r.proc.Name, err)
+			} else if got != "" {
+				b.note("%s drain: %s: %s", label, r.proc.Name, got)
+			}
+		}
 		if err := inst.stop(); err != nil {
 			b.note("%s drain: stopping: %v", label, err)
 		}
