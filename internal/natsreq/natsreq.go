@@ -32,13 +32,16 @@ type Mux struct {
 	prefix string // the reply subjects' common prefix, ending in "."
 
 	mu    sync.RWMutex
-	slots map[uint64]*slot // every slot by its reply subject's index: the answer handler's lookup
-	free  []*slot          // slots waiting for a request
+	slots map[uint64]*slot // every slot with a request under way, by its reply subject's index: the answer handler's lookup
+	free  []*slot          // slots waiting for a request, without a reply subject
 	next  uint64           // the next reply subject's index
+	made  int              // slots made
 
 	// Reply subjects are made subjectBlock at a time in one string (every sent request takes a new one: one
 	// allocation each would be a tenth of the worker's allocations): block holds the subjects of the indexes from
-	// blockStart, ends[k] is where the k-th ends.
+	// blockStart, ends[k] is where the k-th ends. A subject keeps its whole block alive, so only slots with a
+	// request under way hold one (taken at acquire, given up when the request ends): those were all taken lately,
+	// from the newest blocks, however many idle slots a burst left behind.
 	block      string
 	blockStart uint64
 	ends       [subjectBlock]int
@@ -95,19 +98,22 @@ func (m *Mux) answer(msg *nats.Msg) {
 	m.mu.RUnlock()
 }
 
+// acquire takes a free slot (or makes one) under a reply subject never used before.
 func (m *Mux) acquire() *slot {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var s *slot
 	if n := len(m.free); n > 0 {
-		s := m.free[n-1]
+		s = m.free[n-1]
 		m.free = m.free[:n-1]
-		return s
+	} else {
+		s = &slot{ch: make(chan *nats.Msg, 1), timer: time.NewTimer(time.Hour)}
+		s.timer.Stop()
+		m.made++
 	}
-	s := &slot{idx: m.next, ch: make(chan *nats.Msg, 1)}
-	s.reply = m.subject(s.idx)
-	s.timer = time.NewTimer(time.Hour)
-	s.timer.Stop()
+	s.idx = m.next
 	m.next++
+	s.reply = m.subject(s.idx)
 	m.slots[s.idx] = s
 	return s
 }
@@ -115,22 +121,21 @@ func (m *Mux) acquire() *slot {
 // release hands back a slot whose request was never sent: no answer can come to its reply subject.
 func (m *Mux) release(s *slot) {
 	m.mu.Lock()
+	delete(m.slots, s.idx)
+	s.reply = ""
 	m.free = append(m.free, s)
 	m.mu.Unlock()
 }
 
-// renew hands back a slot whose request was sent, under a new reply subject: an answer to the old one (late, or
-// a second one) finds no slot. The answer handler sends while it holds the read lock, so once the old subject is
-// gone under the write lock nothing more can arrive for it, and what did arrive is drained before the slot is used
-// again.
+// renew hands back a slot whose request was sent; its next request takes a new reply subject, so an answer to the
+// old one (late, or a second one) finds no slot. The answer handler sends while it holds the read lock, so once
+// the old subject is gone under the write lock nothing more can arrive for it, and what did arrive is drained
+// before the slot is used again.
 func (m *Mux) renew(s *slot) {
 	s.timer.Stop()
 	m.mu.Lock()
 	delete(m.slots, s.idx)
-	s.idx = m.next
-	m.next++
-	s.reply = m.subject(s.idx)
-	m.slots[s.idx] = s
+	s.reply = ""
 	select {
 	case <-s.ch:
 	default:
@@ -160,8 +165,8 @@ func (m *Mux) subject(idx uint64) string {
 	return m.block[start:m.ends[k]]
 }
 
-// Request publishes msg with a reply subject of its own (msg.Reply is overwritten; msg may be reused once
-// Request returns) and waits for the answer, at most timeout and no longer than ctx. A "no responders" answer is
+// Request publishes msg with a reply subject of its own (msg.Reply is set for the send and cleared once it is
+// written; msg may be reused once Request returns) and waits for the answer, at most timeout and no longer than ctx. A "no responders" answer is
 // nats.ErrNoResponders; no answer in time is nats.ErrTimeout (ctx's error when ctx ended first).
 func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	if err := ctx.Err(); err != nil {
@@ -169,7 +174,9 @@ func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 	}
 	s := m.acquire()
 	msg.Reply = s.reply
-	if err := m.nc.PublishMsg(msg); err != nil {
+	err := m.nc.PublishMsg(msg)
+	msg.Reply = "" // msg is the caller's again, holding nothing of the mux (the subject's block)
+	if err != nil {
 		// Not sent: no answer can come, the slot is as good as new.
 		m.release(s)
 		return nil, err

@@ -337,3 +337,36 @@ func TestPublish(t *testing.T) {
 		t.Fatalf("cancelled: err = %v", err)
 	}
 }
+
+// A reply subject is a slice of a block of 256: a slot left idle after a burst must not keep its last subject (and
+// so its block) alive, nor may the caller's message.
+func TestIdleSlotsHoldNoSubject(t *testing.T) {
+	nc, m := newMux(t)
+	if _, err := nc.Subscribe("echo", func(r *nats.Msg) { _ = r.Respond(r.Data) }); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 300)
+	for range 300 {
+		wg.Go(func() {
+			msg := &nats.Msg{Subject: "echo", Data: []byte("x")}
+			if _, err := m.Request(context.Background(), msg, 5*time.Second); err != nil {
+				errs <- err
+				return
+			}
+			if msg.Reply != "" {
+				errs <- errors.New("the request's message still holds its reply subject " + msg.Reply)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	free, holding := natsreq.Idle(m)
+	if free != natsreq.Slots(m) || holding != 0 {
+		t.Fatalf("after the burst: %d of %d slots free, %d still holding a reply subject; want all free, none holding",
+			free, natsreq.Slots(m), holding)
+	}
+}
