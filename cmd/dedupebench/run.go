@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	if opts.cpuprofile != "" && !b.profiled {
 		b.note("cpuprofile: no worker drain ran (-contenders worker, -modes drain): no profile written")
 	}
-	if opts.cpuprofile != "" && !b.floorProfiled {
+	if opts.cpuprofile != "" && !b.floorProfiled && b.has(cFloor) { // a run without the floor wants no floor profile
 		b.note("cpuprofile: no floor drain ran (-contenders floor, -modes drain): no %s written", opts.cpuprofile+".floor")
 	}
 	if b.mode("live") {
