@@ -13,8 +13,12 @@ import (
 // outbound header building) to the black-box tests and benchmarks.
 type Handler struct{ w *worker }
 
-// noJetStream stands in for a JetStream handle that is never used.
+// noJetStream stands in for a JetStream handle that is never used. New reads its connection and options (no
+// connection: nil; no API prefix: the default); every other method is the nil interface's and panics if called.
 type noJetStream struct{ jetstream.JetStream }
+
+func (noJetStream) Conn() *nats.Conn                    { return nil }
+func (noJetStream) Options() jetstream.JetStreamOptions { return jetstream.JetStreamOptions{} }
 
 // noWindow stands in for a window that is never used.
 type noWindow struct{}
