@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +8,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // retryCounters are the worker's counters of work done twice or handed back: a drain that pays for them looks
@@ -21,10 +23,8 @@ var retryCounters = []string{
 	"dedupeworker_possible_duplicates_total",
 }
 
-// workerRetries reads the worker's /metrics at base (http://host:port) and returns its non-zero retryCounters,
-// one "name{labels}=value" each, sorted; "" when all are zero.
-func workerRetries(base string) (string, error) {
-	hc := &http.Client{Timeout: 2 * time.Second}
+// getMetrics fetches the /metrics text a worker serves at base (http://host:port).
+func getMetrics(hc *http.Client, base string) (string, error) {
 	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
 		return "", err
@@ -33,35 +33,48 @@ func workerRetries(base string) (string, error) {
 	if resp.StatusCode != http.StatusOK {
 		return "", fmt.Errorf("GET %s/metrics: %s", base, resp.Status)
 	}
-	return parseRetries(resp.Body)
+	b, err := io.ReadAll(resp.Body)
+	return string(b), err
 }
 
-// parseRetries picks the non-zero samples of retryCounters out of a Prometheus text exposition.
-func parseRetries(r io.Reader) (string, error) {
+// workerRetries reads the worker's /metrics at base and returns its non-zero retryCounters (parseRetries).
+func workerRetries(base string) (string, error) {
+	text, err := getMetrics(&http.Client{Timeout: 2 * time.Second}, base)
+	if err != nil {
+		return "", err
+	}
+	return parseRetries(text)
+}
+
+// parseRetries picks the non-zero samples of retryCounters out of a Prometheus text exposition, one
+// "name{labels}=value" each (without the dedupeworker_ prefix), sorted; "" when all are zero.
+func parseRetries(text string) (string, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := p.TextToMetricFamilies(strings.NewReader(text))
+	if err != nil {
+		return "", err
+	}
 	var out []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
+	for _, name := range retryCounters {
+		mf := families[name]
+		if mf == nil {
 			continue
 		}
-		for _, name := range retryCounters {
-			rest, ok := strings.CutPrefix(line, name)
-			if !ok || (rest != "" && rest[0] != '{' && rest[0] != ' ') {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetUntyped().GetValue() // a text without # TYPE reads as untyped
+			if v == 0 {
 				continue
 			}
-			i := strings.LastIndexByte(line, ' ')
-			v, err := strconv.ParseFloat(line[i+1:], 64)
-			if err != nil || v == 0 {
-				break
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName()+"="+strconv.Quote(l.GetValue()))
 			}
-			out = append(out, strings.TrimPrefix(line[:i], "dedupeworker_")+"="+line[i+1:])
-			break
+			s := strings.TrimPrefix(name, "dedupeworker_")
+			if len(labels) > 0 {
+				s += "{" + strings.Join(labels, ",") + "}"
+			}
+			out = append(out, s+"="+strconv.FormatFloat(v, 'f', -1, 64))
 		}
-	}
-	if err := sc.Err(); err != nil {
-		return "", err
 	}
 	sort.Strings(out)
 	return strings.Join(out, " "), nil

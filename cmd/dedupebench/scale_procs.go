@@ -242,13 +242,7 @@ func scShortReason(s string) string {
 
 // metrics fetches the worker's /metrics text.
 func (w *scWorker) metrics() (string, error) {
-	resp, err := w.hc.Get(w.http + "/metrics")
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return string(b), err
+	return getMetrics(w.hc, w.http)
 }
 
 func (w *scWorker) rss() int64 {
