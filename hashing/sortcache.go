@@ -96,7 +96,7 @@ func (st *state) applyPerm(seg []member, perm []uint16) bool {
 	seg[0] = prev
 	for k := 1; k < len(seg); k++ {
 		m := doc[perm[k]]
-		if m.pre < prev.pre || m.pre == prev.pre && !st.nameLess(prev, m) {
+		if !st.less(prev, m) {
 			copy(seg, doc)
 			return false
 		}
@@ -110,7 +110,7 @@ func (st *state) applyPerm(seg []member, perm []uint16) bool {
 // are).
 func (st *state) fullSort(seg []member) {
 	for k := 1; k < len(seg); k++ {
-		if seg[k-1].pre > seg[k].pre || seg[k-1].pre == seg[k].pre && !st.nameLess(seg[k-1], seg[k]) {
+		if !st.less(seg[k-1], seg[k]) {
 			slices.SortFunc(seg, st.compareMembers)
 			return
 		}
@@ -123,12 +123,18 @@ func (st *state) insertionSort(seg []member) {
 	for k := 1; k < len(seg); k++ {
 		m := seg[k]
 		l := k
-		for l > 0 && (m.pre < seg[l-1].pre || m.pre == seg[l-1].pre && st.nameLess(m, seg[l-1])) {
+		for l > 0 && st.less(m, seg[l-1]) {
 			seg[l] = seg[l-1]
 			l--
 		}
 		seg[l] = m
 	}
+}
+
+// less reports whether x's name sorts strictly before y's: by the prefixes, and by the names only when those are
+// equal (small enough to be inlined into the sorts' loops).
+func (st *state) less(x, y member) bool {
+	return x.pre < y.pre || x.pre == y.pre && st.nameLess(x, y)
 }
 
 // nameLess reports whether x's name sorts strictly before y's; it is the slow path once the prefixes are equal.
