@@ -10,7 +10,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
@@ -32,14 +31,7 @@ func webhookHeaders() nats.Header {
 // BenchmarkHandle measures the network-free part of handling one envelope: subject parsing, key extraction
 // dispatch and building the outbound message (headers, idempotency key, Nats-Msg-Id).
 func BenchmarkHandle(b *testing.B) {
-	sources, err := keys.LoadSources([]byte(testSources))
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := pipeline.NewHandler(pipeline.Config{Sources: sources})
-	if err != nil {
-		b.Fatal(err)
-	}
+	h := newHandler(b)
 	body := []byte(`{"id":"evt_1N2b3c4d5e","object":"event","type":"charge.succeeded","data":{"object":{"id":"ch_1","amount":2000}}}`)
 	cases := []struct{ name, subject string }{
 		{"header-key", "ingest.acme.gh"},

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"testing"
 
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
@@ -11,14 +10,7 @@ import (
 // bench's go benchmarks panicked in New when it read the connection of a stand-in) and build what the pipeline
 // would publish.
 func TestHandlerPrepare(t *testing.T) {
-	sources, err := keys.LoadSources([]byte(testSources))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := pipeline.NewHandler(pipeline.Config{Sources: sources})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h := newHandler(t)
 	body := []byte(`{"id":"evt_1","data":{"object":{"id":"ch_1"}}}`)
 	for _, tc := range []struct{ name, subject, wantSubject, status, key string }{
 		{"header key", "ingest.acme.gh", "deduped.acme.gh", pipeline.StatusUnique, "72d3162e-cc78-11e3-81ab-4c9367dc0958"},

@@ -412,3 +412,17 @@ func parseUnkeyedID(id string) (seq uint64, stamp int64, ok bool) {
 	stamp, err2 := strconv.ParseInt(b, 10, 64)
 	return seq, stamp, err1 == nil && err2 == nil
 }
+
+// newHandler is the network-free handler over testSources (pipeline.NewHandler: no JetStream, no window).
+func newHandler(tb testing.TB) *pipeline.Handler {
+	tb.Helper()
+	sources, err := keys.LoadSources([]byte(testSources))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h, err := pipeline.NewHandler(pipeline.Config{Sources: sources})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h
+}
