@@ -166,8 +166,9 @@ func (m *Mux) subject(idx uint64) string {
 }
 
 // Request publishes msg with a reply subject of its own (msg.Reply is set for the send and cleared once it is
-// written; msg may be reused once Request returns) and waits for the answer, at most timeout and no longer than ctx. A "no responders" answer is
-// nats.ErrNoResponders; no answer in time is nats.ErrTimeout (ctx's error when ctx ended first).
+// written; msg may be reused once Request returns) and waits for the answer, at most timeout and no longer than
+// ctx. A "no responders" answer is nats.ErrNoResponders; no answer in time is nats.ErrTimeout (ctx's error when
+// ctx ended first).
 func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration) (*nats.Msg, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
