@@ -187,6 +187,10 @@ func (e *env) drained(timeout time.Duration) {
 		if last := s.CachedInfo().State.LastSeq; info.AckFloor.Stream < last {
 			return fmt.Errorf("consumer: ack floor %d below last sequence %d", info.AckFloor.Stream, last)
 		}
+		// The server moves the ack floor before the worker sees its ack confirmed and counts the envelope.
+		if n := e.metric("dedupeworker_in_flight"); n != 0 {
+			return fmt.Errorf("%v envelopes still in flight", n)
+		}
 		return nil
 	})
 }

@@ -147,13 +147,17 @@ func TestWorkerExternalNATS(t *testing.T) {
 	if got["acme:gh:d1"] != "unique" || got["acme:gh:d2"] != "unique" || len(got) != 3 {
 		t.Fatalf("outputs: %v", got)
 	}
-	metrics := waitHTTP(t, base+"/metrics", http.StatusOK)
-	for _, want := range []string{`dedupeworker_envelopes_total{outcome="unique",source="gh"} 2`, "dedupeworker_sources_without_dedupe 1",
-		"\ndedupeworker_ready 1\n", "\ndedupeworker_build_info{goversion="} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("metrics lack %q", want)
+	// An output is stored before the worker's ack is confirmed, and the worker counts an envelope only then: poll.
+	natstest.Eventually(t, 20*time.Second, func() error {
+		metrics := waitHTTP(t, base+"/metrics", http.StatusOK)
+		for _, want := range []string{`dedupeworker_envelopes_total{outcome="unique",source="gh"} 2`, "dedupeworker_sources_without_dedupe 1",
+			"\ndedupeworker_ready 1\n", "\ndedupeworker_build_info{goversion="} {
+			if !strings.Contains(metrics, want) {
+				return fmt.Errorf("metrics lack %q", want)
+			}
 		}
-	}
+		return nil
+	})
 
 	// The window commands see the claim the worker made, and forgetting it replays the event.
 	code, stdout, stderr := runCLI(t, "", "window", "get", "--tenant", "acme", "--source", "gh", "--key", "d1")
