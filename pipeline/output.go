@@ -1,0 +1,215 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+)
+
+// unpublishable says why out can never be stored by the output stream ("" when it can): its header block over
+// JetStream's 64 KiB, or headers and body over the server's maximum payload or the stream's maximum message size.
+func (p *Pipeline) unpublishable(out *nats.Msg) string {
+	hdr := headerSize(out.Header)
+	if hdr > maxHeaderBlock {
+		return fmt.Sprintf("the event's header block would be %d bytes, over JetStream's limit of %d", hdr, maxHeaderBlock)
+	}
+	size := int64(hdr + len(out.Data))
+	if mp := p.nc.MaxPayload(); mp > 0 && size > mp {
+		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over the server's maximum payload of %d",
+			size, hdr, len(out.Data), mp)
+	}
+	if mm := p.outMaxMsgSize.Load(); mm > 0 && size > mm {
+		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over stream %s's maximum message size of %d",
+			size, hdr, len(out.Data), p.cfg.OutputStream, mm)
+	}
+	return ""
+}
+
+// maxHeaderBlock is the largest header block JetStream stores (error 10097 beyond it).
+const maxHeaderBlock = 1<<16 - 1
+
+// headerSize is the size of h as the client writes it: "NATS/1.0\r\n", "Name: value\r\n" per value, "\r\n".
+func headerSize(h nats.Header) int {
+	n := len("NATS/1.0\r\n") + 2
+	for k, vs := range h {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n
+}
+
+// permanent reports whether a publish can never succeed, so retrying is pointless: the message is too large for
+// the server or the stream.
+func permanent(err error) bool {
+	if errors.Is(err, nats.ErrMaxPayload) {
+		return true
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case jetstream.JSErrCodeStreamMessageExceedsMaximum,
+			10097: // JSStreamHeaderExceedsMaximumErr: the header block is over JetStream's 64 KiB
+			return true
+		case 10077: // JSStreamStoreFailedF: permanent only when the message itself is too large
+			return strings.Contains(strings.ToLower(apiErr.Description), "message too large")
+		}
+	}
+	return false
+}
+
+// reserved reports whether an inbound header is one the pipeline owns: Nats-* (JetStream control), and, unless
+// keepIdempotency, Idempotency-Key; Dedupe-* always. Names match ignoring ASCII case.
+func reserved(name string, keepIdempotency bool) bool {
+	if hasPrefixFold(name, "nats-") || hasPrefixFold(name, "dedupe-") {
+		return true
+	}
+	return !keepIdempotency && len(name) == len(HeaderIdempotencyKey) && strings.EqualFold(name, HeaderIdempotencyKey)
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+}
+
+// headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones.
+// Value slices are shared with the inbound message (neither side modifies them).
+func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempotency bool) *nats.Msg {
+	out := &w.out.msg
+	h := out.Header
+	clear(h)
+	for k, v := range in {
+		if !reserved(k, keepIdempotency) {
+			h[k] = v
+		}
+	}
+	out.Subject, out.Data, out.Reply = subject, body, ""
+	return out
+}
+
+func (w *worker) set(i int, name, value string) {
+	vals := &w.out.vals
+	vals[i] = value
+	w.out.msg.Header[name] = vals[i : i+1 : i+1]
+}
+
+// envelopeID appends the envelope's identity, "<input stream>/<seq>/<stamp>": its sequence and the time the input
+// stream stored it, so that ids stay distinct when the stream is deleted and re-created (sequences restart).
+func (w *worker) envelopeID(b []byte) []byte {
+	b = append(b, w.p.cfg.InputStream...)
+	b = append(b, '/')
+	b = strconv.AppendUint(b, w.e.seq, 10)
+	b = append(b, '/')
+	return strconv.AppendInt(b, w.e.stamp, 10)
+}
+
+// buildOutput builds the unique (keyed) or unkeyed event for the output stream. Every id derives from the envelope
+// alone, so every delivery of one envelope publishes under the same Nats-Msg-Id, whatever the claim's revision.
+func (w *worker) buildOutput(subject string, in nats.Header, body []byte, keyed bool) *nats.Msg {
+	p, e := w.p, &w.e
+	w.headers(p.outPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
+	if keyed {
+		hk := keys.HeaderValue(e.key)
+		b := append(w.buf[:0], e.tenant...)
+		b = append(b, ':')
+		b = append(b, e.source...)
+		b = append(b, ':')
+		b = append(b, hk...)
+		n := len(b)
+		b = append(b, '#')
+		b = w.envelopeID(b)
+		id := string(b)
+		w.buf = b[:0]
+		w.set(0, HeaderIdempotencyKey, id[:n])
+		w.set(1, HeaderMsgID, id)
+		w.set(2, HeaderKey, hk)
+		w.set(3, HeaderStatus, StatusUnique)
+		w.setOrigin()
+		return &w.out.msg
+	}
+	id := w.seqID(p.unkeyedIDPrefix)
+	w.set(0, HeaderIdempotencyKey, id)
+	w.set(1, HeaderMsgID, id)
+	w.set(3, HeaderStatus, StatusUnkeyed)
+	w.set(4, HeaderReason, string(e.reason))
+	if e.key != "" {
+		w.set(2, HeaderKey, keys.HeaderValue(e.key))
+	}
+	w.setOrigin()
+	return &w.out.msg
+}
+
+// setOrigin records where an output came from: the input stream and the envelope's sequence in it.
+func (w *worker) setOrigin() {
+	w.set(5, HeaderInputStream, w.p.cfg.InputStream)
+	w.set(6, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
+}
+
+// buildDuplicate builds the copy of a duplicate for "<duplicates prefix>.<tenant>.<source>".
+func (w *worker) buildDuplicate(subject string, in nats.Header, body []byte) *nats.Msg {
+	p, e := w.p, &w.e
+	w.headers(p.dupPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
+	w.set(0, HeaderIdempotencyKey, keys.IdempotencyHeader(e.tenant, e.source, e.key))
+	w.set(1, HeaderMsgID, w.seqID(p.dupIDPrefix))
+	w.set(2, HeaderKey, keys.HeaderValue(e.key))
+	w.set(3, HeaderStatus, StatusDuplicate)
+	w.setOrigin()
+	return &w.out.msg
+}
+
+// buildDeadLetter builds the dead letter for "<dlq prefix>.<reason>".
+func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, reason, why string) *nats.Msg {
+	p := w.p
+	out := w.headers(p.cfg.DLQPrefix+"."+reason, in, body, true)
+	if controlShaped(in, body) {
+		// Never store a dead letter that NATS clients would take for a status message (dlq ls reads them too).
+		for _, name := range [...][2]string{{statusHeader, HeaderOriginalStatus}, {descriptionHeader, HeaderOriginalDescription}} {
+			if v, ok := out.Header[name[0]]; ok {
+				delete(out.Header, name[0])
+				out.Header[name[1]] = v
+			}
+		}
+	}
+	w.set(0, HeaderError, why)
+	w.set(1, HeaderSubject, subject)
+	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.setOrigin()
+	return &w.out.msg
+}
+
+// trimmedRoom is what a trimmed dead letter leaves of the server's max payload for its subject and headers.
+const trimmedRoom = 8 << 10
+
+// buildTrimmedDeadLetter is the dead letter of an envelope too large to be dead-lettered whole: none of the
+// sender's headers, at most keep bytes of the body, and Dedupe-Truncated saying what was dropped.
+func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []byte, reason, why string, keep int) *nats.Msg {
+	p := w.p
+	hdrBytes := 0
+	for k, vs := range in {
+		for _, v := range vs {
+			hdrBytes += len(k) + len(v) + 4
+		}
+	}
+	kept := body[:min(len(body), keep)]
+	w.headers(p.cfg.DLQPrefix+"."+reason, nil, kept, true)
+	w.set(0, HeaderError, why)
+	w.set(1, HeaderSubject, subject)
+	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.setOrigin()
+	w.set(4, HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
+		hdrBytes, len(kept), len(body), w.e.seq, p.cfg.InputStream))
+	return &w.out.msg
+}
+
+// seqID is prefix followed by the envelope's identity.
+func (w *worker) seqID(prefix string) string {
+	b := append(w.buf[:0], prefix...)
+	b = w.envelopeID(b)
+	w.buf = b[:0]
+	return string(b)
+}
