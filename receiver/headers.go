@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/net/http/httpguts"
 )
 
 // HeaderVerified is the header the receiver sets on every envelope, "true" or "false" (README, "Unverified
@@ -50,7 +51,7 @@ func headerBlockSize(name, value string) int { return len(name) + len(": ") + le
 func checkHeader(h http.Header, conn []string) (int, error) {
 	size := natsHeaderOverhead
 	for name, vals := range h {
-		if !validName(name) {
+		if !httpguts.ValidHeaderFieldName(name) {
 			return 0, fmt.Errorf("header name %q is not an HTTP token", name)
 		}
 		for _, v := range vals {
@@ -89,23 +90,6 @@ func connectionTokens(h http.Header) []string {
 		}
 	}
 	return conn
-}
-
-// validName reports whether name is an HTTP token (RFC 9110 5.6.2).
-func validName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // validValue reports whether v is a field value without control characters (HTAB allowed), as net/http checks.

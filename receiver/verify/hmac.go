@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/net/http/httpguts"
 )
 
 // macVerifier checks a signature of the body alone: GitHub, Shopify and the configurable hmac scheme. These use the
@@ -108,7 +110,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	if cfg.Header == "" {
 		return nil, &FieldError{"header", "required for scheme hmac"}
 	}
-	if !isToken(cfg.Header) {
+	if !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, &FieldError{"header", "not a header name (letters, digits and !#$%&'*+-.^_`|~; the value is not shown)"}
 	}
 	algName := strings.ToLower(cfg.Algorithm)
@@ -161,21 +163,4 @@ func decodeBase64(enc *base64.Encoding) func(string) ([]byte, error) {
 		}
 		return enc.DecodeString(s)
 	}
-}
-
-// isToken reports whether s is an HTTP field name (RFC 9110 token).
-func isToken(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }
