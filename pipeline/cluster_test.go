@@ -28,7 +28,7 @@ func TestLeaderChange(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &lockedBuffer{}}
+	e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pipeline log:\n%s", e.log.String())

@@ -1,7 +1,6 @@
 package pipeline_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,7 +42,7 @@ type env struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	reg *prometheus.Registry
-	log *lockedBuffer
+	log *natstest.Buffer
 }
 
 func newEnv(t testing.TB) *env {
@@ -55,7 +53,7 @@ func newEnv(t testing.TB) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &lockedBuffer{}}
+	e := &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("pipeline log:\n%s", e.log.String())
@@ -329,28 +327,6 @@ func headerNames(m *jetstream.RawStreamMsg) []string {
 	}
 	sort.Strings(names)
 	return names
-}
-
-// lockedBuffer collects the pipeline's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) count(substr string) int {
-	return strings.Count(l.String(), substr)
 }
 
 // preload publishes n deliveries asynchronously (mk builds the j-th) and waits until all are stored.

@@ -106,7 +106,7 @@ func TestReadinessAcrossServerRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &lockedBuffer{}}
+	e := &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
 	cfg := e.config(e.kvWindow())
 	cfg.StatusInterval = 300 * time.Millisecond
 	r := e.start(cfg)
@@ -211,7 +211,7 @@ func TestReadinessWindowRecovering(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &lockedBuffer{}}
+			e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
 			t.Cleanup(func() {
 				if t.Failed() {
 					t.Logf("pipeline log:\n%s", e.log.String())

@@ -324,7 +324,7 @@ func TestDuplicateWindowEditedShorter(t *testing.T) {
 		if e.metric("dedupeworker_output_duplicate_window_short") != 1 {
 			return errors.New("not flagged")
 		}
-		if e.log.count("duplicate window") == 0 {
+		if strings.Count(e.log.String(), "duplicate window") == 0 {
 			return errors.New("not logged")
 		}
 		return nil

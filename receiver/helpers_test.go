@@ -1,7 +1,6 @@
 package receiver_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -16,7 +15,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -200,9 +198,9 @@ func (e *jsEnv) msg(tb testing.TB, seq uint64) *jetstream.RawStreamMsg {
 
 // newReceiver builds a Receiver on e with the test policy, its metrics on their own registry (served on /metrics)
 // and its log in the returned buffer.
-func newReceiver(tb testing.TB, e *jsEnv, p *receiver.Policy, mods ...func(*receiver.Config)) (*receiver.Receiver, *syncBuffer) {
+func newReceiver(tb testing.TB, e *jsEnv, p *receiver.Policy, mods ...func(*receiver.Config)) (*receiver.Receiver, *natstest.Buffer) {
 	tb.Helper()
-	logs := &syncBuffer{}
+	logs := &natstest.Buffer{}
 	reg := prometheus.NewRegistry()
 	cfg := receiver.Config{
 		JetStream: e.js,
@@ -266,24 +264,6 @@ func metricValue(text, series string) float64 {
 
 func requests(source, outcome string) string {
 	return fmt.Sprintf(`dedupeworker_ingest_requests_total{outcome=%q,source=%q}`, outcome, source)
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // noSecretIn fails when text contains any of the test secrets.

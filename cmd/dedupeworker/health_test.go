@@ -20,9 +20,9 @@ import (
 
 // background runs `dedupeworker <role>` until the test cancels it or it ends by itself. done is closed when run
 // has returned, with its error in *err.
-func background(t *testing.T, role string) (logs *syncBuffer, cancel context.CancelFunc, done <-chan struct{}, err *error) {
+func background(t *testing.T, role string) (logs *natstest.Buffer, cancel context.CancelFunc, done <-chan struct{}, err *error) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &natstest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan struct{})
 	err = new(error)

@@ -45,9 +45,9 @@ const (
 )
 
 // startIngest runs `dedupeworker ingest` in the background; stop cancels it and returns run's error.
-func startIngest(t *testing.T) (logs *syncBuffer, stop func() error) {
+func startIngest(t *testing.T) (logs *natstest.Buffer, stop func() error) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &natstest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"ingest"}, strings.NewReader(""), io.Discard, logs) }()
@@ -111,7 +111,7 @@ func waitDrained(t *testing.T, js jetstream.JetStream) {
 
 // ingestSetup starts a nats-server, the worker (`run`) and the receiver (`ingest`) in this process, both from
 // the same settings, and waits until the receiver is ready (the worker created INGEST).
-func ingestSetup(t *testing.T, srv *natstest.Server) (base string, js jetstream.JetStream, ingestLogs, workerLogs *syncBuffer, stopIngest func() error) {
+func ingestSetup(t *testing.T, srv *natstest.Server) (base string, js jetstream.JetStream, ingestLogs, workerLogs *natstest.Buffer, stopIngest func() error) {
 	t.Helper()
 	t.Setenv("DEDUPE_NATS_URL", srv.URL())
 	t.Setenv("DEDUPE_HTTP_ADDR", "")

@@ -93,7 +93,7 @@ func findLine(lines []map[string]any, msg string) (int, map[string]any) {
 func TestWorkerEmbeddedTooLargeAndJSONLogs(t *testing.T) {
 	url := embeddedEnv(t)
 	t.Setenv("DEDUPE_SOURCES", "sources: {orders: {dedupe: {json: id}}}")
-	logs := &syncBuffer{}
+	logs := &natstest.Buffer{}
 	stop := startWorkerCause(t, logs)
 	natstest.Eventually(t, 20*time.Second, func() error {
 		if !strings.Contains(logs.String(), `"pipeline: consuming"`) {

@@ -44,7 +44,7 @@ func TestWorkerTerminalLogs(t *testing.T) {
 	embeddedEnv(t)
 	t.Setenv("DEDUPE_MAX_IN_FLIGHT", "64")
 	ptmx, tty := openPTY(t)
-	screen := &syncBuffer{}
+	screen := &natstest.Buffer{}
 	read := make(chan struct{})
 	go func() {
 		defer close(read)

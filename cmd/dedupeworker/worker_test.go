@@ -20,29 +20,11 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
-// syncBuffer is a bytes.Buffer safe to write from the worker while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // startWorker runs the worker command in the background and returns a stop function that cancels it and
 // returns run's error.
-func startWorker(t *testing.T) (logs *syncBuffer, stop func() error) {
+func startWorker(t *testing.T) (logs *natstest.Buffer, stop func() error) {
 	t.Helper()
-	logs = &syncBuffer{}
+	logs = &natstest.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, []string{"run"}, strings.NewReader(""), io.Discard, logs) }()

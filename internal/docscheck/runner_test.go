@@ -5,7 +5,6 @@ package docscheck_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,10 +13,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
 // stepTimeout bounds one step; a step of the README takes well under a second, so this is a hang, not a margin.
@@ -114,7 +114,7 @@ func (s *shell) run(command string) (string, int, error) {
 // terminal is a long-running command of a terminals block.
 type terminal struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *natstest.Buffer
 	done chan struct{}
 	err  error
 }
@@ -122,7 +122,7 @@ type terminal struct {
 func startTerminal(t *testing.T, dir string, env []string, command string) *terminal {
 	t.Helper()
 	cmd := exec.Command("bash", "--noprofile", "--norc", "-c", command)
-	out := &syncBuffer{}
+	out := &natstest.Buffer{}
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -161,21 +161,4 @@ func (p *terminal) exited() bool {
 	default:
 		return false
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

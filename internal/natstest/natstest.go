@@ -1,12 +1,16 @@
 // Package natstest starts real NATS servers with JetStream for tests: a single server (memory or file backed,
 // restartable on the same port and store) and a three-node cluster on loopback. Nothing here mocks JetStream.
+// Beside them are the few helpers every package's tests share: Eventually (poll a condition with a deadline, never
+// sleep for it), FreePort and Buffer (a log that the code under test writes while the test reads it).
 package natstest
 
 import (
+	"bytes"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -252,4 +256,23 @@ func Eventually(tb testing.TB, timeout time.Duration, cond func() error) {
 			wait *= 2
 		}
 	}
+}
+
+// Buffer is a bytes.Buffer that a process under test (its logger, say) may write while the test reads it.
+type Buffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *Buffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+// String returns what has been written so far.
+func (b *Buffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }
