@@ -1,9 +1,9 @@
 package pipeline
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupeworker/dedupeworker/internal/promreg"
 )
 
 // Metrics holds the pipeline's Prometheus collectors (names in docs/DESIGN.md, all prefixed dedupeworker_).
@@ -54,91 +54,75 @@ const (
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	buckets := prometheus.ExponentialBuckets(0.00025, 2, 17) // 250µs .. ~16s: past the default 10s publish timeout
 	return &Metrics{
-		envelopes: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		envelopes: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_envelopes_total",
 			Help: "Envelopes finished (acknowledged), by source and outcome (unique, duplicate, unkeyed, dead-letter).",
 		}, []string{"source", "outcome"})),
-		unkeyed: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		unkeyed: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_unkeyed_total",
 			Help: "Envelopes forwarded without a key, by source and reason.",
 		}, []string{"source", "reason"})),
-		claimDuration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		claimDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "dedupeworker_claim_duration_seconds",
 			Help:    "Duration of window claims.",
 			Buckets: buckets,
 		})),
-		publishDuration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		publishDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "dedupeworker_publish_duration_seconds",
 			Help:    "Duration of publishes until JetStream acknowledged them.",
 			Buckets: buckets,
 		})),
-		inFlight: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		inFlight: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_in_flight",
 			Help: "Envelopes being processed.",
 		})),
-		windowErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		windowErrors: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dedupeworker_window_errors_total",
 			Help: "Claims that failed because the window could not be reached.",
 		})),
-		naks: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		naks: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_naks_total",
 			Help: "Envelopes handed back for redelivery, by reason.",
 		}, []string{"reason"})),
-		sourcesWithoutDedupe: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		sourcesWithoutDedupe: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_sources_without_dedupe",
 			Help: "Declared sources whose deliveries are never deduplicated.",
 		})),
-		consumerPending: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		consumerPending: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_consumer_pending",
 			Help: "Envelopes in the input stream not yet delivered to the consumer.",
 		})),
-		ready: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		ready: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_ready",
 			Help: "1 when the pipeline is connected, bound to its consumer, the window is reachable and publishes and acks succeed.",
 		})),
-		ackFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		ackFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "dedupeworker_ack_failures_total",
 			Help: "Acknowledgements that did not reach the consumer, by reason (refused: a permissions violation; error: not sent). Each such envelope is redelivered after the ack wait.",
 		}, []string{"reason"})),
-		stale: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		stale: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dedupeworker_stale_deliveries_total",
 			Help: "Deliveries skipped because a later delivery of the same envelope holds its claim (a replica that was paused or lost its pull).",
 		})),
-		streamMessages: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		streamMessages: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedupeworker_stream_messages",
 			Help: "Messages held by the input, output and dead-letter streams (refreshed by the status poll).",
 		}, []string{"stream"})),
-		possibleDuplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+		possibleDuplicates: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dedupeworker_possible_duplicates_total",
 			Help: "Events published as a possible second copy (header Dedupe-Possible-Duplicate: true): an earlier delivery of the envelope may have stored the event longer ago than the output's duplicate window.",
 		})),
-		dupWindow: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		dupWindow: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_output_duplicate_window_seconds",
 			Help: "The output stream's duplicate window, as read by the status poll.",
 		})),
-		dupWindowShort: register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		dupWindowShort: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_output_duplicate_window_short",
 			Help: "1 when the ack wait and the hold bound do not fit inside the output stream's duplicate window.",
 		})),
-		streamBytes: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		streamBytes: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedupeworker_stream_bytes",
 			Help: "Bytes held by the input, output and dead-letter streams (refreshed by the status poll).",
 		}, []string{"stream"})),
 	}
-}
-
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }

@@ -1,9 +1,9 @@
 package receiver
 
 import (
-	"errors"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupeworker/dedupeworker/internal/promreg"
 )
 
 // Label values of dedupeworker_ingest_requests_total{outcome}: what a hook request was answered.
@@ -68,23 +68,23 @@ type Metrics struct {
 // prometheus.MustRegister does.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gauge := func(name, help string) prometheus.Gauge {
-		return register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}))
+		return promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}))
 	}
 	return &Metrics{
-		requests: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		requests: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "requests_total",
 			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, body_timeout, unavailable, unconfirmed, overloaded).",
 		}, []string{"source", "outcome"})),
-		verifyFailures: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		verifyFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "verify_failures_total",
 			Help: "Webhook signatures that did not verify, by source and reason (missing, malformed, mismatch, timestamp), whether rejected or forwarded.",
 		}, []string{"source", "reason"})),
-		requestDuration: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		requestDuration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    metricPrefix + "request_duration_seconds",
 			Help:    "Duration of webhook requests from their headers to the answer (reading the body, verifying, publishing), by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 17), // 250µs .. ~16s
 		}, []string{"outcome"})),
-		publishDuration: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+		publishDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    metricPrefix + "publish_duration_seconds",
 			Help:    "Duration of publishes to the input stream until JetStream acknowledged them (or failed).",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
@@ -104,20 +104,4 @@ func (m *Metrics) initSources(labels []string) {
 			m.requests.WithLabelValues(l, o)
 		}
 	}
-}
-
-func register[T prometheus.Collector](reg prometheus.Registerer, c T) T {
-	if reg == nil {
-		return c
-	}
-	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
-			if existing, ok := are.ExistingCollector.(T); ok {
-				return existing
-			}
-		}
-		panic(err)
-	}
-	return c
 }
