@@ -329,7 +329,9 @@ func TestBadInputBarrage(t *testing.T) {
 	if code, _, err := w.get("/healthz"); err != nil || code != http.StatusOK {
 		t.Errorf("/healthz after the barrage: %d %v", code, err)
 	}
-	// One worker, no fault: its counters must tell the same story as the ledger.
+	// One worker, no fault: its counters must tell the same story as the ledger, once it has counted everything
+	// the consumer shows acknowledged.
+	ws.WaitIdle(t, 30*time.Second)
 	got := ws.Outcomes(t)
 	want := map[string]float64{"unique": float64(r.Unique), "duplicate": float64(r.Duplicate), "unkeyed": float64(r.Unkeyed), "dead-letter": float64(r.DeadLettered)}
 	for k, v := range want {

@@ -334,6 +334,23 @@ func (ws Workers) Kills() int {
 	return n
 }
 
+// WaitIdle waits until no worker has an envelope in flight (dedupeworker_in_flight 0). A worker counts an envelope
+// only once its ack is confirmed, which is after the consumer shows it acknowledged: counters read as soon as
+// WaitQuiet returns can still miss the last envelopes. Call it after WaitQuiet, before reading them.
+func (ws Workers) WaitIdle(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	for _, w := range ws {
+		poll(t, timeout, func() (bool, string) {
+			m, err := w.Metrics()
+			if err != nil {
+				return false, fmt.Sprintf("worker %s: /metrics: %v", w.Name, err)
+			}
+			n, ok := m["dedupeworker_in_flight"]
+			return ok && n == 0, fmt.Sprintf("worker %s: dedupeworker_in_flight %v (exported: %v)", w.Name, n, ok)
+		})
+	}
+}
+
 // Outcomes adds dedupeworker_envelopes_total over every worker, by outcome.
 func (ws Workers) Outcomes(t *testing.T) map[string]float64 {
 	t.Helper()
