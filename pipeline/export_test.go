@@ -59,3 +59,7 @@ func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint
 	}
 	return w.buildOutput(subject, hdr, body, w.e.key != "")
 }
+
+// WindowDown and WindowUp report the window unreachable and reachable again, as a claim's answer does.
+func WindowDown(p *Pipeline, err error) { p.windowDown(err) }
+func WindowUp(p *Pipeline)              { p.windowUp() }

@@ -46,6 +46,7 @@ type Pipeline struct {
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
 	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)
 	link        link                    // the NATS connection's last outage (status.go)
+	readyMu     sync.Mutex              // orders updateReady's read of the state above and its gauge write
 
 	consumerCreated atomic.Int64 // creation time (unix ns) of the consumer bound now: orders deliveries in claims
 	rebind          atomic.Bool  // the status poll saw another consumer under the name: bind again

@@ -138,7 +138,12 @@ func (p *Pipeline) asyncError(prev nats.ErrHandler) nats.ErrHandler {
 	}
 }
 
+// updateReady sets dedupeworker_ready from the state as it is now. Every change calls it after storing itself; the
+// lock makes the last call's read come after every change that called it, so the gauge ends on the latest answer
+// (unlocked, a call that read before another's change could write its older answer last).
 func (p *Pipeline) updateReady() {
+	p.readyMu.Lock()
+	defer p.readyMu.Unlock()
 	if p.readiness() == nil {
 		p.m.ready.Set(1)
 	} else {

@@ -123,8 +123,8 @@ func (p *Pipeline) refreshStreams(ctx context.Context) {
 			continue
 		}
 		info := st.CachedInfo()
-		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
-		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
+		// The limits are stored before the gauges are set: a scrape that shows this poll's figures proves the
+		// worker acts on this poll's limits too.
 		if name == p.cfg.InputStream {
 			p.inputKeeps.Store(info.Config.Retention != jetstream.WorkQueuePolicy)
 		}
@@ -133,6 +133,8 @@ func (p *Pipeline) refreshStreams(ctx context.Context) {
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
 			p.checkDupWindow(info.Config.Duplicates)
 		}
+		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
+		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
 	}
 }
 
