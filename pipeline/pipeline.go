@@ -197,7 +197,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	defer func() {
 		p.running.Store(false)
 		p.bound.Store(false)
-		p.m.ready.Set(0)
+		p.updateReady() // not running: 0, after any late change's call
 	}()
 
 	// Status: consumer pending and window health, for metrics and Ready. Owned by Run, stopped last.
