@@ -260,9 +260,12 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	}
-	w.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	w.httpDone = make(chan error, 1)
-	go func() { w.httpDone <- w.httpSrv.Serve(ln) }()
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan error, 1)
+	w.httpSrv, w.httpDone = srv, done
+	// The goroutine serves this server, not w.httpSrv: a start that fails at once shuts down (and clears the
+	// field) before the goroutine may have run; Serve then returns ErrServerClosed and closes ln.
+	go func() { done <- srv.Serve(ln) }()
 	w.log.Info("serving metrics and health", "addr", ln.Addr().String())
 	return nil
 }
@@ -278,7 +281,11 @@ func (w *worker) shutdown() error {
 		if err := w.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
 		}
-		w.httpSrv = nil
+		// Serve returns once Shutdown closed its listener: the serving goroutine ends here, not after run.
+		if err := <-w.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, fmt.Errorf("http: %w", err))
+		}
+		w.httpSrv, w.httpDone = nil, nil
 	}
 	if w.nc != nil {
 		closed := make(chan struct{})
