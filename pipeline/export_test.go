@@ -63,3 +63,36 @@ func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint
 // WindowDown and WindowUp report the window unreachable and reachable again, as a claim's answer does.
 func WindowDown(p *Pipeline, err error) { p.windowDown(err) }
 func WindowUp(p *Pipeline)              { p.windowUp() }
+
+// Holders is this process's record of the claims its workers hold, for the benchmarks.
+type Holders struct{ h *holders }
+
+func NewHolders() *Holders { return &Holders{newHolders()} }
+
+// Hold begins and finishes a published holding of key k by envelope seq, as a worker that wins a claim does.
+func (h *Holders) Hold(k string, seq uint64) {
+	hd := h.h.begin(k, seq, 1)
+	h.h.finish(k, hd, true, seq)
+}
+
+// Begin records that envelope seq holds k's claim; the function returned finishes the holding.
+func (h *Holders) Begin(k string, seq uint64) (finish func(published bool)) {
+	hd := h.h.begin(k, seq, 1)
+	return func(published bool) { h.h.finish(k, hd, published, seq) }
+}
+
+// Wait is what a copy finding k claimed by envelope seq waits for: found reports a holding of it here, and wait
+// returns (once it finished) whether it published.
+func (h *Holders) Wait(k string, seq uint64) (found bool, wait func() bool) {
+	hd, done := h.h.lookup(k, seq, 1)
+	if hd == nil {
+		return false, nil
+	}
+	return true, func() bool { <-done; return hd.published }
+}
+
+// Known is the revision a claim of k may be decided by without a read (0: none).
+func (h *Holders) Known(k string) uint64 { return h.h.known(k).Revision }
+
+// FinishedHoldings is how many finished holdings are remembered.
+const FinishedHoldings = finishedHoldings

@@ -19,18 +19,25 @@ type holders struct {
 	next int
 }
 
-// holding is one envelope holding one key's claim in this process.
+// holding is one envelope holding one key's claim in this process. Its fields after seq and stamp are written
+// under holders.mu, and read under it or once the channel wait returned.
 type holding struct {
-	seq   uint64
-	stamp int64
-	done  chan struct{} // closed once the holder finished
-	// published, read after done is closed: the event is stored in the output (its ack confirmed or the publish
-	// recorded in the claim, or at least stored). False: the holder handed the envelope back or dead-lettered it.
+	seq      uint64
+	stamp    int64
+	finished bool
+	// done is made by the first copy that waits (most holdings have none: a channel for each would be a third of
+	// the bookkeeping's cost) and closed when the holder finishes.
+	done chan struct{}
+	// published, once finished: the event is stored in the output (its ack confirmed or the publish recorded in
+	// the claim, or at least stored). False: the holder handed the envelope back or dead-lettered it.
 	published bool
-	// rev, read after done is closed: the revision of the holder's last write on the key (its claim, or its
-	// publish mark), 0 when unknown (the mark found the key moved on, or was not tried).
+	// rev, once finished: the revision of the holder's last write on the key (its claim, or its publish mark), 0
+	// when unknown (the mark found the key moved on, or was not tried).
 	rev uint64
 }
+
+// closedChan is the wait of a holding already finished.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // finishedHoldings is how many finished holdings are remembered.
 const finishedHoldings = 4096
@@ -45,7 +52,7 @@ func holderKey(tenant, source, key string) string {
 
 // begin records that the envelope (seq, stamp) holds k's claim here.
 func (h *holders) begin(k string, seq uint64, stamp int64) *holding {
-	hd := &holding{seq: seq, stamp: stamp, done: make(chan struct{})}
+	hd := &holding{seq: seq, stamp: stamp}
 	h.mu.Lock()
 	h.m[k] = hd
 	h.mu.Unlock()
@@ -55,10 +62,12 @@ func (h *holders) begin(k string, seq uint64, stamp int64) *holding {
 // finish records the holder's outcome (and the revision its last write on the key has, 0 if unknown) and wakes
 // the copies waiting for it.
 func (h *holders) finish(k string, hd *holding, published bool, rev uint64) {
-	hd.published, hd.rev = published, rev
-	close(hd.done)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	hd.published, hd.rev, hd.finished = published, rev, true
+	if hd.done != nil {
+		close(hd.done)
+	}
 	if h.m[k] != hd {
 		return // a later holder of the key (another delivery of the envelope) took its place
 	}
@@ -71,26 +80,29 @@ func (h *holders) finish(k string, hd *holding, published bool, rev uint64) {
 		return
 	}
 	old := h.ring[h.next]
-	if o := h.m[old]; o != nil && old != k {
-		select {
-		case <-o.done:
-			delete(h.m, old)
-		default: // held again meanwhile: keep it
-		}
+	if o := h.m[old]; o != nil && old != k && o.finished { // not held again meanwhile
+		delete(h.m, old)
 	}
 	h.ring[h.next] = k
 	h.next = (h.next + 1) % finishedHoldings
 }
 
-// lookup returns this process's holding of k by the envelope (seq, stamp), or nil.
-func (h *holders) lookup(k string, seq uint64, stamp int64) *holding {
+// lookup returns this process's holding of k by the envelope (seq, stamp), or nil, and the channel closed once
+// it is finished (its published field may be read then).
+func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd := h.m[k]
 	if hd == nil || hd.seq != seq || (stamp != 0 && hd.stamp != stamp) {
-		return nil
+		return nil, nil
 	}
-	return hd
+	if hd.finished {
+		return hd, closedChan
+	}
+	if hd.done == nil {
+		hd.done = make(chan struct{})
+	}
+	return hd, hd.done
 }
 
 // known is what a claim of k may be decided by without a read: the last finished, published holding of k here,
@@ -102,9 +114,7 @@ func (h *holders) known(k string) kvwindow.Known {
 	if hd == nil {
 		return kvwindow.Known{}
 	}
-	select {
-	case <-hd.done:
-	default:
+	if !hd.finished {
 		return kvwindow.Known{} // still being decided: the claim's answer and the wait in memory decide
 	}
 	if !hd.published || hd.rev == 0 {

@@ -180,11 +180,11 @@ func (w *worker) forwardHolding(d *delivery, claim *kvwindow.Claim, res kvwindow
 // under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
 func (w *worker) holderDone(res kvwindow.Outcome) bool {
 	p := w.p
-	if hd := p.holders.lookup(w.hk, res.HolderSeq, res.HolderStamp); hd != nil {
+	if hd, done := p.holders.lookup(w.hk, res.HolderSeq, res.HolderStamp); hd != nil {
 		t := time.NewTimer(p.cfg.PublishTimeout + p.ackTimeout())
 		defer t.Stop()
 		select {
-		case <-hd.done:
+		case <-done:
 			return hd.published
 		case <-t.C:
 			return false
