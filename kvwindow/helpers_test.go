@@ -3,6 +3,7 @@ package kvwindow_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"testing"
@@ -29,12 +30,19 @@ func jsFor(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
 	return js
 }
 
+// newWindow is New, retried while the window is unavailable (a cluster that has just formed may leave a request
+// unanswered for a moment), as the worker retries it at its start.
 func newWindow(t testing.TB, js jetstream.JetStream, cfg kvwindow.Config) *kvwindow.Window {
 	t.Helper()
-	w, err := kvwindow.New(ctxT(t, 30*time.Second), js, cfg)
-	if err != nil {
-		t.Fatalf("New: %v", err)
-	}
+	var w *kvwindow.Window
+	natstest.Eventually(t, 30*time.Second, func() error {
+		var err error
+		w, err = kvwindow.New(ctxT(t, 30*time.Second), js, cfg)
+		if err != nil && (!errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost)) {
+			t.Fatalf("New: %v", err)
+		}
+		return err
+	})
 	return w
 }
 

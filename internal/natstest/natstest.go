@@ -190,7 +190,8 @@ func (c *Cluster) URLs() string {
 	return strings.Join(u, ",")
 }
 
-// WaitMetaLeader waits until a running node is the JetStream meta leader and it knows every peer.
+// WaitMetaLeader waits until a running node is the JetStream meta leader, it knows every peer, and every running
+// node's meta layer is current.
 func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
 	c.tb.Helper()
 	var leader *Server
@@ -204,10 +205,20 @@ func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
 					return fmt.Errorf("meta leader %s knows %d peers", s.Opts.ServerName, got)
 				}
 				leader = s
-				return nil
 			}
 		}
-		return fmt.Errorf("no meta leader")
+		if leader == nil {
+			return fmt.Errorf("no meta leader")
+		}
+		// As nats-server's own cluster tests wait: a node whose meta layer is not current yet may leave a
+		// client's API request unanswered for seconds.
+		for _, s := range c.Servers {
+			if s.Server != nil && s.Running() && !s.JetStreamIsCurrent() {
+				leader = nil
+				return fmt.Errorf("%s: JetStream meta layer not current", s.Opts.ServerName)
+			}
+		}
+		return nil
 	})
 	return leader
 }
