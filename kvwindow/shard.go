@@ -134,6 +134,11 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			if _, na := NotAnswering(err); na {
+				// No answer in time (a cluster still forming, a busy server): the create may even have been made.
+				// The caller retries, and its next bind finds the bucket or creates it.
+				return nil, fmt.Errorf("%w: bucket %q: create: %w", ErrUnavailable, w.cfg.Bucket, err)
+			}
 			return nil, fmt.Errorf("kvwindow: bucket %q: create: %w", w.cfg.Bucket, err)
 		}
 	}
