@@ -401,7 +401,8 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	if !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim with the server down: %+v %v", out, err)
 	}
-	if el := time.Since(start); el > 2*time.Second {
+	// The window's 500ms Timeout ended the claim, not the 30s context (a loaded machine may stretch the 500ms).
+	if el := time.Since(start); el > 15*time.Second {
 		t.Fatalf("claim took %s with a 500ms timeout", el)
 	}
 	if err := w.Ping(ctx); !errors.Is(err, kvwindow.ErrUnavailable) {

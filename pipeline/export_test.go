@@ -60,6 +60,19 @@ func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint
 	return w.buildOutput(subject, hdr, body, w.e.key != "")
 }
 
+// Standing builds a pipeline of cfg that is never run but counts as running and bound: its readiness changes only
+// by the test's own calls, with no status poll or consume loop changing it meanwhile.
+func Standing(cfg Config) (*Pipeline, error) {
+	p, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p.running.Store(true)
+	p.bound.Store(true)
+	p.updateReady()
+	return p, nil
+}
+
 // WindowDown and WindowUp report the window unreachable and reachable again, as a claim's answer does.
 func WindowDown(p *Pipeline, err error) { p.windowDown(err) }
 func WindowUp(p *Pipeline)              { p.windowUp() }

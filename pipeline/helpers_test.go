@@ -91,10 +91,17 @@ func (e *env) kvWindow() *kvwindow.Window {
 	e.t.Helper()
 	cfg := kvwindow.DefaultConfig()
 	cfg.Timeout = 2 * time.Second
-	w, err := kvwindow.New(ctx(e.t), e.js, cfg)
-	if err != nil {
-		e.t.Fatal(err)
-	}
+	// Retried while unavailable (a loaded machine may leave the bucket's create unanswered for the 2s), as the
+	// worker retries it at its start.
+	var w *kvwindow.Window
+	natstest.Eventually(e.t, 30*time.Second, func() error {
+		var err error
+		w, err = kvwindow.New(ctx(e.t), e.js, cfg)
+		if err != nil && (!errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost)) {
+			e.t.Fatal(err)
+		}
+		return err
+	})
 	return w
 }
 

@@ -294,7 +294,7 @@ func TestConnContexts(t *testing.T) {
 		if err == nil || !errors.As(err, &ee) || ee.code != exitFailure || !errors.Is(err, nats.ErrAuthorization) {
 			t.Fatalf("%s: got %v", how, err)
 		}
-		if elapsed := time.Since(start); elapsed > time.Second {
+		if elapsed := time.Since(start); elapsed > 10*time.Second {
 			t.Errorf("%s: took %s to fail", how, elapsed)
 		}
 		if strings.Contains(err.Error(), secret) || !strings.HasPrefix(err.Error(), "natsconn: connect to nats://") {
@@ -379,7 +379,7 @@ func TestConnRetryBoundAndFailFast(t *testing.T) {
 		!strings.Contains(stderr, "NATS not reachable yet; retrying") {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
-	if elapsed < time.Second || elapsed > 4*time.Second {
+	if elapsed < time.Second || elapsed > 10*time.Second { // the 1s bound, not run's 2m default; a loaded machine stretches it
 		t.Errorf("gave up after %s with a 1s bound", elapsed)
 	}
 
