@@ -35,3 +35,42 @@ func BenchmarkClaimParallel(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkClaimDuplicate measures copies of events already claimed (the Duplicate path: a losing create, then a
+// read of the key) from many goroutines against a real, file-backed server: "leader" reads through the stream
+// leader's API (a redelivered copy), "direct" by direct get (a first delivery).
+func BenchmarkClaimDuplicate(b *testing.B) {
+	for _, mode := range []struct {
+		name  string
+		first bool
+	}{{"leader", false}, {"direct", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			s := natstest.Run(b)
+			w := newWindow(b, jsFor(b, s.URL()), kvwindow.DefaultConfig())
+			ctx := ctxT(b, 10*time.Minute)
+			const keys = 1024
+			for i := range uint64(keys) {
+				c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: envelope(i + 1), Delivery: delivery(1)}
+				if out, err := w.Claim(ctx, c); err != nil || out.Status != kvwindow.Won {
+					b.Fatalf("claim %d: %+v %v", i, out, err)
+				}
+			}
+			var n atomic.Uint64
+			b.SetParallelism(100)
+			b.ReportAllocs()
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1) % keys
+					c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute,
+						Claimant: envelope(keys + 1 + i), Delivery: delivery(1), FirstDelivery: mode.first}
+					out, err := w.Claim(ctx, c)
+					if err != nil || out.Status != kvwindow.Duplicate {
+						b.Errorf("copy of %d: %+v %v", i, out, err)
+						return
+					}
+				}
+			})
+		})
+	}
+}

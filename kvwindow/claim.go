@@ -37,8 +37,8 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	if err := w.usable(); err != nil {
 		return Outcome{}, err
 	}
-	// One Timeout bounds the whole claim. Writes carry it as their own timeout (no context per claim: a claim is
-	// the hot path); the rare read makes a context of it.
+	// One Timeout bounds the whole claim. Writes and reads carry it as their own timeout (no context per claim: a
+	// claim is the hot path).
 	start := time.Now()
 	deadline := start.Add(w.cfg.Timeout)
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
@@ -102,14 +102,8 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 			continue
 		}
 		// The key is taken, or holds a marker. Decide on what the stream leader holds (a direct get could be
-		// answered by a replica that has not applied the winning write yet).
-		read := w.leader
-		if c.FirstDelivery {
-			read = w.any
-		}
-		rctx, cancel := context.WithDeadline(ctx, deadline)
-		m, err := w.read(rctx, read, subj)
-		cancel()
+		// answered by a replica that has not applied the winning write yet), unless this is a first delivery.
+		m, err := w.read(ctx, c.FirstDelivery, subj, deadline)
 		if err != nil {
 			return Outcome{}, w.unavailable("claim: read", subj, err)
 		}
@@ -167,12 +161,13 @@ func (w *shard) backoff(ctx context.Context, d time.Duration) error {
 	return err
 }
 
-// read is latest, unless a test hook (readHook) makes it report an empty key.
-func (w *shard) read(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
+// read is readLast, unless a test hook (readHook) makes it report an empty key. Only a first delivery may read
+// from any replica (see Claim).
+func (w *shard) read(ctx context.Context, anyReplica bool, subj string, deadline time.Time) (*jetstream.RawStreamMsg, error) {
 	if h := w.readHook; h != nil && h(subj) {
 		return nil, nil
 	}
-	return latest(ctx, st, subj)
+	return w.readLast(ctx, anyReplica, subj, deadline)
 }
 
 // ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server reads the header with
@@ -286,17 +281,38 @@ func isTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// latest reads the last message on subj from the stream leader; nil when there is none.
+// latest reads the last message on subj from the stream leader, within ctx's deadline (opCtx sets one); nil when
+// there is none.
 func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	return latest(ctx, w.leader, subj)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.cfg.Timeout)
+	}
+	return w.readLast(ctx, false, subj, deadline)
 }
 
-func latest(ctx context.Context, st jetstream.Stream, subj string) (*jetstream.RawStreamMsg, error) {
-	m, err := st.GetLastMsgForSubject(ctx, subj)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, nil
+// readLast reads the last message on subj (nil when there is none) by the shard's own requests, as the jetstream
+// package's GetLastMsgForSubject would on the leader handle (anyReplica false) or the bound one (true: a direct
+// get when the bucket allows it). It waits until deadline, and as that package's read under a context with this
+// deadline did, it fails with context.DeadlineExceeded when no answer came by then.
+func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, deadline time.Time) (*jetstream.RawStreamMsg, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
-	return m, err
+	left := time.Until(deadline)
+	if left <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct, left)
+	switch {
+	case err == nil:
+		return m, nil
+	case err == jetstream.ErrMsgNotFound: // GetLastMsg returns the sentinel itself
+		return nil, nil
+	case err == nats.ErrTimeout: // Request returns the sentinel itself
+		return nil, context.DeadlineExceeded
+	}
+	return nil, err
 }
 
 func (w *shard) unavailable(op, subj string, err error) error {

@@ -24,9 +24,11 @@ type shard struct {
 	stream  string                   // KV_<bucket>
 	prefix  string                   // "$KV.<bucket>."
 	api     string                   // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream         // reads through the stream leader's API (never a direct get)
-	any     jetstream.Stream         // reads by direct get when the bucket allows it (any replica may answer)
-	req     *natsreq.Mux             // claim writes: answers matched as they arrive, pub acks parsed without reflection
+	leader  jetstream.Stream         // the bucket's stream, its cached info saying "no direct get" (the lister's consumers)
+	any     jetstream.Stream         // the bucket's stream as bound, its own AllowDirect
+	req     *natsreq.Mux             // claim writes and key reads: answers matched as they arrive, parsed without reflection
+	get     natsreq.StreamGet        // the key reads' subjects
+	direct  bool                     // the bucket allows direct gets: reads a replica may answer go to any of them
 	markTTL time.Duration
 	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
@@ -75,6 +77,7 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 		prefix: "$KV." + cfg.Bucket + ".",
 		api:    jsapi.Prefix(js.Options()),
 	}
+	w.get = natsreq.NewStreamGet(w.api, w.stream)
 	st, err := w.bind(ctx, mayCreate)
 	if err != nil {
 		return nil, err
@@ -93,9 +96,12 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 		return nil, w.markLost(fmt.Sprintf("was created again while the worker bound to it (created %s, then %s)",
 			w.created.UTC().Format(time.RFC3339Nano), c.UTC().Format(time.RFC3339Nano)), true)
 	}
+	// The jetstream package chose direct gets from this handle's cached stream info, which nothing refreshes:
+	// readLast takes the same choice once, here.
+	w.direct = w.any.CachedInfo().Config.AllowDirect
 	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
-	// that has not applied the latest write yet. The client chooses direct gets from the cached stream info,
-	// so this handle's copy says "no direct get"; it is never refreshed (Ping uses its own request).
+	// that has not applied the latest write yet. This handle's copy says "no direct get"; it is never refreshed
+	// (Ping uses its own request).
 	info.Config.AllowDirect = false
 	w.leader = st
 	return w, nil
