@@ -2,6 +2,7 @@ package kvwindow_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,8 +27,9 @@ func TestProvisionCreateUnanswered(t *testing.T) {
 	cfg := kvwindow.DefaultConfig()
 	cfg.Timeout = 300 * time.Millisecond
 	_, err := kvwindow.New(ctxT(t, 10*time.Second), js, cfg)
-	if !errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost) {
-		t.Fatalf("unanswered create: %v, want ErrUnavailable", err)
+	if !errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost) ||
+		!strings.Contains(err.Error(), "may not publish to $JS.API.STREAM.CREATE.KV_dedupe-window") {
+		t.Fatalf("unanswered create: %v, want ErrUnavailable naming the permission that would drop it", err)
 	}
 
 	// JetStream refuses a bucket larger than the server's storage: a configuration error, not unavailability.

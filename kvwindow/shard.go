@@ -140,10 +140,14 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
-			if _, na := NotAnswering(err); na {
+			if createUnanswered(err) {
 				// No answer in time (a cluster still forming, a busy server): the create may even have been made.
-				// The caller retries, and its next bind finds the bucket or creates it.
-				return nil, fmt.Errorf("%w: bucket %q: create: %w", ErrUnavailable, w.cfg.Bucket, err)
+				// The caller retries, and its next bind finds the bucket or creates it. The server also drops a
+				// create the user may not send, answering only on the connection: say so, or an operator could
+				// wait for a cluster that is fine.
+				return nil, fmt.Errorf("%w: bucket %q: create: no answer (a cluster still forming or a busy server; "+
+					"or a user that may not publish to %sSTREAM.CREATE.%s, whose request the server drops): %w",
+					ErrUnavailable, w.cfg.Bucket, w.api, w.stream, err)
 			}
 			return nil, fmt.Errorf("kvwindow: bucket %q: create: %w", w.cfg.Bucket, err)
 		}
@@ -236,3 +240,18 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	}
 	return nil
 }
+
+// createUnanswered reports whether a bucket create failed for want of an answer, or with JetStream's "temporarily
+// unavailable" (10008), rather than with the server's refusal: only those may go away by themselves. A 503
+// refusal other than 10008 (insufficient resources, a store that cannot be set up) waits for an operator.
+func createUnanswered(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return true
+	}
+	var je jetstream.JetStreamError
+	return errors.As(err, &je) && je.APIError() != nil && je.APIError().ErrorCode == errTemporarilyUnavailable
+}
+
+// errTemporarilyUnavailable is JetStream's "system temporarily unavailable" (503), a cluster without a meta leader.
+const errTemporarilyUnavailable jetstream.ErrorCode = 10008
