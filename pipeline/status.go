@@ -60,6 +60,7 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 		p.link.backAt.Store(now)
 		p.link.recovering.Store(true)
 	}
+	p.updateReady() // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
 }
 
 // offline reports whether err is the connection's, not the server's: the request was never sent (no reconnect
