@@ -39,7 +39,7 @@ func TestGetLastMsgMatchesJetStream(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", History: 1, LimitMarkerTTL: time.Second})
+			kv, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "b", History: 1, LimitMarkerTTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -123,11 +123,11 @@ func TestGetLastMsgMatchesJetStream(t *testing.T) {
 					}
 				}
 			}
-			if got, _ := m.GetLastMsg(ctx, g, "$KV.b.deleted", false, 5*time.Second); got.Header.Get("KV-Operation") != "DEL" {
-				t.Errorf("delete marker read as %+v", got)
+			if got, err := m.GetLastMsg(ctx, g, "$KV.b.deleted", false, 5*time.Second); err != nil || got == nil || got.Header.Get("KV-Operation") != "DEL" {
+				t.Errorf("delete marker read as %+v, %v", got, err)
 			}
-			if got, _ := m.GetLastMsg(ctx, g, "$KV.b.expired", true, 5*time.Second); got.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
-				t.Errorf("expiry marker read as %+v", got)
+			if got, err := m.GetLastMsg(ctx, g, "$KV.b.expired", true, 5*time.Second); err != nil || got == nil || got.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
+				t.Errorf("expiry marker read as %+v, %v", got, err)
 			}
 
 			// A stream deleted under its handles: the leader's API says "stream not found", a direct get finds no
