@@ -4,10 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
-	"github.com/nats-io/nats.go"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -36,33 +35,12 @@ func streamGet(ctx context.Context, js jetstream.JetStream, stream string, seq u
 	if err != nil {
 		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
 	}
-	var resp struct {
-		Message *struct {
-			Subject  string    `json:"subject"`
-			Sequence uint64    `json:"seq"`
-			Header   []byte    `json:"hdrs"`
-			Data     []byte    `json:"data"`
-			Time     time.Time `json:"time"`
-		} `json:"message"`
-		Error *jetstream.APIError `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("get message %d of stream %s: unreadable answer: %w", seq, stream, err)
-	}
+	m, err := natsreq.ParseStoredMsg(reply.Data)
 	switch {
-	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
-		return nil, jetstream.ErrMsgNotFound
-	case resp.Error != nil:
-		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, resp.Error)
-	case resp.Message == nil:
-		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, jetstream.ErrInvalidJetStreamResponse)
+	case err == jetstream.ErrMsgNotFound: // returned itself
+		return nil, err
+	case err != nil:
+		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
 	}
-	m := resp.Message
-	out := &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: m.Sequence, Data: m.Data, Time: m.Time}
-	if len(m.Header) > 0 {
-		if out.Header, err = nats.DecodeHeadersMsg(m.Header); err != nil {
-			return nil, fmt.Errorf("get message %d of stream %s: headers: %w", m.Sequence, stream, err)
-		}
-	}
-	return out, nil
+	return m, nil
 }
