@@ -250,16 +250,7 @@ func decodeBase64(src []byte) ([]byte, error) {
 // ErrInvalidMsgGet is an answer to a message get that is neither a message nor the server's refusal.
 var ErrInvalidMsgGet = errors.New("natsreq: invalid message get answer")
 
-func invalidGet(data []byte, err error) error {
-	const max = 200
-	if len(data) > max {
-		data = data[:max]
-	}
-	if err == nil {
-		err = errors.New("not an object")
-	}
-	return fmt.Errorf("%w %q: %w", ErrInvalidMsgGet, data, err)
-}
+func invalidGet(data []byte, err error) error { return invalidAnswer(ErrInvalidMsgGet, data, err) }
 
 // Headers of a direct get's answer: where the message was stored. The jetstream package's names for them.
 const (

@@ -127,7 +127,10 @@ func stringValue(t jsonscan.Token) []byte {
 	return jsonscan.AppendUnescaped(nil, t.Raw)
 }
 
-func invalid(data []byte, err error) error {
+func invalid(data []byte, err error) error { return invalidAnswer(ErrInvalidPubAck, data, err) }
+
+// invalidAnswer is kind, with the start of the answer that was not one and why.
+func invalidAnswer(kind error, data []byte, err error) error {
 	const max = 200
 	if len(data) > max {
 		data = data[:max]
@@ -135,7 +138,7 @@ func invalid(data []byte, err error) error {
 	if err == nil {
 		err = errors.New("not an object")
 	}
-	return fmt.Errorf("%w %q: %w", ErrInvalidPubAck, data, err)
+	return fmt.Errorf("%w %q: %w", kind, data, err)
 }
 
 // Retries of a publish that found no stream to answer it, as the jetstream package makes them: during a leader
