@@ -1,7 +1,6 @@
 package natsconn_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -19,7 +18,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,25 +29,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
-// logBuffer collects log lines written while the test reads them.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
+// logger writes debug-level text lines into l, which the test reads while the connection writes.
+func logger(l *natstest.Buffer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
@@ -62,11 +43,11 @@ type result struct {
 // logged, and succeeds once the server listens.
 func TestConnectWaitsForTheServer(t *testing.T) {
 	port := natstest.FreePort(t)
-	logs := &logBuffer{}
+	logs := &natstest.Buffer{}
 	done := make(chan result, 1)
 	go func() {
 		nc, err := natsconn.ConnectContext(context.Background(), natsconn.Config{
-			URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Name: "t", Logger: logs.logger(),
+			URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Name: "t", Logger: logger(logs),
 			Origin: "url from the test", RetryFor: time.Minute,
 		})
 		done <- result{nc, err}
@@ -113,8 +94,8 @@ func TestConnectAuthFailsFast(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &logBuffer{}
-			tc.cfg.RetryFor, tc.cfg.Logger, tc.cfg.Origin = 2*time.Minute, logs.logger(), "url from the test"
+			logs := &natstest.Buffer{}
+			tc.cfg.RetryFor, tc.cfg.Logger, tc.cfg.Origin = 2*time.Minute, logger(logs), "url from the test"
 			start := time.Now()
 			nc, err := natsconn.Connect(tc.cfg)
 			elapsed := time.Since(start)
@@ -156,9 +137,9 @@ func TestConnectAuthFailsFast(t *testing.T) {
 func TestConnectRetryBound(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
 	for _, bound := range []time.Duration{0, 1200 * time.Millisecond} {
-		logs := &logBuffer{}
+		logs := &natstest.Buffer{}
 		start := time.Now()
-		_, err := natsconn.Connect(natsconn.Config{URL: url, RetryFor: bound, Logger: logs.logger()})
+		_, err := natsconn.Connect(natsconn.Config{URL: url, RetryFor: bound, Logger: logger(logs)})
 		elapsed := time.Since(start)
 		if err == nil || !errors.Is(err, nats.ErrNoServers) {
 			t.Fatalf("bound %s: %v", bound, err)
@@ -179,10 +160,10 @@ func TestConnectRetryBound(t *testing.T) {
 func TestConnectCancelled(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t))
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &logBuffer{}
+	logs := &natstest.Buffer{}
 	done := make(chan error, 1)
 	go func() {
-		_, err := natsconn.ConnectContext(ctx, natsconn.Config{URL: url, RetryFor: time.Hour, Logger: logs.logger()})
+		_, err := natsconn.ConnectContext(ctx, natsconn.Config{URL: url, RetryFor: time.Hour, Logger: logger(logs)})
 		done <- err
 	}()
 	natstest.Eventually(t, 10*time.Second, func() error {
@@ -263,8 +244,8 @@ func TestConnectTLSFailsFast(t *testing.T) {
 		{"server not trusted", natsconn.Config{TLSCA: other.ca, TLSCert: good.clientCert, TLSKey: good.clientKey}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			logs := &logBuffer{}
-			c.cfg.URL, c.cfg.RetryFor, c.cfg.Logger = url, time.Minute, logs.logger()
+			logs := &natstest.Buffer{}
+			c.cfg.URL, c.cfg.RetryFor, c.cfg.Logger = url, time.Minute, logger(logs)
 			start := time.Now()
 			_, err := natsconn.Connect(c.cfg)
 			if err == nil || !strings.HasPrefix(err.Error(), "natsconn: connect to tls://") {
