@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check image bench bench-quick bench-go lint chaos soak clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check deploy-check image bench bench-quick bench-go lint chaos soak scale clean
 
 all: build
 
@@ -22,9 +22,11 @@ run: build
 	DEDUPE_HTTP_ADDR="$${DEDUPE_HTTP_ADDR-127.0.0.1:9464}" exec ./$(BIN) run
 
 ## test: everything CI runs — vet, unit and integration tests (the fault suite's short variants, a fixed seed), the
-## README's walkthroughs (with the tools present: internal/docscheck), and the race detector on the concurrent
-## packages. Every fuzz target's seed corpus and testdata run here as plain tests (go test runs a Fuzz function on
-## its seeds), so a parser regression fails the build; the fuzzer itself, which builds each package again with
+## README's walkthroughs (with the tools present: internal/docscheck), the deploy files' checks (the deploy module,
+## which keeps the Kubernetes types out of the worker's go.mod), the bench module's own tests (its workload, flags,
+## routing and in-process contenders; about 10 s), and the race detector on the concurrent packages. Every fuzz
+## target's seed corpus and testdata run here as plain tests (go test runs a Fuzz function on its seeds), so a
+## parser regression fails the build; the fuzzer itself, which builds each package again with
 ## coverage instrumentation before it fuzzes at all, runs in make fuzz and make fuzz-short (13 targets × 5 s took
 ## 606 s on two shared cores: the largest part of make test when it ran there).
 test: test-unit test-race
@@ -32,6 +34,8 @@ test: test-unit test-race
 test-unit:
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 8m $(PKGS)
+	$(GO) -C deploy vet ./... && $(GO) -C deploy test -count=1 -timeout 5m ./...
+	$(GO) -C bench vet ./... && $(GO) -C bench test -count=1 -timeout 5m ./...
 
 test-race:
 	$(GO) test -race -count=1 -timeout 6m ./pipeline/ ./kvwindow/...
@@ -61,27 +65,31 @@ image:
 	docker build -t $(IMAGE):$(IMAGE_TAG) --build-arg VERSION=$(IMAGE_TAG) \
 	  --build-arg REVISION=$$(git rev-parse HEAD) --build-arg REVISION_TIME=$$(git log -1 --format=%cI) .
 
-## bench: cmd/dedupebench — the worker against the server's own limit (floor), a naive worker and JetStream's
-## built-in dedupe, with server and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs
-## through `dedupeworker ingest` beside publishing straight to NATS; then the Go micro-benchmarks.
-## Three interleaved rounds (-repeat 3): every ratio and CPU µs/envelope figure is a median. BENCHFLAGS=-ingest=false
-## leaves the receiver out; BENCHFLAGS=-repeat=1 makes it a single round.
+## bench: the benchmark harness (bench/, a module of its own so that its dependencies stay out of the worker's) —
+## the worker against the server's own limit (floor), a naive worker and JetStream's built-in dedupe, with server
+## and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs through `dedupeworker ingest`
+## beside publishing straight to NATS; then the Go micro-benchmarks. It builds the worker and nats-server from this
+## module. Three interleaved rounds (-repeat 3): every ratio and CPU µs/envelope figure is a median.
+## BENCHFLAGS=-ingest=false leaves the receiver out; BENCHFLAGS=-repeat=1 makes it a single round.
 bench:
-	$(GO) run ./cmd/dedupebench -repeat 3 -ingest $(BENCHFLAGS)
+	$(GO) -C bench run . -repeat 3 -ingest $(BENCHFLAGS)
 	$(MAKE) bench-go
 
 ## bench-quick: the same comparison in under a minute.
 bench-quick:
-	$(GO) run ./cmd/dedupebench -quick -ingest $(BENCHFLAGS)
+	$(GO) -C bench run . -quick -ingest $(BENCHFLAGS)
 
-## bench-go: micro-benchmarks of the hot paths (bytes/s, allocations) beside encoding/json and fastjson baselines;
-## BENCHMARKS.md has the before/after comparison commands (-count 6, benchstat).
+## bench-go: micro-benchmarks of the hot paths (bytes/s, allocations) beside encoding/json, and in the bench module
+## the JSON validators beside fastjson; BENCHMARKS.md has the before/after comparison commands (-count 6, benchstat).
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonscan/ ./hashing/ ./keys/ ./pipeline/ ./kvwindow/
+	$(GO) -C bench test -run '^$$' -bench . -benchmem .
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 	$(GO) vet $(PKGS)
+	$(GO) -C deploy vet ./...
+	$(GO) -C bench vet ./...
 
 ## chaos: the fault suite's long variants (200,000 envelopes, more kills and freezes; ~8 minutes). Unlike make test
 ## (a fixed seed), chaos and soak draw a fresh DEDUPE_SEED each run and print it first; DEDUPE_SEED=n replays one.
@@ -103,7 +111,7 @@ soak:
 SCALE_N      ?= 5000000
 SCALE_SHARDS ?= 1
 scale:
-	$(GO) run ./cmd/dedupebench scale -n $(SCALE_N) -shards $(SCALE_SHARDS) $(SCALEFLAGS)
+	$(GO) -C bench run . scale -n $(SCALE_N) -shards $(SCALE_SHARDS) $(SCALEFLAGS)
 
 clean:
 	rm -rf bin data

@@ -10,16 +10,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/valyala/fastjson"
-
 	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
 )
 
 // The validators are compared on the same bodies: the GitHub corpus the worker's bench uses (one op = every body
 // of the corpus), and a synthetic 12 KiB body (the corpus's mean size) that exists in every checkout.
-// fastjson is a well-kept fast validator, here only as a yardstick: it neither checks UTF-8 nor rejects lone
-// surrogate escapes, so it does less than the contract asks of jsonscan. encoding/json.Valid checks UTF-8 but not
-// surrogates.
+// encoding/json.Valid checks UTF-8 but not surrogates. The fastjson yardstick is in the bench module
+// (bench/jsonbaseline_test.go), which keeps fastjson out of the worker's module.
 
 // benchCorpus is every *.json body of ../shared/corpus/github, or a skip when this checkout lacks it.
 func benchCorpus(b *testing.B) [][]byte {
@@ -82,7 +79,6 @@ var validators = []struct {
 		}
 	}},
 	{"encoding-json.Valid", json.Valid},
-	{"fastjson.ValidateBytes", func(b []byte) bool { return fastjson.ValidateBytes(b) == nil }},
 }
 
 func benchValidators(b *testing.B, bodies [][]byte) {

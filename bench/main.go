@@ -2,8 +2,8 @@
 // naive one-at-a-time client and JetStream's own duplicate window, on a reproducible webhook workload, with the
 // nats-server and each worker in their own processes so that their CPU and memory are measured apart.
 //
-//	go run ./cmd/dedupebench -quick        # under a minute
-//	go run ./cmd/dedupebench               # 200,000 envelopes, RSS check at 50k and 200k
+//	go run . -quick        # in bench/: under a minute
+//	go run .               # in bench/: 200,000 envelopes, RSS check at 50k and 200k
 //
 // See BENCHMARKS.md for what each figure means.
 package main

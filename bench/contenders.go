@@ -13,23 +13,28 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// Names the bench shares with the worker's defaults (internal/config).
+// Names and settings the bench shares with a worker that has no DEDUPE_* settings: the worker's own defaults, so
+// that floor and naive work on what the worker provisions and claim keys for as long as it does.
 const (
-	inputStream  = "INGEST"
-	outputStream = "DEDUPED"
-	dlqStream    = "DEDUPE_DLQ"
-	bucket       = "dedupe-window"
-	consumerName = "dedupeworker"
-	windowTTL    = 72 * time.Hour
-	// outputDupWindow is DEDUPED's duplicate window as the worker provisions it (max(2m, 4×ack wait)); floor
-	// and naive create DEDUPED with the same.
-	outputDupWindow = 2 * time.Minute
+	inputStream  = pipeline.DefaultInputStream
+	outputStream = pipeline.DefaultOutputStream
+	dlqStream    = pipeline.DefaultDLQStream
+	bucket       = kvwindow.DefaultBucket
+	consumerName = pipeline.DefaultConsumer
+	windowTTL    = pipeline.DefaultTTL
 
 	hdrIndex  = "Bench-Index"   // envelope index in the workload
 	hdrSentAt = "Bench-Sent-At" // unix nanoseconds at publish (live mode)
 )
+
+// outputDupWindow is DEDUPED's duplicate window as the worker provisions it by default; floor and naive create
+// DEDUPED with the same.
+var outputDupWindow = pipeline.DefaultConfig().OutputDuplicates
 
 // Contender names.
 const (
@@ -80,7 +85,7 @@ func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending
 		return err
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, inputStream, jetstream.ConsumerConfig{
-		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second,
+		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: pipeline.DefaultAckWait,
 		MaxAckPending: maxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1, FilterSubject: "ingest.>",
 	}); err != nil {
 		return fmt.Errorf("create consumer: %w", err)

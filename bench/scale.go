@@ -182,7 +182,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // scBinaries builds nats-server and the worker into tmp unless given.
 func scBinaries(ctx context.Context, o *scOptions, tmp string) error {
 	wd, _ := os.Getwd()
-	root, rootErr := moduleRoot(wd)
+	root, rootErr := productRoot(wd)
 	for _, b := range []struct {
 		path *string
 		pkg  string

@@ -116,7 +116,7 @@ func (r *scReport) write(w io.Writer) {
 				rs.ready.Seconds(), mib(rs.heap), mib(rs.rss), res, scReasons(rs.reasons))
 		}
 	}
-	fmt.Fprintf(w, "\ncommand: go run ./cmd/dedupebench scale %s\n", r.flagLine())
+	fmt.Fprintf(w, "\ncommand: go -C bench run . scale %s\n", r.flagLine())
 }
 
 // scReasons is the restart row's readiness cell: each reason shortened, in order.

@@ -32,8 +32,10 @@ const (
 	ingestSource      = "github"
 	ingestSecret      = "dedupebench: It's a Secret to Everybody"
 	ingestSourcesYAML = "sources:\n  " + ingestSource + ": {dedupe: github, verify: github}\n"
-	ingestSecretVar   = "DEDUPE_INGEST_SECRET_GITHUB" // DEDUPE_INGEST_SECRET_<SOURCE>
 )
+
+// ingestSecretVar is the variable the receiver reads the source's secret from.
+var ingestSecretVar = receiver.SecretEnv(ingestSource)
 
 // Defaults of the ingest flags.
 const (

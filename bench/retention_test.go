@@ -97,20 +97,6 @@ func TestInputRetentionApply(t *testing.T) {
 	}
 }
 
-func TestReportNamesInputRetention(t *testing.T) {
-	for _, r := range []inputRetention{retainWorkQueue, retainAge, retainLimits} {
-		line := r.reportLine()
-		if !strings.HasPrefix(line, "input retention: "+r.String()+": INGEST ") {
-			t.Errorf("%s: report line %q", r, line)
-		}
-		var b bytes.Buffer
-		writeHeader(&b, options{seed: 3, inputRetention: r}, NewWorkload(WorkloadConfig{N: 200, Seed: 3}, GeneratedCorpus(3, 8)))
-		if !strings.Contains(b.String(), "\n"+line+"\n") {
-			t.Errorf("%s: header lacks %q:\n%s", r, line, b.String())
-		}
-	}
-}
-
 // TestCreateInputEveryRetention creates INGEST on a real server the way each contender does, for each retention:
 // the server accepts each configuration (native's 72h duplicate window under an age limit included), the shared
 // consumer of floor and naive can be created on a work-queue stream, and an acknowledged envelope leaves it.
@@ -176,14 +162,6 @@ func TestCreateInputEveryRetention(t *testing.T) {
 				t.Fatal(err)
 			}
 			nc.Close()
-		}
-	}
-}
-
-func TestShortDuration(t *testing.T) {
-	for d, want := range map[time.Duration]string{time.Hour: "1h", 72 * time.Hour: "72h", 90 * time.Minute: "1h30m", 2 * time.Minute: "2m", 1500 * time.Millisecond: "1.5s"} {
-		if got := shortDuration(d); got != want {
-			t.Errorf("shortDuration(%s) = %q, want %q", d, got, want)
 		}
 	}
 }

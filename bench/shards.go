@@ -7,7 +7,6 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -15,11 +14,7 @@ import (
 )
 
 // maxShards is the largest DEDUPE_WINDOW_SHARDS the worker accepts.
-const maxShards = 64
-
-// metaShards is the bucket metadata key in which the worker records the number of shards a sharded window was
-// created with (kvwindow's checkShards refuses shard buckets without it, or with another count).
-const metaShards = "dedupeworker.shards"
+const maxShards = kvwindow.MaxShards
 
 // shardCount is -shards: the number of buckets the claim window is spread over. The zero value means 1.
 type shardCount int
@@ -76,28 +71,13 @@ func shardIndex(kvKey string, k int) int {
 // windowBucketOf is the bucket of a KV key in a window of k shards.
 func windowBucketOf(kvKey string, k int) string { return windowBucket(k, shardIndex(kvKey, k)) }
 
-// windowBucketConfig is the configuration the worker (kvwindow.New with its defaults) creates bucket i of a
-// window of k shards with: history 1, file storage, limit markers of 1m (per-key TTLs), and with k > 1 a
-// description naming the shard and the count k in the metadata.
-func windowBucketConfig(k, i int) jetstream.KeyValueConfig {
-	cfg := jetstream.KeyValueConfig{
-		Bucket: windowBucket(k, i), Description: "dedupeworker claim window",
-		History: 1, Storage: jetstream.FileStorage, LimitMarkerTTL: time.Minute,
-	}
-	if k > 1 {
-		cfg.Description = fmt.Sprintf("dedupeworker claim window, shard %d of %d", i+1, k)
-		cfg.Metadata = map[string]string{metaShards: strconv.Itoa(k)}
-	}
-	return cfg
-}
-
-// createWindowBuckets creates the k buckets of the claim window, for the in-process contenders.
+// createWindowBuckets creates the k buckets of the claim window for the in-process contenders, with the worker's
+// own kvwindow.New and defaults: the buckets are exactly those a worker with DEDUPE_WINDOW_SHARDS=k creates.
 func createWindowBuckets(ctx context.Context, js jetstream.JetStream, k int) error {
-	for i := range max(k, 1) {
-		cfg := windowBucketConfig(k, i)
-		if _, err := js.CreateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("create bucket %s: %w", cfg.Bucket, err)
-		}
+	cfg := kvwindow.DefaultConfig()
+	cfg.Shards = max(k, 1)
+	if _, err := kvwindow.New(ctx, js, cfg); err != nil {
+		return fmt.Errorf("create the window's %d bucket(s) %s…: %w", cfg.Shards, windowBucket(cfg.Shards, 0), err)
 	}
 	return nil
 }

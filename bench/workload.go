@@ -141,7 +141,7 @@ func GeneratedCorpus(seed uint64, n int) *Corpus {
 }
 
 // FindCorpus returns the corpus directory: flag, else ../shared/corpus/github relative to the working directory
-// or to the module root above it; "" when none exists.
+// or to the worker's module root above it; "" when none exists.
 func FindCorpus(flagValue string) string {
 	if flagValue != "" {
 		return flagValue
@@ -149,7 +149,7 @@ func FindCorpus(flagValue string) string {
 	var candidates []string
 	if wd, err := os.Getwd(); err == nil {
 		candidates = append(candidates, filepath.Join(wd, "..", "shared", "corpus", "github"))
-		if root, err := moduleRoot(wd); err == nil {
+		if root, err := productRoot(wd); err == nil {
 			candidates = append(candidates, filepath.Join(root, "..", "shared", "corpus", "github"))
 		}
 	}

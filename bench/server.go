@@ -233,19 +233,34 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// moduleRoot walks up from dir to the directory holding go.mod.
-func moduleRoot(dir string) (string, error) {
+// productModule is the module path of the worker, which the bench builds and measures.
+const productModule = "github.com/dedupeworker/dedupeworker"
+
+// productRoot walks up from dir to the directory of the worker's go.mod (the bench's own module, bench/, lies
+// below it): the worker and nats-server are built there, with the versions the worker's go.mod pins.
+func productRoot(dir string) (string, error) {
 	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+		if b, err := os.ReadFile(filepath.Join(d, "go.mod")); err == nil && modulePath(b) == productModule {
 			return d, nil
 		}
 		if filepath.Dir(d) == d {
-			return "", errors.New("no go.mod above " + dir)
+			return "", fmt.Errorf("no go.mod of module %s at or above %s", productModule, dir)
 		}
 	}
 }
 
-// goBuild builds a package of the module into out.
+// modulePath is the path a go.mod's module directive declares ("" when it has none).
+func modulePath(gomod []byte) string {
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if rest, ok := strings.CutPrefix(strings.TrimSpace(l), "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			rest, _, _ = strings.Cut(rest, "//")
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}
+
+// goBuild builds pkg in the module at root into out.
 func goBuild(ctx context.Context, root, out, pkg string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root

@@ -3,74 +3,11 @@ package main
 import (
 	"bytes"
 	"math"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
-
-func TestSummaryFormat(t *testing.T) {
-	var b bytes.Buffer
-	err := writeSummary(&b, Summary{WorkerFloor: 0.8312, WorkerNaive: 12.5, WorkerNative: 0.456,
-		LatP50: 1.234, LatP99: 20, HeapKV: 612.4, HeapNative: 145.6, WorkerRSSMiB: 41.7,
-		WorkerClientUS: 91.04, WorkerServerUS: 96, FloorClientUS: 47.25, FloorServerUS: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := "worker/floor drain throughput: 0.83\n" +
-		"worker/naive drain throughput: 12.50\n" +
-		"worker/native drain throughput: 0.46\n" +
-		"latency p50/p99 ms (worker live): 1.23/20.00\n" +
-		"server heap per window key (bytes): 612 kv, 146 native\n" +
-		"worker peak RSS (MiB): 42\n" +
-		"worker client µs/envelope: 91.0\n" +
-		"worker server µs/envelope: 96.0\n" +
-		"floor client µs/envelope: 47.2\n" +
-		"floor server µs/envelope: 64.0\n" +
-		"worker/floor server µs/envelope: 1.50\n"
-	if b.String() != want {
-		t.Fatalf("summary:\n%s\nwant:\n%s", b.String(), want)
-	}
-	// The shape every consumer of these lines may rely on.
-	shapes := []string{
-		`^worker/floor drain throughput: \d+\.\d\d$`,
-		`^worker/naive drain throughput: \d+\.\d\d$`,
-		`^worker/native drain throughput: \d+\.\d\d$`,
-		`^latency p50/p99 ms \(worker live\): \d+\.\d\d/\d+\.\d\d$`,
-		`^server heap per window key \(bytes\): \d+ kv, \d+ native$`,
-		`^worker peak RSS \(MiB\): \d+$`,
-		`^worker client µs/envelope: \d+\.\d$`,
-		`^worker server µs/envelope: \d+\.\d$`,
-		`^floor client µs/envelope: \d+\.\d$`,
-		`^floor server µs/envelope: \d+\.\d$`,
-		`^worker/floor server µs/envelope: \d+\.\d\d$`,
-	}
-	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
-	if len(lines) != len(shapes) {
-		t.Fatalf("%d lines, want %d", len(lines), len(shapes))
-	}
-	for i, re := range shapes {
-		if !regexp.MustCompile(re).MatchString(lines[i]) {
-			t.Errorf("line %d %q does not match %s", i, lines[i], re)
-		}
-	}
-}
-
-func TestSummaryNotMeasured(t *testing.T) {
-	var b bytes.Buffer
-	s := summarize(nil)
-	if err := writeSummary(&b, s); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), "worker/floor drain throughput: n/a\n") ||
-		!strings.Contains(b.String(), "latency p50/p99 ms (worker live): n/a/n/a\n") ||
-		!strings.Contains(b.String(), "server heap per window key (bytes): n/a kv, n/a native\n") ||
-		!strings.Contains(b.String(), "worker client µs/envelope: n/a\n") ||
-		!strings.Contains(b.String(), "worker/floor server µs/envelope: n/a\n") {
-		t.Fatalf("unmeasured figures should print n/a:\n%s", b.String())
-	}
-}
 
 func TestSummarize(t *testing.T) {
 	lat := summarizeLatency([]time.Duration{3 * time.Millisecond, time.Millisecond, 2 * time.Millisecond, 100 * time.Millisecond})
@@ -90,25 +27,6 @@ func TestSummarize(t *testing.T) {
 	}
 	if s.LatP50 != 2 || s.LatP99 != 100 {
 		t.Fatalf("latency %v/%v", s.LatP50, s.LatP99)
-	}
-}
-
-func TestTableHasEveryRun(t *testing.T) {
-	lat := Latency{N: 3, P50: time.Millisecond, P99: 5 * time.Millisecond, Max: 9 * time.Millisecond}
-	var b bytes.Buffer
-	err := writeTable(&b, []*Result{
-		{Contender: cWorker2, Mode: "drain", Envelopes: 20000, Seconds: 2, Outputs: 15000, Expected: 15000,
-			ServerRSS: 200 << 20, WorkerRSS: []int64{90 << 20, 100 << 20}, WorkerCPU: []float64{1, 1.5}},
-		{Contender: cWorker, Mode: "live", Envelopes: 100, Seconds: 1, Latency: &lat},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := b.String()
-	for _, want := range []string{"contender", "env/s", "worker2", "10000", "90+100", "2.5", "1.00", "5.00", "9.00"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("table lacks %q:\n%s", want, out)
-		}
 	}
 }
 

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (err erro
 	defer b.ps.killAll() // runs before the temp dir goes: no process keeps writing into it
 
 	wd, _ := os.Getwd()
-	root, rootErr := moduleRoot(wd)
+	root, rootErr := productRoot(wd)
 	b.serverBin = opts.serverBin
 	if b.serverBin == "" {
 		if rootErr != nil {
