@@ -284,7 +284,7 @@ func copyK8s(t *testing.T) string {
 	t.Helper()
 	tmp := t.TempDir()
 	err := filepath.WalkDir(k8sRoot, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.Name() == credsKey || ingestOperatorFile(path) {
+		if err != nil || d.Name() == credsKey || d.Name() == accountFile || ingestOperatorFile(path) {
 			return err
 		}
 		dst := filepath.Join(tmp, path)
@@ -303,10 +303,14 @@ func copyK8s(t *testing.T) string {
 	return tmp
 }
 
-// withOperatorFiles writes placeholders for every file the base's secretGenerators read into a copy of deploy/k8s.
+// withOperatorFiles writes placeholders for every file the base's secretGenerators read into a copy of deploy/k8s,
+// and the KEDA overlay's account file.
 func withOperatorFiles(t *testing.T, tmp string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(tmp, k8sDir, credsKey), []byte("not a real creds file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, kedaDir, accountFile), []byte(accountVar+"=$G\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	writeIngestFiles(t, filepath.Join(tmp, k8sDir))
