@@ -56,6 +56,21 @@ docs-check:
 	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI)
 	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
 
+## deploy-check: the deploy files through the tools that read them, installed into bin/tools from the Go module
+## proxy (the first time promtool takes several minutes to build; not part of make test): promtool check rules and
+## promtool test rules (the alerts' unit tests, deploy/prometheus/tests/), and the deploy module's kustomize tests
+## with kustomize required — kustomize build of the base and the KEDA overlay on a copy with placeholder operator
+## files, each rendered object decoded strictly into its Kubernetes API type (an unknown or misspelt field fails: the
+## schema check kubeconform makes, without the schemas kubeconform downloads from GitHub when it runs).
+PROMTOOL  ?= v0.316.0
+KUSTOMIZE ?= v5.8.2
+deploy-check:
+	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL)
+	GOBIN="$(CURDIR)/bin/tools" $(GO) install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE)
+	./bin/tools/promtool check rules deploy/prometheus/alerts.yaml deploy/prometheus/ingest-alerts.yaml
+	./bin/tools/promtool test rules deploy/prometheus/tests/*.test.yaml
+	PATH="$(CURDIR)/bin/tools:$$PATH" DEPLOY_CHECK_REQUIRE=1 $(GO) -C deploy test -count=1 -run 'Kustomize|KEDA' ./...
+
 ## image: the container image, tagged $(IMAGE):$(IMAGE_TAG) (the git describe of the checkout), with the build
 ## arguments `dedupeworker version` reports (the build context leaves .git out). Push it with docker push and name it
 ## in the images: entry of deploy/k8s/base/kustomization.yaml.

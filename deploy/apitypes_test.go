@@ -170,9 +170,7 @@ func TestManifestsDecodeIntoAPITypes(t *testing.T) {
 // overlay leaves the worker's replica count to the HPA KEDA makes (before: replicas 3 in its output, which every
 // apply set back under the HPA's feet).
 func TestKustomizeOutputDecodesIntoAPITypes(t *testing.T) {
-	if kustomizeCmd(t.Context(), ".") == nil {
-		t.Skip("neither kustomize nor kubectl on PATH")
-	}
+	needKustomize(t)
 	tmp := copyK8s(t)
 	withOperatorFiles(t, tmp)
 	ns := readKustomization(t, k8sDir).Namespace

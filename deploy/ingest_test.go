@@ -614,9 +614,7 @@ func TestIngestKustomizeGenerators(t *testing.T) {
 // with placeholder files: the receiver mounts the generated (hashed) Secrets; without its creds or one of its
 // signing secrets the build fails naming the file.
 func TestIngestKustomizeBuild(t *testing.T) {
-	if kustomizeCmd(t.Context(), ".") == nil {
-		t.Skip("neither kustomize nor kubectl on PATH")
-	}
+	needKustomize(t)
 	tmp := t.TempDir()
 	err := filepath.WalkDir(k8sRoot, func(path string, d os.DirEntry, err error) error {
 		if err != nil || d.Name() == credsKey || ingestOperatorFile(path) {

@@ -110,9 +110,7 @@ func TestKEDAAccountFromOperator(t *testing.T) {
 // operator's nats-account.env the build stops naming it; with it the trigger carries its account and the ConfigMap
 // that carried it is not in the output.
 func TestKEDAAccountRendered(t *testing.T) {
-	if kustomizeCmd(t.Context(), ".") == nil {
-		t.Skip("neither kustomize nor kubectl on PATH")
-	}
+	needKustomize(t)
 	tmp := copyK8s(t)
 	withOperatorFiles(t, tmp)
 	envFile := filepath.Join(tmp, kedaDir, accountFile)

@@ -278,6 +278,19 @@ func kustomizeCmd(ctx context.Context, dir string) *exec.Cmd {
 	return nil
 }
 
+// needKustomize skips a test that renders the manifests when no kustomize is on the PATH, unless
+// DEPLOY_CHECK_REQUIRE is set (make deploy-check installs kustomize and sets it): then the test fails instead.
+func needKustomize(t *testing.T) {
+	t.Helper()
+	if kustomizeCmd(t.Context(), ".") != nil {
+		return
+	}
+	if os.Getenv("DEPLOY_CHECK_REQUIRE") != "" {
+		t.Fatal("DEPLOY_CHECK_REQUIRE is set and neither kustomize nor kubectl is on PATH")
+	}
+	t.Skip("neither kustomize nor kubectl on PATH")
+}
+
 // copyK8s copies deploy/k8s into a temporary folder, without an operator's creds or secrets lying in the working
 // tree (the tests never read them), and returns the folder that holds the copy's k8s/.
 func copyK8s(t *testing.T) string {
@@ -335,9 +348,7 @@ func kustomizeBuild(t *testing.T, tmp, dir string) ([]byte, error) {
 // without the creds file the build fails naming it; with one, deploy/k8s gives the base with the generated Secret
 // mounted, and the KEDA overlay the same plus the ScaledObject.
 func TestKustomizeBuild(t *testing.T) {
-	if kustomizeCmd(t.Context(), ".") == nil {
-		t.Skip("neither kustomize nor kubectl on PATH")
-	}
+	needKustomize(t)
 	tmp := copyK8s(t)
 	build := func(dir string) ([]byte, error) { return kustomizeBuild(t, tmp, dir) }
 	for _, dir := range []string{k8sRoot, kedaDir} {
