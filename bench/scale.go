@@ -63,7 +63,7 @@ func parseScaleOptions(args []string, stderr io.Writer) (scOptions, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "workload seed (same seed, same envelopes)")
 	fs.StringVar(&o.gomemlimit, "server-gomemlimit", "", "GOMEMLIMIT of nats-server (e.g. 1GiB; default none)")
 	fs.StringVar(&o.serverBin, "nats-server-bin", "", "nats-server binary (default: built from the module's nats-server)")
-	fs.StringVar(&o.workerBin, "worker-bin", "", "dedupeworker binary (default: built from ./cmd/dedupeworker)")
+	fs.StringVar(&o.workerBin, "worker-bin", "", "dedupeworker binary (default: built from the worker's module, ./cmd/dedupeworker)")
 	fs.StringVar(&o.beforeBin, "before-bin", "", "an older dedupeworker binary: the read-only window commands run with it too, for a before/after")
 	fs.DurationVar(&o.settle, "settle", 15*time.Second, "idle time before the settled heap is read (the store's caches expire after 10s)")
 	fs.DurationVar(&o.settleDup, "settle-dup", 2*time.Minute+15*time.Second,
@@ -81,8 +81,8 @@ func parseScaleOptions(args []string, stderr io.Writer) (scOptions, error) {
 		return o, fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 	case o.n < 1 || o.chunk < 1:
 		return o, fmt.Errorf("%w: -n and -chunk must be positive", errUsage)
-	case o.shards < 1 || o.shards > 64:
-		return o, fmt.Errorf("%w: -shards must be between 1 and 64, got %d", errUsage, o.shards)
+	case o.shards < 1 || o.shards > maxShards:
+		return o, fmt.Errorf("%w: -shards must be between 1 and %d, got %d", errUsage, maxShards, o.shards)
 	case o.bodySize < 64:
 		return o, fmt.Errorf("%w: -body must be at least 64 bytes (the JSON around the event number), got %d", errUsage, o.bodySize)
 	case o.retryRate < 0 || o.retryRate >= 1:
