@@ -106,7 +106,7 @@ func (h bareHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	hdr.Set(receiver.HeaderVerified, "true")
 	ctx, cancel := context.WithTimeout(req.Context(), receiver.DefaultPublishTimeout)
 	defer cancel()
-	msg := &nats.Msg{Subject: "ingest." + tenant + "." + source, Header: hdr, Data: body}
+	msg := &nats.Msg{Subject: inputPrefix + "." + tenant + "." + source, Header: hdr, Data: body}
 	ack, err := h.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(inputStream))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -22,6 +22,8 @@ import (
 // that floor and naive work on what the worker provisions and claim keys for as long as it does.
 const (
 	inputStream  = pipeline.DefaultInputStream
+	inputPrefix  = pipeline.DefaultInputPrefix
+	outputPrefix = pipeline.DefaultOutputPrefix
 	outputStream = pipeline.DefaultOutputStream
 	dlqStream    = pipeline.DefaultDLQStream
 	bucket       = kvwindow.DefaultBucket
@@ -63,7 +65,7 @@ type workerSpec struct {
 // -input-retention. dupWindow > 0 turns on JetStream's own dedupe (the native contender).
 func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Duration, ret inputRetention) error {
 	cfg := jetstream.StreamConfig{
-		Name: inputStream, Subjects: []string{"ingest.>"}, Storage: jetstream.FileStorage,
+		Name: inputStream, Subjects: []string{inputPrefix + ".>"}, Storage: jetstream.FileStorage,
 		Duplicates: dupWindow,
 	}
 	ret.apply(&cfg)
@@ -77,7 +79,7 @@ func createInput(ctx context.Context, js jetstream.JetStream, dupWindow time.Dur
 // the window's shards buckets (per-key TTLs; see createWindowBuckets) and the shared durable consumer.
 func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending, shards int) error {
 	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{
-		Name: outputStream, Subjects: []string{"deduped.>"}, Storage: jetstream.FileStorage, Duplicates: outputDupWindow,
+		Name: outputStream, Subjects: []string{outputPrefix + ".>"}, Storage: jetstream.FileStorage, Duplicates: outputDupWindow,
 	}); err != nil {
 		return fmt.Errorf("create %s: %w", outputStream, err)
 	}
@@ -86,7 +88,7 @@ func createClientSide(ctx context.Context, js jetstream.JetStream, maxAckPending
 	}
 	if _, err := js.CreateOrUpdateConsumer(ctx, inputStream, jetstream.ConsumerConfig{
 		Durable: consumerName, AckPolicy: jetstream.AckExplicitPolicy, AckWait: pipeline.DefaultAckWait,
-		MaxAckPending: maxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1, FilterSubject: "ingest.>",
+		MaxAckPending: maxAckPending, DeliverPolicy: jetstream.DeliverAllPolicy, MaxDeliver: -1, FilterSubject: inputPrefix + ".>",
 	}); err != nil {
 		return fmt.Errorf("create consumer: %w", err)
 	}
@@ -162,7 +164,7 @@ func outputMsg(w *Workload, i int, in jetstream.Msg) *nats.Msg {
 	} else if md, err := in.Metadata(); err == nil {
 		h.Set(jetstream.MsgIDHeader, "ingest:"+strconv.FormatUint(md.Sequence.Stream, 10))
 	}
-	return &nats.Msg{Subject: "deduped." + e.Tenant + "." + e.Source, Header: h, Data: in.Data()}
+	return &nats.Msg{Subject: outputPrefix + "." + e.Tenant + "." + e.Source, Header: h, Data: in.Data()}
 }
 
 func envelopeIndex(m jetstream.Msg, w *Workload) (int, error) {

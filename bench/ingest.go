@@ -136,7 +136,7 @@ func ingestRequests(w *Workload, n int, secret string) []ingestRequest {
 func (r *ingestRequest) path() string { return receiver.HookPrefix + r.tenant + "/" + ingestSource }
 
 // subject is where the receiver publishes the request, and where the direct side publishes it.
-func (r *ingestRequest) subject() string { return "ingest." + r.tenant + "." + ingestSource }
+func (r *ingestRequest) subject() string { return inputPrefix + "." + r.tenant + "." + ingestSource }
 
 // httpHeader is the request's headers as GitHub sends them (less the legacy SHA-1 X-Hub-Signature; Go's client adds
 // Content-Length and, with compression off, nothing else), with delivery id.

@@ -343,7 +343,7 @@ func checkIngested(ctx context.Context, js jetstream.JetStream, r *ingestRun, ru
 // checkEnvelope says what is wrong with a stored envelope of run ("" when nothing).
 func checkEnvelope(subject string, h nats.Header, run uint32) string {
 	var bad []string
-	if !strings.HasPrefix(subject, "ingest.") || !strings.HasSuffix(subject, "."+ingestSource) {
+	if !strings.HasPrefix(subject, inputPrefix+".") || !strings.HasSuffix(subject, "."+ingestSource) {
 		bad = append(bad, "subject "+subject)
 	}
 	if v := headerValues(h, receiver.HeaderVerified); len(v) != 1 || v[0] != "true" {

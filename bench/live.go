@@ -46,7 +46,7 @@ func (b *bench) live(ctx context.Context, kind string, w *Workload) (*Result, er
 	lat := make([]time.Duration, 0, res.Expected)
 	var received, unstamped atomic.Int64
 	var lastArrival atomic.Int64
-	sub, err := rnc.Subscribe("deduped.>", func(m *nats.Msg) {
+	sub, err := rnc.Subscribe(outputPrefix+".>", func(m *nats.Msg) {
 		now := time.Now().UnixNano()
 		at, err := strconv.ParseInt(m.Header.Get(hdrSentAt), 10, 64)
 		if err != nil {

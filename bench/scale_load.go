@@ -102,7 +102,7 @@ func (w *scWorkload) msg(e int) *nats.Msg {
 	h.Set("Content-Type", "application/json")
 	h.Set("X-GitHub-Event", "pull_request")
 	h.Set("X-GitHub-Delivery", scDeliveryID(e))
-	return &nats.Msg{Subject: "ingest." + w.tenant(e) + "." + scSource, Header: h, Data: body}
+	return &nats.Msg{Subject: inputPrefix + "." + w.tenant(e) + "." + scSource, Header: h, Data: body}
 }
 
 // publishEvents publishes a delivery of each event in order (async, every ack awaited) and returns the input

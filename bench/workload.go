@@ -296,7 +296,7 @@ func (w *Workload) Unkeyed() int {
 // Subject is the ingest subject of envelope i.
 func (w *Workload) Subject(i int) string {
 	e := &w.Events[w.Envelopes[i].Event]
-	return "ingest." + e.Tenant + "." + e.Source
+	return inputPrefix + "." + e.Tenant + "." + e.Source
 }
 
 // Body builds envelope i's body. Retries of a gh or forms event are byte-identical to the first delivery; a

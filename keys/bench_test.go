@@ -130,7 +130,7 @@ func BenchmarkExtractHeader(b *testing.B) {
 	}
 }
 
-// workloadBodies wraps each body the way cmd/dedupebench's workload does for its orders ({json: data.order.id},
+// workloadBodies wraps each body the way the workload of bench/ does for its orders ({json: data.order.id},
 // the key near the start and the whole body after it still to validate) and forms ({payload: {}}, a digest of
 // everything) sources, so that these benchmarks measure what the worker spends per envelope on keys.
 func workloadBodies(source string, inner [][]byte) [][]byte {
