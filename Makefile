@@ -57,11 +57,12 @@ docs-check:
 	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
 
 ## deploy-check: the deploy files through the tools that read them, installed into bin/tools from the Go module
-## proxy (the first time promtool takes several minutes to build; not part of make test): promtool check rules and
-## promtool test rules (the alerts' unit tests, deploy/prometheus/tests/), and the deploy module's kustomize tests
-## with kustomize required — kustomize build of the base and the KEDA overlay on a copy with placeholder operator
-## files, each rendered object decoded strictly into its Kubernetes API type (an unknown or misspelt field fails: the
-## schema check kubeconform makes, without the schemas kubeconform downloads from GitHub when it runs).
+## proxy (the first build of promtool compiles all of Prometheus, many minutes: not part of make test): promtool
+## check rules and promtool test rules (the alerts' unit tests, deploy/prometheus/tests/), and the deploy module's
+## kustomize tests with kustomize required — kustomize build of the base and the KEDA overlay on a copy with
+## placeholder operator files, each rendered object decoded strictly into its Kubernetes API type (an unknown or
+## misspelt field fails: the schema check kubeconform makes, without the schemas kubeconform downloads from GitHub
+## when it runs). KUSTOMIZE stays below v5.8.3, which needs a newer Go than go.mod's.
 PROMTOOL  ?= v0.316.0
 KUSTOMIZE ?= v5.8.2
 deploy-check:
@@ -85,7 +86,8 @@ image:
 ## and workers in their own processes (BENCHMARKS.md), and (-ingest) signed POSTs through `dedupeworker ingest`
 ## beside publishing straight to NATS; then the Go micro-benchmarks. It builds the worker and nats-server from this
 ## module. Three interleaved rounds (-repeat 3): every ratio and CPU µs/envelope figure is a median.
-## BENCHFLAGS=-ingest=false leaves the receiver out; BENCHFLAGS=-repeat=1 makes it a single round.
+## BENCHFLAGS=-ingest=false leaves the receiver out; BENCHFLAGS=-repeat=1 makes it a single round. Relative paths in
+## BENCHFLAGS and SCALEFLAGS are relative to bench/.
 bench:
 	$(GO) -C bench run . -repeat 3 -ingest $(BENCHFLAGS)
 	$(MAKE) bench-go
