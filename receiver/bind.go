@@ -1,0 +1,80 @@
+package receiver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/receiver/verify"
+)
+
+// keyBinding says how a source's event key is bound to what its verification found. The worker keys a delivery
+// on the header its source's dedupe spec reads; the verifier reads the id its provider documents, possibly under
+// another name (Svix's webhook-* form, Shopify Events' unprefixed Shopify-Webhook-Id). When the scheme names an
+// id and the key is a header, the receiver publishes the verified id under the key's header and refuses a
+// request that carries another id under any of those names, so that the worker keys every verified delivery on
+// the id the verification saw.
+type keyBinding struct {
+	header  string   // canonical name of the header the key reads; "" when the key is not a header
+	bind    bool     // the scheme names an id (verify.IDHeaders) and the key is a header
+	idNames []string // canonical names the provider sends the id under
+}
+
+// newKeyBinding is the binding of a source verified with scheme and keyed by spec.
+func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
+	b := keyBinding{idNames: verify.IDHeaders(scheme)}
+	if spec.Kind() == keys.KindHeader {
+		b.header = http.CanonicalHeaderKey(spec.Header())
+	}
+	b.bind = b.header != "" && len(b.idNames) > 0
+	return b
+}
+
+// errIDConflict is decide's refusal: the request carries an id that is not the verified one.
+type errIDConflict struct{ msg string }
+
+func (e *errIDConflict) Error() string { return e.msg }
+
+// decide is what a verified delivery publishes under the key's header: value, when set is true. Every non-empty
+// value of the key's header and of the provider's id headers (names compared as the receiver compares them:
+// any letter case, '_' as '-') must be the verified id d.ID; a request where one is not — or that carries one
+// when the verification found no id — is refused with an *errIDConflict, whose text names the headers and never
+// their values. Values are compared with surrounding blanks removed, as the verifier reads them.
+func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set bool, err error) {
+	if !b.bind {
+		return "", false, nil
+	}
+	for name, vals := range h {
+		if !sameName(name, b.header) && !slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(name, n) }) {
+			continue
+		}
+		for _, v := range vals {
+			v = strings.Trim(v, " \t")
+			switch {
+			case v == "" || v == d.ID:
+			case d.ID == "":
+				return "", false, &errIDConflict{fmt.Sprintf("header %s carries an id, but the delivery has no %s",
+					name, strings.Join(b.idNames, " or "))}
+			default:
+				return "", false, &errIDConflict{fmt.Sprintf("header %s carries another id than the %s the verification read",
+					name, d.Header)}
+			}
+		}
+	}
+	if d.ID == "" {
+		return "", false, nil
+	}
+	return d.ID, true, nil
+}
+
+// setKeyHeader publishes value as the one value of the key's header, removing every other spelling of it.
+func setKeyHeader(h http.Header, name, value string) {
+	for k := range h {
+		if sameName(k, name) {
+			delete(h, k)
+		}
+	}
+	h[name] = []string{value}
+}
