@@ -46,11 +46,11 @@ type sourcePolicy struct {
 	info      SourceInfo
 	forward   bool
 	key       keyBinding
-	protected []string      // canonical names a client's Connection list never removes: read by the verifier or the key
-	guard     bool          // the replay guard records this source's verified bodies
-	ttl       time.Duration // the source's window TTL: how long the guard remembers a body
-	all     verify.Verifier            // every tenant; nil: only the tenants below
-	tenants map[string]verify.Verifier // tenants with secrets of their own
+	protected []string                   // canonical names a client's Connection list never removes: read by the verifier or the key
+	guard     bool                       // the replay guard records this source's verified bodies
+	ttl       time.Duration              // the source's window TTL: how long the guard remembers a body
+	all       verify.Verifier            // every tenant; nil: only the tenants below
+	tenants   map[string]verify.Verifier // tenants with secrets of their own
 }
 
 // SourceInfo describes how one served source is verified, for the start-up log.

@@ -19,7 +19,7 @@ import (
 type standardVerifier struct {
 	describe
 	scheme    string
-	sets      []headerSet // tried in order: the first set whose three headers are all present is used
+	sets      []headerSet                 // tried in order: the first set whose three headers are all present is used
 	hooks     []*standardwebhooks.Webhook // v1: one per symmetric secret
 	public    []ed25519.PublicKey         // v1a: one per whpk_ public key
 	tolerance time.Duration
