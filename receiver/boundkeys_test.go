@@ -1,6 +1,8 @@
 package receiver_test
 
 import (
+	"crypto/ed25519"
+	"encoding/base64"
 	"net/http"
 	"strings"
 	"testing"
@@ -142,5 +144,29 @@ func TestBoundKeyConflictingIDRefused(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "another id than the verified one") {
 		t.Errorf("no log line: %s", logs.String())
+	}
+}
+
+// A Standard Webhooks delivery signed only with v1a (Ed25519) is received with the sender's public key (whpk_) as
+// the source's secret, and keyed on its signed id. Before, it was answered 401.
+func TestReceiverStandardWebhooksV1a(t *testing.T) {
+	e := startJS(t, true)
+	priv := ed25519.NewKeyFromSeed([]byte("standard-webhooks-ed25519-seed-1"))
+	pub := "whpk_" + base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey))
+	r, _ := newReceiver(t, e, presetPolicy(t, "DEDUPE_INGEST_SECRET_STANDARD_WEBHOOKS="+swSecretB64+","+pub))
+	now := time.Now()
+	body := `{"type":"user.created"}`
+	ts := itoa(now.Unix())
+	sig := "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("msg_ed."+ts+"."+body)))
+	rec := do(r, http.MethodPost, "/hooks/acme/standard_webhooks", hdr("Webhook-Id", "msg_ed", "Webhook-Timestamp", ts, "Webhook-Signature", sig), body)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("%d %s", rec.Code, rec.Body.String())
+	}
+	if got := workerKey(t, "standard_webhooks", e.msg(t, 1).Header, []byte(body)); got != "msg_ed" {
+		t.Errorf("key %q", got)
+	}
+	forged := "v1a," + base64.StdEncoding.EncodeToString(ed25519.Sign(priv, []byte("msg_other."+ts+"."+body)))
+	if rec := do(r, http.MethodPost, "/hooks/acme/standard_webhooks", hdr("Webhook-Id", "msg_ed", "Webhook-Timestamp", ts, "Webhook-Signature", forged), body); rec.Code != http.StatusUnauthorized {
+		t.Fatalf("another id's signature: %d %s", rec.Code, rec.Body.String())
 	}
 }
