@@ -18,6 +18,7 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -65,7 +66,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets})
+	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets, DefaultTTL: cfg.DefaultTTL})
 	if err != nil {
 		// A source's fault is placed in its document, as the worker's are; presets have none (even when an
 		// empty document made them the sources).
@@ -106,7 +107,11 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 		} else if len(s.Tenants) > 0 {
 			tenants = "every tenant; own secrets for " + strings.Join(s.Tenants, ",")
 		}
-		log.Info("receiving source", "source", s.Source, "verify", s.Scheme, "on_invalid", s.OnInvalid, "tenants", tenants)
+		attrs := []any{"source", s.Source, "verify", s.Scheme, "on_invalid", s.OnInvalid, "tenants", tenants, "replay_guard", s.ReplayGuard}
+		if s.KeyHeader != "" {
+			attrs = append(attrs, "key_bound_to", s.KeyHeader)
+		}
+		log.Info("receiving source", attrs...)
 	}
 	for _, u := range in.policy.Unserved() {
 		log.Warn("source not served (404)", "source", u.Source, "reason", u.Reason)
@@ -221,9 +226,20 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 			"stream", cfg.InputStream, "err", serr)
 	}
 
+	var window receiver.ReplayWindow
+	if guarded := in.policy.Guarded(); len(guarded) > 0 {
+		w, err := in.openWindow(ctx, js)
+		if err != nil {
+			return nil, nc, failErr(err)
+		}
+		log.Info("replay guard on", "sources", guarded, "bucket", cfg.Bucket, "shards", cfg.WindowShards)
+		window = w
+	}
+
 	rcv, err := receiver.New(receiver.Config{
 		JetStream:        js,
 		Policy:           in.policy,
+		Window:           window,
 		InputStream:      cfg.InputStream,
 		InputPrefix:      cfg.InputPrefix,
 		MaxBody:          int64(cfg.IngestMaxBody),
@@ -241,6 +257,26 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		return nil, nc, &exitError{code: exitUsage, err: err}
 	}
 	return rcv, nc, nil
+}
+
+// openWindow binds to the worker's window bucket (DEDUPE_BUCKET, DEDUPE_WINDOW_SHARDS), where the replay guard
+// records signed bodies. Ingest never creates it: it waits, deliveries answered 503, until the worker has, or ctx
+// ends.
+func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
+	wcfg := windowConfig(in.cfg)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		window, err := kvwindow.New(ctx, js, wcfg)
+		if err == nil || ctx.Err() != nil {
+			return window, err
+		}
+		in.log.Warn("replay guard: the dedupe window is not there yet (the worker creates it); retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
+		in.status.wait("waiting for the dedupe window %s, where the replay guard records signed bodies: %v", wcfg.Bucket, err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are
