@@ -78,3 +78,43 @@ func setKeyHeader(h http.Header, name, value string) {
 	}
 	h[name] = []string{value}
 }
+
+// KeyWarning is a verify/dedupe pair of a declared source under which the worker cannot key verified deliveries,
+// or keys them on a header the signature does not cover with nothing to stop a replay: `dedupeworker sources
+// check` prints them. Line is the source's line in the document (0 when unknown).
+type KeyWarning struct {
+	Source string
+	Line   int
+	Text   string
+}
+
+// KeyWarnings lists the warnings of every source of a sources document, in the order of Sources.IDs (none for the
+// presets, fromPresets, which are bound and guarded as they should be).
+func KeyWarnings(src keys.Sources, fromPresets bool) []KeyWarning {
+	var out []KeyWarning
+	for _, id := range src.IDs() {
+		scheme := SchemeOf(src, id, fromPresets)
+		if scheme == "" || scheme == verify.SchemeNone || fromPresets {
+			continue
+		}
+		vs, spec := src.Verify[id], src.Specs[id]
+		warn := func(format string, args ...any) {
+			out = append(out, KeyWarning{Source: id, Line: src.Line[id], Text: fmt.Sprintf(format, args...)})
+		}
+		if spec.Kind() != keys.KindHeader {
+			if vs.ReplayGuard == keys.ReplayGuardOn {
+				warn("replay_guard: on does nothing here: the key is read from the body, which the signature covers")
+			}
+			continue
+		}
+		header := spec.Header()
+		switch {
+		case scheme == verify.SchemeStripe:
+			warn("stripe deliveries carry their id in the body, in no header: the key reads %s, so verified deliveries are never deduplicated; use dedupe: stripe", header)
+		case verify.BodyOnly(scheme) && !guarded(vs, spec):
+			warn("the key reads %s, which the %s signature does not cover, and replay_guard is off: a captured delivery sent again under another %s is a new event",
+				header, scheme, header)
+		}
+	}
+	return out
+}
