@@ -12,23 +12,28 @@ import (
 
 // keyBinding says how a source's event key is bound to what its verification found. The worker keys a delivery
 // on the header its source's dedupe spec reads; the verifier reads the id its provider documents, possibly under
-// another name (Svix's webhook-* form, Shopify Events' unprefixed Shopify-Webhook-Id). When the scheme names an
-// id and the key is a header, the receiver publishes the verified id under the key's header and refuses a
-// request that carries another id under any of those names, so that the worker keys every verified delivery on
-// the id the verification saw.
+// another of the provider's names (Svix's webhook-* form, Shopify Events' unprefixed Shopify-Webhook-Id). When the
+// key reads one of the names the provider sends the id under, the receiver publishes the verified id under the
+// key's header and refuses a request that carries another id under any of those names, so that the worker keys
+// every verified delivery on the id the verification saw. A key on another header (Shopify's X-Shopify-Event-Id,
+// say) is left as sent: it is not the id the provider's scheme names.
 type keyBinding struct {
 	header  string   // canonical name of the header the key reads; "" when the key is not a header
-	bind    bool     // the scheme names an id (verify.IDHeaders) and the key is a header
+	bind    bool     // the key reads one of idNames
 	idNames []string // canonical names the provider sends the id under
 }
 
 // newKeyBinding is the binding of a source verified with scheme and keyed by spec.
 func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
 	b := keyBinding{idNames: verify.IDHeaders(scheme)}
+	if scheme == verify.SchemeStandardWebhooks {
+		// The svix preset keys on svix-id; a Standard Webhooks sender's id is the same message id.
+		b.idNames = append(b.idNames, "Svix-Id")
+	}
 	if spec.Kind() == keys.KindHeader {
 		b.header = http.CanonicalHeaderKey(spec.Header())
 	}
-	b.bind = b.header != "" && len(b.idNames) > 0
+	b.bind = b.header != "" && slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(n, b.header) })
 	return b
 }
 
@@ -109,6 +114,9 @@ func KeyWarnings(src keys.Sources, fromPresets bool) []KeyWarning {
 		}
 		header := spec.Header()
 		switch {
+		case !verify.BodyOnly(scheme) && scheme != verify.SchemeStripe && !newKeyBinding(scheme, spec).bind:
+			warn("the key reads %s, which the %s signature does not cover and which is not the id it signs (%s): a captured delivery sent again under another %s within the tolerance is a new event; key on the signed id",
+				header, scheme, strings.Join(verify.IDHeaders(scheme), " or "), header)
 		case scheme == verify.SchemeStripe:
 			warn("stripe deliveries carry their id in the body, in no header: the key reads %s, so verified deliveries are never deduplicated; use dedupe: stripe", header)
 		case verify.BodyOnly(scheme) && !guarded(vs, spec):

@@ -170,3 +170,33 @@ func TestReceiverStandardWebhooksV1a(t *testing.T) {
 		t.Fatalf("another id's signature: %d %s", rec.Code, rec.Body.String())
 	}
 }
+
+// A key on a header that is not the id the scheme names is left as sent (Shopify's X-Shopify-Event-Id differs
+// from the webhook id on every delivery), and a key on another name of the same signed id is bound
+// (standard_webhooks keyed by the svix preset).
+func TestBoundKeyOtherHeaders(t *testing.T) {
+	e := startJS(t, true)
+	p := policyOf(t, `sources:
+  shop: {dedupe: {header: X-Shopify-Event-Id}, verify: shopify}
+  sw:   {dedupe: svix, verify: standard_webhooks}
+`)
+	r, _ := newReceiver(t, e, p)
+	body := `{"id":1}`
+	rec := do(r, http.MethodPost, "/hooks/acme/shop", hdr("X-Shopify-Hmac-Sha256", shopifySig(shopSecret, body),
+		"X-Shopify-Webhook-Id", "w-1", "X-Shopify-Event-Id", "e-1"), body)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("shopify with an event id: %d %s", rec.Code, rec.Body.String())
+	}
+	if got := workerKey(t, "{header: X-Shopify-Event-Id}", e.msg(t, 1).Header, []byte(body)); got != "e-1" {
+		t.Errorf("shopify key %q, want e-1", got)
+	}
+	now := time.Now()
+	rec = do(r, http.MethodPost, "/hooks/acme/sw", hdr("Webhook-Id", "msg_s", "Webhook-Timestamp", itoa(now.Unix()),
+		"Webhook-Signature", standardSig(swSecretB64, "msg_s", now, body)), body)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("standard webhooks keyed by svix-id: %d %s", rec.Code, rec.Body.String())
+	}
+	if got := workerKey(t, "svix", e.msg(t, 2).Header, []byte(body)); got != "msg_s" {
+		t.Errorf("svix-id key %q, want msg_s", got)
+	}
+}

@@ -101,6 +101,8 @@ func TestSourcesCheckWarnsKeyPairs(t *testing.T) {
   shop: {dedupe: shopify, verify: shopify}
   std:  {dedupe: svix, verify: standard_webhooks}
   open: {dedupe: {header: X-Id}, verify: none}
+  cust: {dedupe: {header: X-Request-Id}, verify: svix}
+  ev:   {dedupe: {header: X-Shopify-Event-Id}, verify: shopify}
 `)
 	code, out, errOut := runCLI(t, "", "sources", "check")
 	if code != 0 || errOut != "" {
@@ -113,6 +115,7 @@ func TestSourcesCheckWarnsKeyPairs(t *testing.T) {
 		}
 	}
 	want := []string{
+		"warning: line 11: sources.cust: the key reads X-Request-Id, which the svix signature does not cover and which is not the id it signs (Svix-Id or Webhook-Id)",
 		"warning: line 3: sources.gh: the key reads X-GitHub-Delivery, which the github signature does not cover, and replay_guard is off",
 		"warning: line 6: sources.ord: replay_guard: on does nothing here",
 		"warning: line 2: sources.pay: stripe deliveries carry their id in the body, in no header: the key reads X-Event-Id",
