@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -151,22 +152,22 @@ func BenchmarkReplayGuard(b *testing.B) {
 		"X-Github-Hook-Id":  {"371299123"},
 		"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"},
 	}
-	run := 0
+	// Bodies are never repeated, not even when -count runs a side again over the same window.
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	n := 0
 	for _, side := range []struct {
 		name  string
 		h     http.Handler
 		fresh bool
 	}{{"off", off, true}, {"on/first", on, true}, {"on/retry", on, false}} {
-		run++
 		b.Run(side.name, func(b *testing.B) {
 			b.SetBytes(int64(12 << 10))
 			b.ReportAllocs()
-			n := 0
-			body := []byte(`{"n":"` + strconv.Itoa(run) + `-0","pad":"` + pad + `"}`)
+			body := []byte(`{"n":"` + stamp + `-retry","pad":"` + pad + `"}`)
 			for b.Loop() {
 				if side.fresh {
 					n++
-					body = []byte(`{"n":"` + strconv.Itoa(run) + "-" + strconv.Itoa(n) + `","pad":"` + pad + `"}`)
+					body = []byte(`{"n":"` + stamp + "-" + strconv.Itoa(n) + `","pad":"` + pad + `"}`)
 				}
 				req := httptest.NewRequest(http.MethodPost, "/hooks/acme/gh", bytes.NewReader(body))
 				maps.Copy(req.Header, header)
