@@ -11,8 +11,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
-// ReplayWindow is the claim window the replay guard records signed bodies in (kvwindow.Window): the worker's own,
-// so that `dedupeworker window get` finds what the guard recorded.
+// ReplayWindow is the claim window the replay guard records signed bodies in: a kvwindow.Window on a bucket of its
+// own, so that the receiver's NATS user never writes the worker's claims; `dedupeworker window get`, pointed at
+// that bucket, finds what the guard recorded.
 type ReplayWindow interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
 }

@@ -232,7 +232,7 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		if err != nil {
 			return nil, nc, failErr(err)
 		}
-		log.Info("replay guard on", "sources", guarded, "bucket", cfg.Bucket, "shards", cfg.WindowShards)
+		log.Info("replay guard on", "sources", guarded, "bucket", cfg.Bucket+replayBucketSuffix)
 		window = w
 	}
 
@@ -259,18 +259,29 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 	return rcv, nc, nil
 }
 
-// openWindow binds to the worker's window bucket (DEDUPE_BUCKET, DEDUPE_WINDOW_SHARDS), where the replay guard
-// records signed bodies. Ingest never creates it: it waits, deliveries answered 503, until the worker has, or ctx
-// ends.
+// replayBucketSuffix names the replay guard's bucket after the worker's window: <DEDUPE_BUCKET>-replay.
+const replayBucketSuffix = "-replay"
+
+// replayWindowConfig is the replay guard's window: a bucket of its own, <DEDUPE_BUCKET>-replay, unsharded, which
+// ingest creates when it is missing (DEDUPE_REPLICAS replicas). Not the worker's window: the receiver's NATS user
+// writes only there, so that a leaked receiver credential cannot claim (and so suppress) an event in the worker's.
+func replayWindowConfig(c config.Config) kvwindow.Config {
+	return kvwindow.Config{Bucket: c.Bucket + replayBucketSuffix, Shards: 1, Provision: true, Replicas: c.Replicas,
+		Storage: jetstream.FileStorage}
+}
+
+// openWindow binds to (or creates) the replay guard's bucket. A window that cannot be reached yet (a cluster still
+// electing leaders) or is refused (a user without the permissions of deploy/nats-permissions.yaml) is retried, with
+// backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
-	wcfg := windowConfig(in.cfg)
+	wcfg := replayWindowConfig(in.cfg)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		window, err := kvwindow.New(ctx, js, wcfg)
 		if err == nil || ctx.Err() != nil {
 			return window, err
 		}
-		in.log.Warn("replay guard: the dedupe window is not there yet (the worker creates it); retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
-		in.status.wait("waiting for the dedupe window %s, where the replay guard records signed bodies: %v", wcfg.Bucket, err)
+		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
+		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():

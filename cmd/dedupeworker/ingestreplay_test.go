@@ -11,8 +11,8 @@ import (
 
 // Through ingest and the worker: a GitHub delivery, its genuine retry and two replays of its signed body under
 // fresh ids are one event in DEDUPED; the replays are answered 202 without being published, and `dedupeworker
-// window get --tenant acme --source gh --key 'body sha256:<hex>'` finds the guard's claim, naming the first id's
-// fingerprint.
+// window get --tenant acme --source gh --key 'body sha256:<hex>'` with DEDUPE_BUCKET=dedupe-window-replay
+// finds the guard's claim, naming the first id's fingerprint.
 func TestIngestReplayGuardEndToEnd(t *testing.T) {
 	srv := natstest.Run(t)
 	base, js, _, _, stopIngest := ingestSetup(t, srv)
@@ -32,6 +32,7 @@ func TestIngestReplayGuardEndToEnd(t *testing.T) {
 	if len(out) != 1 || out[0].Header.Get("Idempotency-Key") != "acme:gh:g-1" {
 		t.Fatalf("DEDUPED: %d events, first %v", len(out), out[0].Header)
 	}
+	t.Setenv("DEDUPE_BUCKET", "dedupe-window-replay") // the guard's own bucket, beside the worker's dedupe-window
 	code, stdout, stderr := runCLI(t, "", "window", "get", "--tenant", "acme", "--source", "gh", "--key", receiver.ReplayKey([]byte(body)))
 	if code != 0 {
 		t.Fatalf("window get: %d %s", code, stderr)
