@@ -19,6 +19,7 @@ import (
 // say) is left as sent: it is not the id the provider's scheme names.
 type keyBinding struct {
 	header  string   // canonical name of the header the key reads; "" when the key is not a header
+	written string   // that name as the dedupe spec writes it, which the worker looks up (keys.NATSHeaders)
 	bind    bool     // the key reads one of idNames
 	idNames []string // canonical names the provider sends the id under
 }
@@ -31,7 +32,8 @@ func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
 		b.idNames = append(b.idNames, "Svix-Id")
 	}
 	if spec.Kind() == keys.KindHeader {
-		b.header = http.CanonicalHeaderKey(spec.Header())
+		b.written = spec.Header()
+		b.header = http.CanonicalHeaderKey(b.written)
 	}
 	b.bind = b.header != "" && slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(n, b.header) })
 	return b

@@ -134,7 +134,7 @@ func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, 
 // provider retries; nothing is published unguarded).
 func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,
 	hdr nats.Header, body []byte) (string, bool) {
-	id, _ := keys.NATSHeaders(hdr).Get(sp.key.header)
+	id, _ := keys.NATSHeaders(hdr).Get(sp.key.written) // what the worker will key the envelope on
 	c := guardClaim(tenant, source, id, body, sp.ttl)
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
 	start := time.Now()
