@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check image bench bench-quick bench-go lint chaos soak clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check sdk-check image bench bench-quick bench-go lint chaos soak clean
 
 all: build
 
@@ -51,6 +51,12 @@ NATSCLI   ?= v0.5.1
 docs-check:
 	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI)
 	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
+
+## sdk-check: deliveries signed by the providers' own npm libraries (standardwebhooks, svix,
+## @octokit/webhooks-methods), installed into a temporary directory, through the receiver (TestSDKSignedDeliveries).
+## Skips with status 0 without node and npm or without network; not part of make test.
+sdk-check:
+	GO="$(GO)" ./scripts/sdk-check.sh
 
 ## image: the container image, tagged $(IMAGE):$(IMAGE_TAG) (the git describe of the checkout), with the build
 ## arguments `dedupeworker version` reports (the build context leaves .git out). Push it with docker push and name it
