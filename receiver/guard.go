@@ -16,6 +16,8 @@ import (
 // that bucket, finds what the guard recorded.
 type ReplayWindow interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	// Bucket names the bucket, for the log line that says how to find a replay's claim.
+	Bucket() string
 }
 
 // ReplayKeyPrefix starts the window key under which the replay guard records a signed body: the prefix and the

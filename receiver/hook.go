@@ -153,7 +153,7 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 	r.logSometimes(slog.LevelWarn, "replay:"+label, "delivery not published: its signed body was accepted under another id (replay guard)",
 		"tenant", tenant, "source", source, "id", id, "id_header", sp.key.header, "window_key", c.Key,
 		"first_id_fingerprint", o.HolderSeq, "first_claimed", o.FirstClaimed, "remote", req.RemoteAddr,
-		"find", "dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
+		"find", "DEDUPE_BUCKET="+r.cfg.Window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
 	return r.answer(w, label, OutcomeReplay, http.StatusAccepted,
 		"accepted, not published: this signed body was accepted under another id (replay guard)"), true
 }

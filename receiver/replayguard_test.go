@@ -127,7 +127,8 @@ func TestReplayGuardCatchesFreshIDs(t *testing.T) {
 			t.Errorf("requests_total{%s, replay} = %v, want %v", src, got, want)
 		}
 	}
-	if !strings.Contains(logs.String(), "replay guard") || !strings.Contains(logs.String(), "d-forged-1") {
+	if !strings.Contains(logs.String(), "replay guard") || !strings.Contains(logs.String(), "d-forged-1") ||
+		!strings.Contains(logs.String(), "DEDUPE_BUCKET="+window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant acme --source gh --key 'body sha256:") {
 		t.Errorf("no replay log line: %s", logs.String())
 	}
 
