@@ -30,7 +30,10 @@ published to <DEDUPE_INPUT_PREFIX>.<tenant>.<source> with its body and headers a
 for a source with on_invalid: forward), and answered 202 once the input stream DEDUPE_INPUT_STREAM stored it.
 Answers: 401 bad or missing signature, 404 unknown tenant or source, 405 not POST, 408 body not in within
 DEDUPE_INGEST_BODY_TIMEOUT, 413 body too large, 431 headers too large, 503 with Retry-After when JetStream did not
-store it, did not confirm it in time, or ingest is busy. /metrics, /healthz and /readyz on the same address.
+store it, did not confirm it in time, or ingest is busy. A verified delivery is keyed on the id its signature or
+provider gives (400 when a header carries another id); for github and shopify (hmac with replay_guard: on) a signed
+body seen before under another id is answered 202 and not published (the replay guard, in the bucket
+<DEDUPE_BUCKET>-replay, which ingest creates). /metrics, /healthz and /readyz on the same address.
 
 Every declared source needs a verify block (verify: none accepts unsigned deliveries). With no sources document,
 each preset source is served once it has a secret. Secrets are never read from the sources file:
