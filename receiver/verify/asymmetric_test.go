@@ -136,3 +136,37 @@ func TestVerifyDeliveryID(t *testing.T) {
 		}
 	}
 }
+
+// Verify accepts a v1a delivery only with the genuine Ed25519 signature (deterministic: one per key and message)
+// of "<id>.<timestamp>.<body>" within the tolerance, whatever else the header holds, and never panics.
+func FuzzStandardWebhooksV1a(f *testing.F) {
+	priv, pub := ed25519Key(4)
+	now := time.Unix(1_700_000_000, 0)
+	ts := strconv.FormatInt(now.Unix(), 10)
+	body := []byte(`{"type":"user.created"}`)
+	f.Add("msg_1", ts, v1aSig(priv, "msg_1", now.Unix(), body), body)
+	f.Add("msg_1", ts, "v1a,AAAA "+v1aSig(priv, "msg_1", now.Unix(), body)+" v1,AAAA", body)
+	f.Add("msg_1", ts, "v1a,"+base64.StdEncoding.EncodeToString(make([]byte, 64)), body)
+	f.Add("msg_1", ts, "v1a,", body)
+	v, err := verify.New(verify.Config{Scheme: "standard_webhooks", Secrets: []string{pub}, Now: func() time.Time { return now }})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, id, tsv, sig string, body []byte) {
+		err := v.Verify(http.Header{"Webhook-Id": {id}, "Webhook-Timestamp": {tsv}, "Webhook-Signature": {sig}}, body)
+		if err != nil {
+			return
+		}
+		n, perr := strconv.ParseInt(strings.Trim(tsv, " \t"), 10, 64)
+		if perr != nil || n < now.Unix()-300 || n > now.Unix()+300 {
+			t.Fatalf("Verify(%q, %q, %q) = nil outside the tolerance", id, tsv, sig)
+		}
+		want := v1aSig(priv, strings.Trim(id, " \t"), n, body)
+		for _, entry := range strings.Split(strings.Trim(sig, " \t"), " ") {
+			if entry == want {
+				return
+			}
+		}
+		t.Fatalf("Verify(%q, %q, %q) = nil without the genuine signature %q", id, tsv, sig, want)
+	})
+}
