@@ -4,7 +4,7 @@ BIN       := bin/dedupeworker
 PKGS      := ./...
 FUZZTIME  ?= 5s
 
-.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check deploy-check image bench bench-quick bench-go lint chaos soak scale clean
+.PHONY: all build run test test-unit test-race fuzz-short fuzz docs-check deploy-check sdk-check image bench bench-quick bench-go lint chaos soak scale clean
 
 all: build
 
@@ -71,6 +71,11 @@ deploy-check:
 	./bin/tools/promtool check rules deploy/prometheus/alerts.yaml deploy/prometheus/ingest-alerts.yaml
 	./bin/tools/promtool test rules deploy/prometheus/tests/*.test.yaml
 	PATH="$(CURDIR)/bin/tools:$$PATH" DEPLOY_CHECK_REQUIRE=1 $(GO) -C deploy test -count=1 -run 'Kustomize|KEDA' ./...
+## sdk-check: deliveries signed by the providers' own npm libraries (standardwebhooks, svix,
+## @octokit/webhooks-methods), installed into a temporary directory, through the receiver (TestSDKSignedDeliveries).
+## Skips with status 0 without node and npm or without network; not part of make test.
+sdk-check:
+	GO="$(GO)" ./scripts/sdk-check.sh
 
 ## image: the container image, tagged $(IMAGE):$(IMAGE_TAG) (the git describe of the checkout), with the build
 ## arguments `dedupeworker version` reports (the build context leaves .git out). Push it with docker push and name it

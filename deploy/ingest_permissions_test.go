@@ -5,6 +5,9 @@ package deploy_test
 
 import (
 	"bytes"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -23,6 +26,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -77,9 +81,16 @@ func loadIngestPermissions(t *testing.T) ingestPermissions {
 func TestNATSPermissionsIngest(t *testing.T) {
 	p := loadIngestPermissions(t)
 	cfg := defaultConfig(t)
+	replay := cfg.Bucket + "-replay" // the replay guard's bucket
 	wantPub := []string{
 		cfg.InputPrefix + ".>",                   // envelopes: <prefix>.<tenant>.<source>
 		"$JS.API.STREAM.INFO." + cfg.InputStream, // the stream's lookup: at start and for /readyz
+		"$KV." + replay + ".>",                   // the guard's claims
+		"$JS.API.INFO",                           // account info, before the bucket is created
+		"$JS.API.STREAM.INFO.KV_" + replay,
+		"$JS.API.STREAM.INFO.KV_" + replay + "-00",
+		"$JS.API.STREAM.CREATE.KV_" + replay,
+		"$JS.API.STREAM.MSG.GET.KV_" + replay,
 	}
 	wantSub := []string{"_INBOX.>"} // publish acknowledgements and API answers
 	for what, lists := range map[string][2][]string{"publish": {p.Publish, wantPub}, "subscribe": {p.Subscribe, wantSub}} {
@@ -169,15 +180,24 @@ func TestNATSPermissionsIngestSuffice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := keys.LoadSources([]byte("sources: {orders: {verify: none}}"))
+	src, err := keys.LoadSources([]byte("sources: {orders: {verify: none}, gh: {dedupe: github, verify: github}}"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: src})
+	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{Environ: []string{"DEDUPE_INGEST_SECRET_GH=s3cret"}, Sources: src.IDs()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rcv, err := receiver.New(receiver.Config{JetStream: js, Policy: policy, InputStream: cfg.InputStream, InputPrefix: cfg.InputPrefix})
+	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: src, Secrets: secrets})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The replay guard's bucket, created by the ingest user as dedupeworker ingest does.
+	window, err := kvwindow.New(t.Context(), js, kvwindow.Config{Bucket: cfg.Bucket + "-replay", Shards: 1, Provision: true})
+	if err != nil {
+		t.Fatalf("the replay guard's bucket as the ingest user: %v", err)
+	}
+	rcv, err := receiver.New(receiver.Config{JetStream: js, Policy: policy, Window: window, InputStream: cfg.InputStream, InputPrefix: cfg.InputPrefix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,6 +211,20 @@ func TestNATSPermissionsIngestSuffice(t *testing.T) {
 	}
 	if rec := do(http.MethodPost, "/hooks/acme/orders", `{"data":{"order":{"id":"o-1"}}}`); rec.Code != http.StatusAccepted {
 		t.Errorf("POST /hooks/acme/orders as the ingest user: %d %s", rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	// A guarded source: a GitHub delivery, its retry (a read of the guard's claim) and a replay under another id.
+	ghBody := `{"zen":"x"}`
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write([]byte(ghBody))
+	for _, c := range []struct{ id, want string }{{"g-1", "accepted: "}, {"g-1", "accepted: "}, {"g-2", "accepted, not published"}} {
+		req := httptest.NewRequest(http.MethodPost, "/hooks/acme/gh", strings.NewReader(ghBody))
+		req.Header.Set("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)))
+		req.Header.Set("X-GitHub-Delivery", c.id)
+		rec := httptest.NewRecorder()
+		rcv.ServeHTTP(rec, req)
+		if rec.Code != http.StatusAccepted || !strings.HasPrefix(rec.Body.String(), c.want) {
+			t.Errorf("POST /hooks/acme/gh (%s) as the ingest user: %d %s, want %q", c.id, rec.Code, strings.TrimSpace(rec.Body.String()), c.want)
+		}
 	}
 	msg, err := stream.GetLastMsgForSubject(t.Context(), cfg.InputPrefix+".acme.orders")
 	if err != nil {

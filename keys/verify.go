@@ -26,6 +26,9 @@ type VerifySpec struct {
 	// Tolerance is how far a signed timestamp may be from the receiver's clock (stripe, standard_webhooks, svix);
 	// zero: the scheme's default.
 	Tolerance time.Duration
+	// ReplayGuard is the block's replay_guard option, ReplayGuardOn or ReplayGuardOff; "" when not set (the
+	// receiver's default for the scheme). The receiver says which schemes take it.
+	ReplayGuard string
 	// Line is the line of the document the block is declared on (where "verify:" is written, counted from 1), so
 	// that the receiver, which checks the scheme and its options, can point at it; 0 when not read from a document.
 	Line int
@@ -37,7 +40,13 @@ const (
 	OnInvalidForward = "forward" // publish it marked Ingest-Verified: false (the worker forwards it unkeyed)
 )
 
-const verifyFields = "scheme, header, algorithm, encoding, prefix, tolerance"
+// Values of VerifySpec.ReplayGuard.
+const (
+	ReplayGuardOn  = "on"
+	ReplayGuardOff = "off"
+)
+
+const verifyFields = "scheme, header, algorithm, encoding, prefix, tolerance, replay_guard"
 
 // parseVerify reads a verify block: a scheme name, or an object of verifyFields.
 func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
@@ -60,6 +69,14 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		if m.name == "secret" || m.name == "secrets" {
 			return VerifySpec{}, fmt.Errorf("%s: secrets are never read from the sources file: give them to the receiver "+
 				"through its environment or secret files", at)
+		}
+		if m.name == "replay_guard" {
+			g, ok := parseSwitch(m.value)
+			if !ok {
+				return VerifySpec{}, fmt.Errorf("%s: must be on or off, got %s", at, describe(m.value))
+			}
+			v.ReplayGuard = g
+			continue
 		}
 		if !isString(m.value) {
 			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
@@ -90,6 +107,20 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		return VerifySpec{}, fmt.Errorf("%s: scheme is required", place)
 	}
 	return v, nil
+}
+
+// parseSwitch reads on or off, also as YAML 1.1 and JSON write them (true, false).
+func parseSwitch(n *yaml.Node) (string, bool) {
+	if n == nil || n.Kind != yaml.ScalarNode {
+		return "", false
+	}
+	switch n.Value {
+	case "on", "true":
+		return ReplayGuardOn, true
+	case "off", "false":
+		return ReplayGuardOff, true
+	}
+	return "", false
 }
 
 // parseOnInvalid reads a source's on_invalid option.

@@ -78,3 +78,33 @@ func TestSourcesVerifyBlockLine(t *testing.T) {
 		}
 	}
 }
+
+// A verify block's replay_guard switch: on or off, also written as a YAML or JSON boolean; anything else is an
+// error naming the field.
+func TestSourcesVerifyReplayGuard(t *testing.T) {
+	src, err := keys.LoadSources([]byte(`
+sources:
+  a: {verify: {scheme: github, replay_guard: off}}
+  b: {verify: {scheme: shopify, replay_guard: "on"}}
+  c: {verify: {scheme: hmac, header: X-Sig, replay_guard: true}}
+  d: {verify: {scheme: github, replay_guard: false}}
+  e: {verify: github}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]string{"a": keys.ReplayGuardOff, "b": keys.ReplayGuardOn, "c": keys.ReplayGuardOn, "d": keys.ReplayGuardOff, "e": ""} {
+		if got := src.Verify[id].ReplayGuard; got != want {
+			t.Errorf("sources.%s.verify.replay_guard = %q, want %q", id, got, want)
+		}
+	}
+	for _, doc := range []string{
+		`sources: {a: {verify: {scheme: github, replay_guard: maybe}}}`,
+		`sources: {a: {verify: {scheme: github, replay_guard: [on]}}}`,
+	} {
+		_, err := keys.LoadSources([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), "sources.a.verify.replay_guard: must be on or off") {
+			t.Errorf("%s: %v", doc, err)
+		}
+	}
+}

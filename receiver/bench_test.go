@@ -2,16 +2,20 @@ package receiver_test
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -118,6 +122,59 @@ func BenchmarkHandler(b *testing.B) {
 				rec := httptest.NewRecorder()
 				side.h.ServeHTTP(rec, req)
 				if rec.Code != http.StatusAccepted {
+					b.Fatalf("%d %s", rec.Code, rec.Body.String())
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReplayGuard measures what the replay guard costs a GitHub delivery: the handler (as BenchmarkHandler,
+// 12 KiB bodies, one real nats-server with file storage) with the guard off, and on over the worker's window
+// (kvwindow, file storage): "first" gives every delivery a body of its own (the guard's one create, won), "retry"
+// sends one body under one id again and again (a create refused, then a read from the stream leader: Owned).
+// Every iteration signs its body, on every side alike.
+func BenchmarkReplayGuard(b *testing.B) {
+	e := startJS(b, true)
+	cfg := kvwindow.DefaultConfig()
+	window, err := kvwindow.New(context.Background(), e.js, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	off, _ := newReceiver(b, e, policyOf(b, "sources:\n  gh: {dedupe: github, verify: {scheme: github, replay_guard: off}}\n"))
+	on, _ := newReceiver(b, e, testPolicy(b), func(c *receiver.Config) { c.Window = window })
+	pad := strings.Repeat("x", 12<<10)
+	header := http.Header{
+		"Accept":            {"*/*"},
+		"Content-Type":      {"application/json"},
+		"User-Agent":        {"GitHub-Hookshot/2b3f4c1"},
+		"X-Github-Event":    {"pull_request"},
+		"X-Github-Hook-Id":  {"371299123"},
+		"X-Github-Delivery": {"72d3162e-cc78-11e3-81ab-4c9367dc0958"},
+	}
+	// Bodies are never repeated, not even when -count runs a side again over the same window.
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	n := 0
+	for _, side := range []struct {
+		name  string
+		h     http.Handler
+		fresh bool
+	}{{"off", off, true}, {"on/first", on, true}, {"on/retry", on, false}} {
+		b.Run(side.name, func(b *testing.B) {
+			b.SetBytes(int64(12 << 10))
+			b.ReportAllocs()
+			body := []byte(`{"n":"` + stamp + `-retry","pad":"` + pad + `"}`)
+			for b.Loop() {
+				if side.fresh {
+					n++
+					body = []byte(`{"n":"` + stamp + "-" + strconv.Itoa(n) + `","pad":"` + pad + `"}`)
+				}
+				req := httptest.NewRequest(http.MethodPost, "/hooks/acme/gh", bytes.NewReader(body))
+				maps.Copy(req.Header, header)
+				req.Header["X-Hub-Signature-256"] = []string{githubSig(ghNew, string(body))}
+				rec := httptest.NewRecorder()
+				side.h.ServeHTTP(rec, req)
+				if rec.Code != http.StatusAccepted || !strings.HasPrefix(rec.Body.String(), "accepted: INGEST") {
 					b.Fatalf("%d %s", rec.Code, rec.Body.String())
 				}
 			}

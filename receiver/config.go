@@ -26,6 +26,11 @@ type Config struct {
 	JetStream JetStream
 	// Policy says which requests are served and how they are verified (required; NewPolicy).
 	Policy *Policy
+	// Window is the claim window the replay guard records the verified bodies of Policy.Guarded's sources in
+	// (README, "The replay guard"): a kvwindow.Window on a bucket of the guard's own (`dedupeworker ingest` uses
+	// <DEDUPE_BUCKET>-replay), not the worker's. nil turns the guard off for every source (New logs a warning
+	// naming them); `dedupeworker ingest` always sets it when a source is guarded.
+	Window ReplayWindow
 
 	// InputStream is the stream that must store each envelope: publishes carry Nats-Expected-Stream with it, so
 	// that no other stream can acknowledge one. Default "INGEST".

@@ -19,6 +19,9 @@
 //	202  JetStream (the input stream, named in Nats-Expected-Stream so that no other stream can acknowledge it)
 //	     stored the envelope; Ingest-Verified: true, or false for a source with on_invalid: forward whose
 //	     signature did not verify
+//	202  not published: a replay — a signed body already accepted under another id within the source's TTL
+//	     (the replay guard, Config.Window)
+//	400  verified, but a header carries another id than the verified one (a bound key, below)
 //	401  the signature is missing or does not verify (on_invalid: reject, the default)
 //	404  not /hooks/<tenant>/<source> with ids of 1-64 [A-Za-z0-9_-], an undeclared source, or a tenant the
 //	     source's secrets do not cover
@@ -32,14 +35,26 @@
 //	     - "storage not confirmed": no acknowledgement within Config.PublishTimeout — it may have been stored,
 //	       and a retry then stores a second copy (keyed sources collapse it in the worker);
 //	     - "busy": Config.MaxInFlight deliveries are being published, or Config.MaxBufferedBytes of bodies are
-//	       held.
+//	       held;
+//	     - "the replay guard's window is unavailable": a guarded source's claim got no answer (nothing is
+//	       published unguarded).
 //
 // A delivery takes a publish slot only once its whole body is in; until then it holds only the bytes that
 // arrived (counted against MaxBufferedBytes), for at most BodyTimeout.
 //
+// # Keys bound to what was verified
+//
+// When a source's key reads a header that is one of the names its provider sends the event id under
+// (verify.IDHeaders; svix-id for standard_webhooks too), the verified id (verify.VerifyDelivery) is published under
+// the key's header, and a request carrying another id under any of those names is refused (400). For the schemes
+// that sign the body alone (github, shopify, hmac with replay_guard: on) and a header key, the replay guard claims
+// the body's digest (ReplayKey) in Config.Window under the fingerprint of the id the worker will key it on
+// (IDFingerprint): the same id again passes, another id is a replay and is not published.
+//
 // # Headers
 //
-// The published headers are the request's, minus: hop-by-hop headers (Connection and the headers it names,
+// The published headers are the request's, minus: hop-by-hop headers (Connection and the headers it names, except
+// the headers the source's verifier or key reads,
 // Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade; Host is not a header in Go's requests and is not
 // published), Expect, the credentials of the hop to the receiver (Authorization, Cookie), the names NATS clients
 // read from a message (Status and Description — nats.go takes an empty-bodied message with them for a server

@@ -70,6 +70,9 @@ func New(cfg Config) (*Receiver, error) {
 	if cfg.Gatherer != nil {
 		r.promhttp = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
 	}
+	if g := cfg.Policy.Guarded(); len(g) > 0 && cfg.Window == nil {
+		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
+	}
 	r.metrics.initSources(sortedLabels(cfg.Policy.declared))
 	r.metrics.inFlightLimit.Set(float64(cfg.MaxInFlight))
 	r.metrics.bufferedBytesLimit.Set(float64(cfg.MaxBufferedBytes))

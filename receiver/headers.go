@@ -3,6 +3,7 @@ package receiver
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -45,7 +46,7 @@ var droppedPrefixes = []string{"Proxy-", "Nats-", "Dedupe-", "Ingest-"}
 func headerBlockSize(name, value string) int { return len(name) + len(": ") + len(value) + len("\r\n") }
 
 // checkHeader checks a request's headers and returns the size of the NATS header block of what is published of
-// them (stripHeader), without the receiver's own headers. conn are the values of Connection (connectionTokens). A
+// them (stripHeader), without the receiver's own headers. conn are the names Connection lists (connectionTokens). A
 // name that is not an HTTP token, or a value with a control character, is an error (net/http's server never
 // delivers one; a hand-built request could, and it would break the NATS header block).
 func checkHeader(h http.Header, conn []string) (int, error) {
@@ -81,12 +82,22 @@ func stripHeader(h http.Header, conn []string) nats.Header {
 	return nats.Header(h)
 }
 
-// connectionTokens are the values of every Connection header (any letter case): the hop-by-hop names it lists.
-func connectionTokens(h http.Header) []string {
+// connectionTokens are the names the Connection headers (any letter case) list as hop-by-hop, except those in
+// protected: the receiver is not a proxy, and a client's Connection list never removes a header the source's
+// verifier or key reads (a listed Webhook-Id would otherwise leave a verified delivery without its key).
+func connectionTokens(h http.Header, protected []string) []string {
 	var conn []string
 	for name, vals := range h {
-		if sameName(name, "Connection") {
-			conn = append(conn, vals...)
+		if !sameName(name, "Connection") {
+			continue
+		}
+		for _, v := range vals {
+			for tok := range strings.SplitSeq(v, ",") {
+				tok = strings.TrimSpace(tok)
+				if tok != "" && !slices.ContainsFunc(protected, func(p string) bool { return sameName(p, tok) }) {
+					conn = append(conn, tok)
+				}
+			}
 		}
 	}
 	return conn
@@ -117,7 +128,8 @@ func setVerified(h nats.Header, verified bool) {
 	}
 }
 
-// dropped reports whether the header name never reaches an envelope; conn are the values of Connection.
+// dropped reports whether the header name never reaches an envelope; conn are the names Connection lists
+// (connectionTokens).
 func dropped(name string, conn []string) bool {
 	for _, p := range droppedPrefixes {
 		if len(name) >= len(p) && sameName(name[:len(p)], p) {
@@ -129,11 +141,9 @@ func dropped(name string, conn []string) bool {
 			return true
 		}
 	}
-	for _, v := range conn {
-		for tok := range strings.SplitSeq(v, ",") {
-			if sameName(strings.TrimSpace(tok), name) {
-				return true
-			}
+	for _, tok := range conn {
+		if sameName(tok, name) {
+			return true
 		}
 	}
 	return false

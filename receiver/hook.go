@@ -1,12 +1,17 @@
 package receiver
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
@@ -32,7 +37,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		return r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge,
 			fmt.Sprintf("body of %d bytes is larger than %d bytes", req.ContentLength, r.cfg.MaxBody))
 	}
-	conn := connectionTokens(req.Header)
+	conn := connectionTokens(req.Header, sp.protected)
 	size, err := checkHeader(req.Header, conn)
 	if err != nil {
 		return r.answer(w, label, OutcomeBadRequest, http.StatusBadRequest, "invalid headers: "+err.Error())
@@ -59,7 +64,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	r.metrics.inFlight.Inc()
 	defer r.metrics.inFlight.Dec()
 
-	verr := verifier.Verify(req.Header, body)
+	d, verr := verify.VerifyDelivery(verifier, req.Header, body)
 	if verr != nil {
 		reason := verify.Reason(verr)
 		r.metrics.verifyFailures.WithLabelValues(label, reason).Inc()
@@ -71,6 +76,18 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		}
 	}
 	hdr := stripHeader(req.Header, conn)
+	if verr == nil {
+		// The key is bound to what was verified, and a body signed alone is not published again under another id:
+		// both decided on the headers as the worker will read them.
+		if outcome, done := r.bindKey(w, label, tenant, source, sp, hdr, d, size, req.RemoteAddr); done {
+			return outcome
+		}
+		if sp.guard && r.cfg.Window != nil {
+			if outcome, done := r.guardReplay(w, req, label, tenant, source, sp, hdr, body); done {
+				return outcome
+			}
+		}
+	}
 	setVerified(hdr, verr == nil)
 
 	subject := r.subject + tenant + "." + source
@@ -87,6 +104,58 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	var text [96]byte
 	return r.answerBytes(w, label, OutcomeAccepted, http.StatusAccepted,
 		strconv.AppendUint(append(append(text[:0], "accepted: "...), r.acceptedPrefix...), seq, 10))
+}
+
+// bindKey publishes the verified id under the key's header (keyBinding.decide); done when it answered instead: 400
+// for a conflicting id, 431 when the header it adds does not fit.
+func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, sp *sourcePolicy, hdr nats.Header,
+	d verify.Delivery, size int, remote string) (string, bool) {
+	id, set, err := sp.key.decide(http.Header(hdr), d)
+	if err != nil {
+		r.logSometimes(slog.LevelWarn, "id_conflict:"+label, "delivery refused: it verifies, but a header carries another id than the verified one",
+			"tenant", tenant, "source", source, "err", err, "remote", remote)
+		return r.answer(w, label, OutcomeIDConflict, http.StatusBadRequest, "conflicting ids: "+err.Error()), true
+	}
+	if !set {
+		return "", false
+	}
+	if len(hdr[sp.key.header]) == 0 {
+		if size += headerBlockSize(sp.key.header, id); size > r.cfg.MaxHeaderBytes {
+			return r.answer(w, label, OutcomeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge,
+				fmt.Sprintf("headers of %d bytes with the verified id under %s are larger than %d bytes", size, sp.key.header, r.cfg.MaxHeaderBytes)), true
+		}
+	}
+	setKeyHeader(http.Header(hdr), sp.key.header, id)
+	return "", false
+}
+
+// guardReplay claims the body in the window under the id the worker will key it on (README, "The replay guard");
+// done when it answered instead: 202 without publishing for a replay, 503 when the window did not answer (the
+// provider retries; nothing is published unguarded).
+func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,
+	hdr nats.Header, body []byte) (string, bool) {
+	id, _ := keys.NATSHeaders(hdr).Get(sp.key.written) // what the worker will key the envelope on
+	c := guardClaim(tenant, source, id, body, sp.ttl)
+	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
+	start := time.Now()
+	o, err := r.cfg.Window.Claim(ctx, c)
+	cancel()
+	r.metrics.guardDuration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard could not reach the window; answered 503",
+			"tenant", tenant, "source", source, "err", err)
+		return r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
+	}
+	if judgeReplay(o) != replayCaught {
+		return "", false
+	}
+	r.metrics.replays.WithLabelValues(label).Inc()
+	r.logSometimes(slog.LevelWarn, "replay:"+label, "delivery not published: its signed body was accepted under another id (replay guard)",
+		"tenant", tenant, "source", source, "id", id, "id_header", sp.key.header, "window_key", c.Key,
+		"first_id_fingerprint", o.HolderSeq, "first_claimed", o.FirstClaimed, "remote", req.RemoteAddr,
+		"find", "DEDUPE_BUCKET="+r.cfg.Window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
+	return r.answer(w, label, OutcomeReplay, http.StatusAccepted,
+		"accepted, not published: this signed body was accepted under another id (replay guard)"), true
 }
 
 // bodyFailed answers a body that could not be read whole.

@@ -16,6 +16,8 @@ const (
 	OutcomeTooLarge         = "too_large"            // 413: body over MaxBody, or refused for its size by NATS or the stream
 	OutcomeHeadersTooLarge  = "headers_too_large"    // 431: over MaxHeaderBytes, net/http's own 431, or JetStream's 10097
 	OutcomeBadRequest       = "bad_request"          // 400: invalid headers, or the body could not be read (the client went away)
+	OutcomeIDConflict       = "id_conflict"          // 400: verified, but a header carries another id than the verified one
+	OutcomeReplay           = "replay"               // 202, not published: a signed body already accepted under another id (replay guard)
 	OutcomeBodyTimeout      = "body_timeout"         // 408: the body did not arrive within BodyTimeout
 	OutcomeUnavailable      = "unavailable"          // 503: JetStream did not store the envelope (NATS down, no stream, refused)
 	OutcomeUnconfirmed      = "unconfirmed"          // 503: no acknowledgement within PublishTimeout: it may have been stored
@@ -30,8 +32,8 @@ const (
 // Outcomes lists every outcome label value.
 func Outcomes() []string {
 	return []string{OutcomeAccepted, OutcomeForwarded, OutcomeRejected, OutcomeNotFound, OutcomeMethodNotAllowed,
-		OutcomeTooLarge, OutcomeHeadersTooLarge, OutcomeBadRequest, OutcomeBodyTimeout, OutcomeUnavailable, OutcomeUnconfirmed,
-		OutcomeOverloaded}
+		OutcomeTooLarge, OutcomeHeadersTooLarge, OutcomeBadRequest, OutcomeIDConflict, OutcomeReplay, OutcomeBodyTimeout,
+		OutcomeUnavailable, OutcomeUnconfirmed, OutcomeOverloaded}
 }
 
 // Metrics holds the receiver's Prometheus collectors, all prefixed dedupeworker_ingest_:
@@ -40,6 +42,10 @@ func Outcomes() []string {
 //	dedupeworker_ingest_verify_failures_total{source,reason}  counter    signatures that did not verify, by
 //	                                                                     verify.Reason (missing, malformed,
 //	                                                                     mismatch, timestamp), rejected or forwarded
+//	dedupeworker_ingest_replays_total{source}                 counter    verified deliveries the replay guard kept
+//	                                                                     from the stream: a body already accepted
+//	                                                                     under another id
+//	dedupeworker_ingest_replay_guard_duration_seconds         histogram  the replay guard's claim in the window
 //	dedupeworker_ingest_request_duration_seconds{outcome}     histogram  a hook request from its headers to its
 //	                                                                     answer (body, verification, publish)
 //	dedupeworker_ingest_publish_duration_seconds              histogram  publish until JetStream's acknowledgement
@@ -54,6 +60,8 @@ func Outcomes() []string {
 type Metrics struct {
 	requests           *prometheus.CounterVec
 	verifyFailures     *prometheus.CounterVec
+	replays            *prometheus.CounterVec
+	guardDuration      prometheus.Histogram
 	requestDuration    *prometheus.HistogramVec
 	publishDuration    prometheus.Histogram
 	inFlight           prometheus.Gauge
@@ -73,12 +81,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return &Metrics{
 		requests: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "requests_total",
-			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, body_timeout, unavailable, unconfirmed, overloaded).",
+			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, id_conflict, replay, body_timeout, unavailable, unconfirmed, overloaded).",
 		}, []string{"source", "outcome"})),
 		verifyFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: metricPrefix + "verify_failures_total",
 			Help: "Webhook signatures that did not verify, by source and reason (missing, malformed, mismatch, timestamp), whether rejected or forwarded.",
 		}, []string{"source", "reason"})),
+		replays: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: metricPrefix + "replays_total",
+			Help: "Verified webhook deliveries not published by the replay guard: a signed body already accepted under another id within the source's TTL.",
+		}, []string{"source"})),
+		guardDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    metricPrefix + "replay_guard_duration_seconds",
+			Help:    "Duration of the replay guard's claim of a signed body in the window (or its failure).",
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
+		})),
 		requestDuration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    metricPrefix + "request_duration_seconds",
 			Help:    "Duration of webhook requests from their headers to the answer (reading the body, verifying, publishing), by outcome.",
@@ -103,5 +120,6 @@ func (m *Metrics) initSources(labels []string) {
 		for _, o := range Outcomes() {
 			m.requests.WithLabelValues(l, o)
 		}
+		m.replays.WithLabelValues(l)
 	}
 }

@@ -28,6 +28,9 @@ type PolicyConfig struct {
 	Secrets *Secrets
 	// Now is the clock signed timestamps are checked against; nil: time.Now.
 	Now func() time.Time
+	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL): how long the replay guard
+	// remembers a signed body of such a source. Zero: keys.DefaultTTL.
+	DefaultTTL time.Duration
 }
 
 // Policy says which requests the receiver serves and how each is verified: per source, one verifier for every
@@ -40,10 +43,14 @@ type Policy struct {
 }
 
 type sourcePolicy struct {
-	info    SourceInfo
-	forward bool
-	all     verify.Verifier            // every tenant; nil: only the tenants below
-	tenants map[string]verify.Verifier // tenants with secrets of their own
+	info      SourceInfo
+	forward   bool
+	key       keyBinding
+	protected []string                   // canonical names a client's Connection list never removes: read by the verifier or the key
+	guard     bool                       // the replay guard records this source's verified bodies
+	ttl       time.Duration              // the source's window TTL: how long the guard remembers a body
+	all       verify.Verifier            // every tenant; nil: only the tenants below
+	tenants   map[string]verify.Verifier // tenants with secrets of their own
 }
 
 // SourceInfo describes how one served source is verified, for the start-up log.
@@ -53,6 +60,11 @@ type SourceInfo struct {
 	OnInvalid string   // keys.OnInvalidReject or keys.OnInvalidForward
 	AllTenant bool     // every tenant is served (with the source's secrets, or scheme none)
 	Tenants   []string // tenants with secrets of their own, sorted
+	// KeyHeader is the header the source's key reads, when it is bound to the verified id (README, "Keys bound
+	// to what was signed"); "" otherwise.
+	KeyHeader string
+	// ReplayGuard says that the replay guard records the source's verified bodies.
+	ReplayGuard bool
 }
 
 // Unserved is a declared source the receiver answers 404 for, and why (preset sources without a secret).
@@ -101,6 +113,22 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 				" (every tenant) or <tenant>." + id + " in the secrets directory"})
 		default:
 			sp.forward = cfg.Sources.OnInvalid[id] == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
+			spec := cfg.Sources.Specs[id]
+			sp.key = newKeyBinding(vs.Scheme, spec)
+			sp.protected = verify.ReadHeaders(verify.Config{Scheme: vs.Scheme, Header: vs.Header})
+			if sp.key.header != "" {
+				sp.protected = append(sp.protected, sp.key.header)
+			}
+			sp.guard = guarded(vs, spec)
+			def := cfg.DefaultTTL
+			if def <= 0 {
+				def = keys.DefaultTTL
+			}
+			sp.ttl = spec.TTL(def)
+			if sp.key.bind {
+				sp.info.KeyHeader = sp.key.header
+			}
+			sp.info.ReplayGuard = sp.guard
 			sp.info.OnInvalid = keys.OnInvalidReject
 			if sp.forward {
 				sp.info.OnInvalid = keys.OnInvalidForward
@@ -158,6 +186,10 @@ func CheckVerify(src keys.Sources) error {
 
 // checkBlock is CheckVerify of one block; nil or a *SourceError.
 func checkBlock(place string, vs keys.VerifySpec) error {
+	if vs.ReplayGuard != "" && !verify.BodyOnly(vs.Scheme) && isScheme(vs.Scheme) {
+		return &SourceError{Place: place + ".replay_guard", Line: vs.Line, Reason: "only for the schemes whose signature covers the body alone (" +
+			verify.SchemeGitHub + ", " + verify.SchemeShopify + ", " + verify.SchemeHMAC + "): scheme " + vs.Scheme + " needs none"}
+	}
 	err := verify.Check(verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
 		Prefix: vs.Prefix, Tolerance: vs.Tolerance})
 	if err == nil {
@@ -169,6 +201,34 @@ func checkBlock(place string, vs keys.VerifySpec) error {
 		e.Place, e.Reason = place+"."+fe.Field, fe.Reason
 	}
 	return e
+}
+
+// guarded reports whether the replay guard records a source's verified bodies: for a key read from a header when
+// the scheme signs the body alone — by default for github and shopify, for hmac when its block says replay_guard:
+// on — unless the block says replay_guard: off.
+func guarded(vs keys.VerifySpec, spec keys.Spec) bool {
+	if spec.Kind() != keys.KindHeader || !verify.BodyOnly(vs.Scheme) {
+		return false
+	}
+	switch vs.ReplayGuard {
+	case keys.ReplayGuardOn:
+		return true
+	case keys.ReplayGuardOff:
+		return false
+	}
+	return vs.Scheme != verify.SchemeHMAC
+}
+
+// Guarded lists the served sources whose verified bodies the replay guard records, sorted: the receiver needs a
+// Config.Window for them.
+func (p *Policy) Guarded() []string {
+	var out []string
+	for _, id := range sortedKeys(p.sources) {
+		if p.sources[id].guard {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // SchemeOf is the scheme ingest verifies a source's deliveries with: its verify block's, or with no sources

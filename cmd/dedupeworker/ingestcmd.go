@@ -18,6 +18,7 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -29,7 +30,10 @@ published to <DEDUPE_INPUT_PREFIX>.<tenant>.<source> with its body and headers a
 for a source with on_invalid: forward), and answered 202 once the input stream DEDUPE_INPUT_STREAM stored it.
 Answers: 401 bad or missing signature, 404 unknown tenant or source, 405 not POST, 408 body not in within
 DEDUPE_INGEST_BODY_TIMEOUT, 413 body too large, 431 headers too large, 503 with Retry-After when JetStream did not
-store it, did not confirm it in time, or ingest is busy. /metrics, /healthz and /readyz on the same address.
+store it, did not confirm it in time, or ingest is busy. A verified delivery is keyed on the id its signature or
+provider gives (400 when a header carries another id); for github and shopify (hmac with replay_guard: on) a signed
+body seen before under another id is answered 202 and not published (the replay guard, in the bucket
+<DEDUPE_BUCKET>-replay, which ingest creates). /metrics, /healthz and /readyz on the same address.
 
 Every declared source needs a verify block (verify: none accepts unsigned deliveries). With no sources document,
 each preset source is served once it has a secret. Secrets are never read from the sources file:
@@ -65,7 +69,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets})
+	policy, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: sources, FromPresets: fromPresets, Secrets: secrets, DefaultTTL: cfg.DefaultTTL})
 	if err != nil {
 		// A source's fault is placed in its document, as the worker's are; presets have none (even when an
 		// empty document made them the sources).
@@ -106,7 +110,11 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 		} else if len(s.Tenants) > 0 {
 			tenants = "every tenant; own secrets for " + strings.Join(s.Tenants, ",")
 		}
-		log.Info("receiving source", "source", s.Source, "verify", s.Scheme, "on_invalid", s.OnInvalid, "tenants", tenants)
+		attrs := []any{"source", s.Source, "verify", s.Scheme, "on_invalid", s.OnInvalid, "tenants", tenants, "replay_guard", s.ReplayGuard}
+		if s.KeyHeader != "" {
+			attrs = append(attrs, "key_bound_to", s.KeyHeader)
+		}
+		log.Info("receiving source", attrs...)
 	}
 	for _, u := range in.policy.Unserved() {
 		log.Warn("source not served (404)", "source", u.Source, "reason", u.Reason)
@@ -221,9 +229,20 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 			"stream", cfg.InputStream, "err", serr)
 	}
 
+	var window receiver.ReplayWindow
+	if guarded := in.policy.Guarded(); len(guarded) > 0 {
+		w, err := in.openWindow(ctx, js)
+		if err != nil {
+			return nil, nc, failErr(err)
+		}
+		log.Info("replay guard on", "sources", guarded, "bucket", cfg.Bucket+replayBucketSuffix)
+		window = w
+	}
+
 	rcv, err := receiver.New(receiver.Config{
 		JetStream:        js,
 		Policy:           in.policy,
+		Window:           window,
 		InputStream:      cfg.InputStream,
 		InputPrefix:      cfg.InputPrefix,
 		MaxBody:          int64(cfg.IngestMaxBody),
@@ -241,6 +260,37 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		return nil, nc, &exitError{code: exitUsage, err: err}
 	}
 	return rcv, nc, nil
+}
+
+// replayBucketSuffix names the replay guard's bucket after the worker's window: <DEDUPE_BUCKET>-replay.
+const replayBucketSuffix = "-replay"
+
+// replayWindowConfig is the replay guard's window: a bucket of its own, <DEDUPE_BUCKET>-replay, unsharded, which
+// ingest creates when it is missing (DEDUPE_REPLICAS replicas). Not the worker's window: the receiver's NATS user
+// writes only there, so that a leaked receiver credential cannot claim (and so suppress) an event in the worker's.
+func replayWindowConfig(c config.Config) kvwindow.Config {
+	return kvwindow.Config{Bucket: c.Bucket + replayBucketSuffix, Shards: 1, Provision: true, Replicas: c.Replicas,
+		Storage: jetstream.FileStorage}
+}
+
+// openWindow binds to (or creates) the replay guard's bucket. A window that cannot be reached yet (a cluster still
+// electing leaders) or is refused (a user without the permissions of deploy/nats-permissions.yaml) is retried, with
+// backoff and deliveries answered 503, until ctx ends.
+func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
+	wcfg := replayWindowConfig(in.cfg)
+	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		window, err := kvwindow.New(ctx, js, wcfg)
+		if err == nil || ctx.Err() != nil {
+			return window, err
+		}
+		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
+		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, err
+		}
+	}
 }
 
 // checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are

@@ -312,7 +312,8 @@ func TestIngestNATSRestart(t *testing.T) {
 	if err := stopIngest(); err != nil {
 		t.Fatalf("ingest returned %v", err)
 	}
-	if !strings.Contains(ingestLogs.String(), "JetStream did not acknowledge it") {
+	// gh is guarded (github): its claim in the window, before the publish, may be what meets the outage first.
+	if logs := ingestLogs.String(); !strings.Contains(logs, "JetStream did not acknowledge it") && !strings.Contains(logs, "the replay guard could not reach the window") {
 		t.Errorf("the outage is not in the logs:\n%s", ingestLogs.String())
 	}
 }

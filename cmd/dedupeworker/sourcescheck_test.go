@@ -85,3 +85,48 @@ func TestSourcesCheckShowsVerify(t *testing.T) {
 		t.Errorf("no note of the source without a verify block:\n%s", out)
 	}
 }
+
+// The check warns about verify/dedupe pairs that leave verified deliveries unkeyed, or keyed on a header the
+// signature does not cover with the replay guard off; bound and guarded pairs pass without a word. Before, it
+// said nothing about any pair.
+func TestSourcesCheckWarnsKeyPairs(t *testing.T) {
+	t.Setenv("DEDUPE_SOURCES_FILE", "")
+	t.Setenv("DEDUPE_SOURCES", `sources:
+  pay:  {dedupe: {header: X-Event-Id}, verify: stripe}
+  gh:   {dedupe: github, verify: {scheme: github, replay_guard: off}}
+  sig:  {dedupe: {header: X-Id}, verify: {scheme: hmac, header: X-Sig}}
+  sig2: {dedupe: {header: X-Id}, verify: {scheme: hmac, header: X-Sig, replay_guard: on}}
+  ord:  {dedupe: {json: id}, verify: {scheme: hmac, header: X-Sig, replay_guard: on}}
+  sv:   {dedupe: svix, verify: svix}
+  shop: {dedupe: shopify, verify: shopify}
+  std:  {dedupe: svix, verify: standard_webhooks}
+  open: {dedupe: {header: X-Id}, verify: none}
+  cust: {dedupe: {header: X-Request-Id}, verify: svix}
+  ev:   {dedupe: {header: X-Shopify-Event-Id}, verify: shopify}
+`)
+	code, out, errOut := runCLI(t, "", "sources", "check")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+	var warnings []string
+	for _, l := range strings.Split(out, "\n") {
+		if strings.HasPrefix(l, "warning: ") {
+			warnings = append(warnings, l)
+		}
+	}
+	want := []string{
+		"warning: line 11: sources.cust: the key reads X-Request-Id, which the svix signature does not cover and which is not the id it signs (Svix-Id or Webhook-Id)",
+		"warning: line 3: sources.gh: the key reads X-GitHub-Delivery, which the github signature does not cover, and replay_guard is off",
+		"warning: line 6: sources.ord: replay_guard: on does nothing here",
+		"warning: line 2: sources.pay: stripe deliveries carry their id in the body, in no header: the key reads X-Event-Id",
+		"warning: line 4: sources.sig: the key reads X-Id, which the hmac signature does not cover, and replay_guard is off",
+	}
+	if len(warnings) != len(want) {
+		t.Fatalf("warnings:\n%s\nwant %d", strings.Join(warnings, "\n"), len(want))
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(warnings[i], w) {
+			t.Errorf("warning %d: %q, want it to start %q", i, warnings[i], w)
+		}
+	}
+}

@@ -149,6 +149,9 @@ the verify scheme ingest checks its deliveries with; lists the sources without d
 block (which ingest refuses); and exits with status 2 and the boot error of the worker or of ingest when the
 file is invalid. Secrets are not checked: they are not in the file. With no sources document at all (or one that
 declares no source), it prints the presets: the sources the worker then declares, one per preset, named after it.
+It warns about a verify/dedupe pair that leaves verified deliveries unkeyed (a header key on stripe, whose
+deliveries carry their id in the body only), or keyed on an unsigned header with the replay guard off (github,
+shopify, or hmac without replay_guard: on).
 
 `
 
@@ -204,6 +207,9 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "%s: %d sources\n", o, len(src.Specs))
 	if err := writeSources(stdout, src, false, def); err != nil {
 		return err
+	}
+	for _, w := range receiver.KeyWarnings(src, false) {
+		fmt.Fprintf(stdout, "warning: line %d: sources.%s: %s\n", w.Line, w.Source, w.Text)
 	}
 	if len(src.WithoutDedupe) > 0 {
 		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))

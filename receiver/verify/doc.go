@@ -20,11 +20,14 @@
 //	                   HMAC-SHA256(secret, "<t>." + body); the secret (whsec_…) is used as it is, not decoded.
 //	standard_webhooks  webhook-id, webhook-timestamp, webhook-signature: space-separated "v1,<base64>" entries,
 //	                   HMAC-SHA256(key, "<id>.<timestamp>." + body), key = base64 of the secret after an optional
-//	                   whsec_ prefix. Computed by the Standard Webhooks reference library.
+//	                   whsec_ prefix, computed by the Standard Webhooks reference library; and "v1a,<base64>"
+//	                   entries, an Ed25519 signature of the same text, checked with crypto/ed25519 against the
+//	                   secrets given as "whpk_" + base64 of a 32-byte public key (a "whsk_" signing key is refused).
 //	svix               the same as standard_webhooks under svix-id, svix-timestamp, svix-signature; when those
 //	                   three are not all present, the webhook-* names (as Svix's own libraries do).
 //	shopify            Shopify-Hmac-Sha256, else X-Shopify-Hmac-Sha256: base64 HMAC-SHA256(secret, body). The
-//	                   un-prefixed name wins when both are present, as in Shopify's shopify_app library.
+//	                   un-prefixed name (Shopify Events send it) wins when both are present, as in Shopify's
+//	                   shopify_app library.
 //	hmac               a configurable HMAC: Header, Algorithm (sha1, sha256 — the default — or sha512), Encoding
 //	                   (hex — the default —, base64 or base64url) and an optional literal Prefix such as "sha256=".
 //	none               no verification: Verify always returns nil. What the receiver then stamps is its own
@@ -35,11 +38,17 @@
 // own libraries reject only old timestamps; a future one is rejected here too, so that a signed request cannot be
 // replayed for longer than the tolerance whatever the two clocks say.
 //
+// VerifyDelivery also says which event id a verification read (Delivery): the signed message id for
+// standard_webhooks and svix (from the header set it used), the documented but unsigned X-GitHub-Delivery and
+// Shopify-Webhook-Id / X-Shopify-Webhook-Id for github and shopify, none for the others. BodyOnly names the schemes
+// whose signature covers the body alone.
+//
 // # Guarantees
 //
 //   - Verify returns nil only when a signature in the request equals the HMAC, under one of Config.Secrets, of
-//     exactly what the provider signs (for timestamped schemes, also within the tolerance). Several secrets verify
-//     during a rotation: a request verifies if any of them matches.
+//     exactly what the provider signs, or (v1a) is an Ed25519 signature of it by one of the whpk_ public keys (for
+//     timestamped schemes, also within the tolerance). Several secrets verify during a rotation: a request
+//     verifies if any of them matches.
 //   - Signatures are compared with hmac.Equal (constant time; as decoded bytes, or by the Standard Webhooks library
 //     as their base64 text), so the time a rejection takes does not tell an attacker how much of a guessed
 //     signature was right.

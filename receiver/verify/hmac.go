@@ -24,6 +24,7 @@ type macVerifier struct {
 	describe
 	scheme  string
 	headers []string // canonical names, tried in order: the first present one is used
+	ids     []string // canonical names of the provider's event id (IDHeaders), tried in order
 	prefix  string
 	newHash func() hash.Hash
 	size    int
@@ -35,6 +36,20 @@ type macVerifier struct {
 }
 
 func (v *macVerifier) Verify(h http.Header, body []byte) error {
+	_, err := v.verifyDelivery(h, body)
+	return err
+}
+
+// verifyDelivery is Verify, and the provider's id when the scheme has one: not signed, only the body is.
+func (v *macVerifier) verifyDelivery(h http.Header, body []byte) (Delivery, error) {
+	if err := v.check(h, body); err != nil {
+		return Delivery{}, err
+	}
+	name, id := firstHeader(h, v.ids)
+	return Delivery{ID: id, Header: name}, nil
+}
+
+func (v *macVerifier) check(h http.Header, body []byte) error {
 	name, raw := v.headers[0], ""
 	for _, n := range v.headers {
 		if raw = header(h, n); raw != "" {
@@ -70,7 +85,7 @@ func newGitHub(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error
 	}
 	return &macVerifier{
 		describe: describe{"github X-Hub-Signature-256 (" + countSecrets(len(keys)) + ")"},
-		scheme:   SchemeGitHub, headers: []string{"X-Hub-Signature-256"}, prefix: "sha256=",
+		scheme:   SchemeGitHub, headers: []string{"X-Hub-Signature-256"}, ids: IDHeaders(SchemeGitHub), prefix: "sha256=",
 		newHash: sha256.New, size: sha256.Size, decode: hex.DecodeString,
 		format: `"sha256=" and 64 hex digits`, keys: keys,
 	}, nil
@@ -85,11 +100,14 @@ func newShopify(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, erro
 		describe: describe{"shopify Shopify-Hmac-Sha256 or X-Shopify-Hmac-Sha256 (" + countSecrets(len(keys)) + ")"},
 		scheme:   SchemeShopify,
 		// Shopify's shopify_app gem reads the un-prefixed name first and falls back to the X- one.
-		headers: []string{"Shopify-Hmac-Sha256", "X-Shopify-Hmac-Sha256"},
+		headers: shopifySigHeaders, ids: IDHeaders(SchemeShopify),
 		newHash: sha256.New, size: sha256.Size, decode: decodeBase64(base64.RawStdEncoding),
 		format: "base64 of 32 bytes", keys: keys,
 	}, nil
 }
+
+// shopifySigHeaders are Shopify's signature headers, in the order they are read.
+var shopifySigHeaders = []string{"Shopify-Hmac-Sha256", "X-Shopify-Hmac-Sha256"}
 
 var algorithms = map[string]struct {
 	newHash func() hash.Hash

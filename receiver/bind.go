@@ -1,0 +1,130 @@
+package receiver
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/receiver/verify"
+)
+
+// keyBinding says how a source's event key is bound to what its verification found. The worker keys a delivery
+// on the header its source's dedupe spec reads; the verifier reads the id its provider documents, possibly under
+// another of the provider's names (Svix's webhook-* form, Shopify Events' unprefixed Shopify-Webhook-Id). When the
+// key reads one of the names the provider sends the id under, the receiver publishes the verified id under the
+// key's header and refuses a request that carries another id under any of those names, so that the worker keys
+// every verified delivery on the id the verification saw. A key on another header (Shopify's X-Shopify-Event-Id,
+// say) is left as sent: it is not the id the provider's scheme names.
+type keyBinding struct {
+	header  string   // canonical name of the header the key reads; "" when the key is not a header
+	written string   // that name as the dedupe spec writes it, which the worker looks up (keys.NATSHeaders)
+	bind    bool     // the key reads one of idNames
+	idNames []string // canonical names the provider sends the id under
+}
+
+// newKeyBinding is the binding of a source verified with scheme and keyed by spec.
+func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
+	b := keyBinding{idNames: verify.IDHeaders(scheme)}
+	if scheme == verify.SchemeStandardWebhooks {
+		// The svix preset keys on svix-id; a Standard Webhooks sender's id is the same message id.
+		b.idNames = append(b.idNames, "Svix-Id")
+	}
+	if spec.Kind() == keys.KindHeader {
+		b.written = spec.Header()
+		b.header = http.CanonicalHeaderKey(b.written)
+	}
+	b.bind = b.header != "" && slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(n, b.header) })
+	return b
+}
+
+// errIDConflict is decide's refusal: the request carries an id that is not the verified one.
+type errIDConflict struct{ msg string }
+
+func (e *errIDConflict) Error() string { return e.msg }
+
+// decide is what a verified delivery publishes under the key's header: value, when set is true. Every non-empty
+// value of the key's header and of the provider's id headers (names compared as the receiver compares them:
+// any letter case, '_' as '-') must be the verified id d.ID; a request where one is not — or that carries one
+// when the verification found no id — is refused with an *errIDConflict, whose text names the headers and never
+// their values. Values are compared with surrounding blanks removed, as the verifier reads them.
+func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set bool, err error) {
+	if !b.bind {
+		return "", false, nil
+	}
+	for name, vals := range h {
+		if !sameName(name, b.header) && !slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(name, n) }) {
+			continue
+		}
+		for _, v := range vals {
+			v = strings.Trim(v, " \t")
+			switch {
+			case v == "" || v == d.ID:
+			case d.ID == "":
+				return "", false, &errIDConflict{fmt.Sprintf("header %s carries an id, but the delivery has no %s",
+					name, strings.Join(b.idNames, " or "))}
+			default:
+				return "", false, &errIDConflict{fmt.Sprintf("header %s carries another id than the %s the verification read",
+					name, d.Header)}
+			}
+		}
+	}
+	if d.ID == "" {
+		return "", false, nil
+	}
+	return d.ID, true, nil
+}
+
+// setKeyHeader publishes value as the one value of the key's header, removing every other spelling of it.
+func setKeyHeader(h http.Header, name, value string) {
+	for k := range h {
+		if sameName(k, name) {
+			delete(h, k)
+		}
+	}
+	h[name] = []string{value}
+}
+
+// KeyWarning is a verify/dedupe pair of a declared source under which the worker cannot key verified deliveries,
+// or keys them on a header the signature does not cover with nothing to stop a replay: `dedupeworker sources
+// check` prints them. Line is the source's line in the document (0 when unknown).
+type KeyWarning struct {
+	Source string
+	Line   int
+	Text   string
+}
+
+// KeyWarnings lists the warnings of every source of a sources document, in the order of Sources.IDs (none for the
+// presets, fromPresets, which are bound and guarded as they should be).
+func KeyWarnings(src keys.Sources, fromPresets bool) []KeyWarning {
+	var out []KeyWarning
+	for _, id := range src.IDs() {
+		scheme := SchemeOf(src, id, fromPresets)
+		if scheme == "" || scheme == verify.SchemeNone || fromPresets {
+			continue
+		}
+		vs, spec := src.Verify[id], src.Specs[id]
+		warn := func(format string, args ...any) {
+			out = append(out, KeyWarning{Source: id, Line: src.Line[id], Text: fmt.Sprintf(format, args...)})
+		}
+		if spec.Kind() != keys.KindHeader {
+			if vs.ReplayGuard == keys.ReplayGuardOn {
+				warn("replay_guard: on does nothing here: the key is read from the body, which the signature covers")
+			}
+			continue
+		}
+		header := spec.Header()
+		switch {
+		case !verify.BodyOnly(scheme) && scheme != verify.SchemeStripe && !newKeyBinding(scheme, spec).bind:
+			warn("the key reads %s, which the %s signature does not cover and which is not the id it signs (%s): a captured delivery sent again under another %s within the tolerance is a new event; key on the signed id",
+				header, scheme, strings.Join(verify.IDHeaders(scheme), " or "), header)
+		case scheme == verify.SchemeStripe:
+			warn("stripe deliveries carry their id in the body, in no header: the key reads %s, so verified deliveries are never deduplicated; use dedupe: stripe", header)
+		case verify.BodyOnly(scheme) && !guarded(vs, spec):
+			warn("the key reads %s, which the %s signature does not cover, and replay_guard is off: a captured delivery sent again under another %s is a new event",
+				header, scheme, header)
+		}
+	}
+	return out
+}

@@ -1,0 +1,19 @@
+package receiver
+
+import (
+	"net/http"
+
+	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/receiver/verify"
+)
+
+// DecideKey is the binding decision of a source verified with scheme and keyed by spec, for the table tests: the
+// header the id is published under ("" when the key is not bound), the value, and the refusal.
+func DecideKey(scheme string, spec keys.Spec, h http.Header, d verify.Delivery) (header, value string, set bool, err error) {
+	b := newKeyBinding(scheme, spec)
+	value, set, err = b.decide(h, d)
+	if b.bind {
+		header = b.header
+	}
+	return header, value, set, err
+}

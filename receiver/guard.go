@@ -1,0 +1,75 @@
+package receiver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"math/rand/v2"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// ReplayWindow is the claim window the replay guard records signed bodies in: a kvwindow.Window on a bucket of its
+// own, so that the receiver's NATS user never writes the worker's claims; `dedupeworker window get`, pointed at
+// that bucket, finds what the guard recorded.
+type ReplayWindow interface {
+	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	// Bucket names the bucket, for the log line that says how to find a replay's claim.
+	Bucket() string
+}
+
+// ReplayKeyPrefix starts the window key under which the replay guard records a signed body: the prefix and the
+// lowercase hex SHA-256 of the body, in the tenant and source of the delivery. The space keeps it apart from
+// every delivery id a provider sends (none holds a space).
+const ReplayKeyPrefix = "body sha256:"
+
+// ReplayKey is the guard's window key of a body.
+func ReplayKey(body []byte) string {
+	sum := sha256.Sum256(body)
+	var b [len(ReplayKeyPrefix) + 2*sha256.Size]byte
+	copy(b[:], ReplayKeyPrefix)
+	hex.Encode(b[len(ReplayKeyPrefix):], sum[:])
+	return string(b[:])
+}
+
+// IDFingerprint is how the guard's claim names the id a body arrived under: the first 8 bytes of the id's
+// SHA-256, big-endian, without the top bit (`dedupeworker window get` prints it as claimant_seq; in a shell,
+// $(( 0x$(printf %s "$ID" | sha256sum | cut -c1-16) >> 1 & 0x7fffffffffffffff ))). Never 0.
+func IDFingerprint(id string) uint64 {
+	sum := sha256.Sum256([]byte(id))
+	return max(binary.BigEndian.Uint64(sum[:8])>>1, 1)
+}
+
+// replayVerdict is what the guard decided of a delivery.
+type replayVerdict int
+
+const (
+	replayFirst  replayVerdict = iota // the body is new in the window: publish
+	replayRetry                       // the body arrived before under the same id: a retry, publish
+	replayCaught                      // the body arrived before under another id: do not publish
+)
+
+// judgeReplay decides from the guard's claim.
+func judgeReplay(o kvwindow.Outcome) replayVerdict {
+	switch o.Status {
+	case kvwindow.Won:
+		return replayFirst
+	case kvwindow.Duplicate:
+		return replayCaught
+	}
+	return replayRetry // Owned (and Stale, which one delivery count cannot give): the same id holds the claim
+}
+
+// guardClaim is the guard's claim of body arriving under id (the value the worker will key it on): the body's
+// key, claimed by the id's fingerprint for ttl. A delivery without an id gets a fingerprint of its own that no
+// other delivery has, so that every later copy of its body is a replay.
+func guardClaim(tenant, source, id string, body []byte, ttl time.Duration) kvwindow.Claim {
+	fp := rand.Uint64()>>1 | 1 // random: as unlikely as a second id (2^-63) to meet another claim's
+	if id != "" {
+		fp = IDFingerprint(id)
+	}
+	return kvwindow.Claim{Tenant: tenant, Source: source, Key: ReplayKey(body), TTL: ttl,
+		Claimant: kvwindow.Claimant{Seq: fp}}
+}
