@@ -28,8 +28,7 @@ const modeIngest = "ingest"
 
 // The receiver's settings in the ingest mode: one source, github, whose deliveries are checked with the GitHub
 // scheme under ingestSecret. Its replay guard is off: every request of a run signs one body under its own id (a
-// replay, to the guard), and no worker creates the window the guard needs; receiver's BenchmarkReplayGuard
-// measures the guard.
+// replay, to the guard); receiver's BenchmarkReplayGuard measures the guard.
 const (
 	ingestSource      = "github"
 	ingestSecret      = "dedupebench: It's a Secret to Everybody"
