@@ -16,7 +16,8 @@ type roleStart struct {
 	cfg          config.Config
 	log          *slog.Logger
 	natsCfg      natsconn.Config
-	embeddedNATS bool // no NATS server configured anywhere
+	embeddedNATS bool   // no NATS server configured anywhere, or run --embedded
+	natsFromCLI  string // where the server URL came from when that is the nats CLI's configuration (NATS_URL, a context)
 	sources      keys.Sources
 	fromPresets  bool
 }
@@ -26,6 +27,9 @@ type roleStart struct {
 func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart, error) {
 	fs := newFlagSet(name, usage, stderr)
 	conn := addConnFlags(fs)
+	if name == "run" {
+		fs.BoolVar(&conn.embedded, "embedded", false, "start the embedded JetStream server, whatever NATS_URL or a nats CLI context say (make run passes it)")
+	}
 	fs.Usage = func() {
 		w := fs.Output() // standard output when help was asked for
 		fmt.Fprint(w, usage)
@@ -47,6 +51,7 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	if rs.natsCfg, rs.embeddedNATS, err = conn.resolve(cfg); err != nil {
 		return nil, err
 	}
+	rs.natsFromCLI = conn.cliURL
 	// ingest verifies deliveries by the verify blocks; the worker reads the same document and ignores them.
 	if rs.sources, rs.fromPresets, err = loadSources(cfg, name == "ingest"); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}

@@ -95,9 +95,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "hash":
 		return runHash(args, stdin, stdout, stderr)
 	case "window":
-		return runWindow(ctx, args, stdout, stderr)
+		return explainJetStream(subcommand("window", args), runWindow(ctx, args, stdout, stderr))
 	case "dlq":
-		return runDlq(ctx, args, stdout, stderr)
+		return explainJetStream(subcommand("dlq", args), runDlq(ctx, args, stdout, stderr))
 	case "ingest":
 		return runIngest(ctx, args, stdout, stderr)
 	case "sources":
@@ -115,6 +115,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
+}
+
+// subcommand names a command with subcommands as errors do: "window get", or "window" without one.
+func subcommand(cmd string, args []string) string {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return cmd + " " + args[0]
+	}
+	return cmd
 }
 
 func printHelp(w io.Writer) {

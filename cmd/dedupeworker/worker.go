@@ -38,7 +38,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS}
+	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS,
+		natsFromCLI: rs.natsFromCLI}
 	return w.run(ctx, rs.fromPresets)
 }
 
@@ -50,6 +51,7 @@ type worker struct {
 
 	natsCfg      natsconn.Config // where and how to connect (connFlags.resolve)
 	embeddedNATS bool            // no NATS server configured anywhere: start the embedded one
+	natsFromCLI  string          // the server came from NATS_URL or a nats CLI context (roleStart.natsFromCLI)
 
 	srv      *embedded.Server
 	nc       *nats.Conn
@@ -152,9 +154,17 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 	}
 	w.status.wait("asking JetStream at %s", server)
 	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	if err := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status); errors.Is(err, errJetStreamOff) {
-		return failErr(err)
+	perr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status)
+	if errors.Is(perr, errJetStreamOff) {
+		return failErr(perr)
 	} // anything else (no INGEST yet, a slow answer) is for provisioning and the window to meet
+	if w.natsFromCLI != "" && cfg.Provision && errors.Is(perr, jetstream.ErrStreamNotFound) {
+		// The nats CLI's configuration points at whatever server a person last used: say where the streams go.
+		log.Warn("creating the worker's streams, window bucket and consumer on the server "+w.natsFromCLI+" names, "+
+			"not one the worker's settings name (set DEDUPE_NATS_URL to choose, or DEDUPE_PROVISION=false)",
+			"server", server, "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
+			"bucket", cfg.Bucket)
+	}
 
 	w.status.wait("waiting for the dedupe window %s", cfg.Bucket)
 	window, err := w.openWindow(ctx, js)

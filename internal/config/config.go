@@ -38,7 +38,7 @@ type Config struct {
 	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate" role:"run ingest"`
 	// NatsConnectTimeout is not a connection setting in the sense of NatsConfigured: it applies whichever
 	// configuration names the server.
-	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, 10s for the other commands" role:"run ingest"`
+	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, one attempt for the other commands" role:"run ingest"`
 
 	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)" role:"run ingest"`
 	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server" role:"run"`
@@ -296,10 +296,10 @@ func (c Config) Validate() error {
 
 // How long the first connection to NATS is retried while the server is unreachable, when
 // DEDUPE_NATS_CONNECT_TIMEOUT is empty: the worker waits for a NATS started beside it (compose, Kubernetes); the
-// other commands are run by a person, who should hear soon that the server is not there.
+// other commands are run by a person, who should hear at once that the server is not there.
 const (
 	DefaultRunConnectTimeout     = 2 * time.Minute
-	DefaultCommandConnectTimeout = 10 * time.Second
+	DefaultCommandConnectTimeout = 0 // one attempt: a refused connection or an unknown host fails at once
 )
 
 // ConnectRetry is DEDUPE_NATS_CONNECT_TIMEOUT, or def when it is empty (or 0).
