@@ -16,8 +16,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/config"
 )
 
 const dlqUsage = `Usage:
@@ -99,11 +97,10 @@ func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	nc, err := conn.connect(ctx, cfg, "dedupeworker dlq", log)
 	if err != nil {
 		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails

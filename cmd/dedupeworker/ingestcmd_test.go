@@ -357,10 +357,14 @@ func TestIngestEmbeddedPresets(t *testing.T) {
 	}
 	logs := ingestLogs.String()
 	for _, want := range []string{"DEDUPE_EMBEDDED_LISTEN", "each preset is a source, served once it has a secret",
-		`"source":"stripe"`, "no secret: set DEDUPE_INGEST_SECRET_STRIPE", `"source":"salesforce"`} {
+		"presets without a secret are not served (404) until they have one: DEDUPE_INGEST_SECRET_<SOURCE>", `"stripe"`, `"salesforce"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+	// Presets waiting for their secrets are what a first start looks like: one INFO line, not a WARN per preset.
+	if strings.Contains(logs, "source not served") || strings.Count(logs, "presets without a secret") != 1 {
+		t.Errorf("presets without secrets not said once at INFO:\n%s", logs)
 	}
 }
 

@@ -161,3 +161,27 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 	}
 	return out
 }
+
+// loadSettings reads the settings of every command that talks to NATS, builds its logger from them
+// (DEDUPE_LOG_LEVEL, DEDUPE_LOG_FORMAT) and warns about each DEDUPE_* variable that no setting reads, naming the
+// nearest setting: a typo would otherwise leave a setting at its default without a word. A bad setting is a usage
+// error (exit 2).
+func loadSettings(stderr io.Writer) (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return cfg, nil, &exitError{code: exitUsage, err: err}
+	}
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	warnUnknownVariables(log, os.Environ())
+	return cfg, log, nil
+}
+
+func warnUnknownVariables(log *slog.Logger, environ []string) {
+	for _, u := range config.UnknownVariables(environ) {
+		if u.Nearest != "" {
+			log.Warn("unknown setting "+u.Name+" is ignored: did you mean "+u.Nearest+"?", "variable", u.Name, "nearest", u.Nearest)
+		} else {
+			log.Warn("unknown setting "+u.Name+" is ignored: no setting has that name ('dedupeworker help' lists them)", "variable", u.Name)
+		}
+	}
+}

@@ -43,11 +43,11 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	if fs.NArg() > 0 {
 		return nil, usageErr("%s: unexpected argument %q", name, fs.Arg(0))
 	}
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, err
 	}
-	rs := &roleStart{cfg: cfg, log: newLogger(stderr, cfg.LogLevel, cfg.LogFormat)}
+	rs := &roleStart{cfg: cfg, log: log}
 	if rs.natsCfg, rs.embeddedNATS, err = conn.resolve(cfg); err != nil {
 		return nil, err
 	}
@@ -57,4 +57,15 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return rs, nil
+}
+
+// logPresetSources says that every preset became a source: at INFO when no sources document is configured (the
+// quickstart), at WARN when one is but declares no source (an empty file, an empty ConfigMap), which deploys every
+// preset where the operator most likely meant a list of their own.
+func logPresetSources(log *slog.Logger, cfg config.Config, what string, attrs ...any) {
+	if o, ok := configuredSources(cfg); ok {
+		log.Warn(o.String()+" declares no source: "+what+", as with no sources document at all", attrs...)
+		return
+	}
+	log.Info("no sources configured: "+what, attrs...)
 }

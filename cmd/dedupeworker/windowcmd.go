@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -80,11 +79,11 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", newLogger(stderr, cfg.LogLevel, cfg.LogFormat))
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
 	if err != nil {
 		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}

@@ -40,7 +40,7 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window "+sub)
+	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, stderr)
 	if err != nil {
 		return err
 	}

@@ -65,7 +65,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := w.cfg, w.log
 	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
 	if fromPresets {
-		log.Info("no sources configured: declaring one source per preset", "sources", w.sources.IDs())
+		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
 	}
 	for _, id := range w.sources.WithoutDedupe {
 		log.Warn("source declares no dedupe: every provider retry becomes a new event", "source", id)
