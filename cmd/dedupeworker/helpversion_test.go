@@ -131,6 +131,7 @@ func TestSourcesErrorsNameTheirOrigin(t *testing.T) {
 		t.Setenv("DEDUPE_SOURCES_FILE", c.file)
 		t.Setenv("DEDUPE_SOURCES", c.inline)
 		code, out, errOut := runCLI(t, "", c.args...)
+		c.want = strings.Join(c.args[:min(2, len(c.args))], " ") + ": " + c.want
 		if code != 2 || out != "" || strings.TrimSpace(errOut) != c.want {
 			t.Errorf("%s: exit %d\nstdout %q\nstderr %q\nwant   %q", c.name, code, out, errOut, c.want)
 		}

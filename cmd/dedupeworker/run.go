@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -81,6 +82,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 {
 		cmd = args[0]
 		args = args[1:]
+		switch cmd {
+		case "window", "dlq", "sources":
+			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
+		case "run", "key", "hash", "ingest", "version":
+			defer func(name string) { err = commandErr(name, err) }(cmd)
+		}
+	} else {
+		defer func() { err = commandErr("run", err) }()
+	}
+	if len(args) > 0 {
 		if len(args) > 0 && isHelpArg(args[0]) {
 			// CMD -h, CMD help: what the command prints is the help that was asked for (commands with
 			// subcommands print their usage themselves). Errors still reach standard error through exitCode.
@@ -115,6 +126,45 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
+}
+
+// packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what
+// a person reads names the command or the setting instead.
+var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): `)
+
+// commandError is an error as a command prints it: the command first ("window get: "), no Go package names.
+type commandError struct {
+	msg string
+	err error
+}
+
+func (e *commandError) Error() string { return e.msg }
+func (e *commandError) Unwrap() error { return e.err }
+
+// commandErr words err as cmd prints it: package prefixes removed, the command first (once). Help is kept as it
+// is; the exit status err carries is kept (errors.As sees through).
+func commandErr(cmd string, err error) error {
+	var h *helpRequest
+	if err == nil || errors.Is(err, errHelpShown) || errors.As(err, &h) {
+		return err
+	}
+	msg := err.Error()
+	for {
+		next := packagePrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			break
+		}
+		msg = next
+	}
+	base, _, _ := strings.Cut(cmd, " ")
+	switch {
+	case strings.HasPrefix(msg, cmd+": "), strings.HasPrefix(msg, cmd+" "):
+	case base != cmd && strings.HasPrefix(msg, base+": "):
+		msg = cmd + ": " + strings.TrimPrefix(msg, base+": ")
+	default:
+		msg = cmd + ": " + msg
+	}
+	return &commandError{msg: msg, err: err}
 }
 
 // subcommand names a command with subcommands as errors do: "window get", or "window" without one.

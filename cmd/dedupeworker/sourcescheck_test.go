@@ -45,13 +45,13 @@ func TestSourcesCheckVerifyBlocks(t *testing.T) {
 			}
 			t.Setenv("DEDUPE_SOURCES_FILE", "")
 			code, out, errOut := runCLI(t, "", "sources", "check", file)
-			if code != 2 || out != "" || strings.TrimSpace(errOut) != want(file) {
+			if code != 2 || out != "" || strings.TrimSpace(errOut) != "sources check: "+want(file) {
 				t.Errorf("sources check: exit %d\nstdout %q\nstderr %q\nwant   %q", code, out, errOut, want(file))
 			}
 			t.Setenv("DEDUPE_SOURCES_FILE", file)
 			for _, cmd := range [][]string{{"sources", "check"}, {"ingest"}} {
 				code, out, errOut = runCLI(t, "", cmd...)
-				if w := want("DEDUPE_SOURCES_FILE " + file); code != 2 || out != "" || strings.TrimSpace(errOut) != w {
+				if w := strings.Join(cmd, " ") + ": " + want("DEDUPE_SOURCES_FILE "+file); code != 2 || out != "" || strings.TrimSpace(errOut) != w {
 					t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant   %q", cmd, code, out, errOut, w)
 				}
 			}

@@ -168,7 +168,7 @@ func TestWindowFormsUsageErrors(t *testing.T) {
 		{[]string{"get", "--dedupe-key", "k"}, "window get: --tenant and --source are required with --dedupe-key (or --idempotency-key alone)"},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--key", "k", "--dedupe-key", "k"}, "--key and --dedupe-key exclude each other: give one"},
 		{[]string{"get", "--key", "k", "--dedupe-key", "k", "--idempotency-key", "a:s:k"}, "--key, --dedupe-key and --idempotency-key exclude each other"},
-		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "a%zz"}, `window get: --dedupe-key: keys: header value "a%zz": malformed escape "%zz" at byte 1`},
+		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "a%zz"}, `window get: --dedupe-key: header value "a%zz": malformed escape "%zz" at byte 1`},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "A\r\nB"}, `raw control byte 0x0D`},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", ""}, "--dedupe-key is empty"},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--key", ""}, "--key is empty"},

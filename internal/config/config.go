@@ -147,6 +147,11 @@ var (
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
+		for i, a := range args {
+			if d, ok := a.(time.Duration); ok {
+				args[i] = FormatDuration(d)
+			}
+		}
 		errs = append(errs, fmt.Errorf("config: %s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
 	}
 	if c.NatsTLSCert != "" && c.NatsTLSKey == "" || c.NatsTLSCert == "" && c.NatsTLSKey != "" {
@@ -302,6 +307,19 @@ const (
 	DefaultCommandConnectTimeout = 0 // one attempt: a refused connection or an unknown host fails at once
 )
 
+// FormatDuration writes a duration as the settings and the docs do, without Go's zero units: 72h, 2m, 1m30s,
+// 250ms (Go writes 72h0m0s and 2m0s). Every duration the commands print goes through it.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
 // ConnectRetry is DEDUPE_NATS_CONNECT_TIMEOUT, or def when it is empty (or 0).
 func (c Config) ConnectRetry(def time.Duration) time.Duration {
 	if c.NatsConnectTimeout > 0 {
@@ -340,7 +358,7 @@ const (
 func (c Config) LogValue() slog.Value { return slog.GroupValue(c.Attrs("")...) }
 
 // Attrs are the settings role reads (every one for ""), in the order of Variables, as LogValue logs them: by
-// variable name, empty strings left out, secrets redacted, durations as Go writes them.
+// variable name, empty strings left out, secrets redacted, durations as FormatDuration writes them.
 func (c Config) Attrs(role string) []slog.Attr {
 	v := reflect.ValueOf(c.Redacted())
 	t := v.Type()
@@ -356,7 +374,7 @@ func (c Config) Attrs(role string) []slog.Attr {
 		}
 		val := f.Interface()
 		if d, ok := val.(time.Duration); ok {
-			val = d.String()
+			val = FormatDuration(d)
 		}
 		attrs = append(attrs, slog.Any(names[i], val))
 	}

@@ -3,6 +3,7 @@ package config_test
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
 )
@@ -26,5 +27,16 @@ func TestUnknownVariables(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		72 * time.Hour: "72h", 2 * time.Minute: "2m", 90 * time.Second: "1m30s", 250 * time.Millisecond: "250ms",
+		time.Hour + time.Second: "1h0m1s", 30 * time.Second: "30s", 0: "0s", 11 * time.Minute: "11m",
+	} {
+		if got := config.FormatDuration(d); got != want {
+			t.Errorf("%d: %q, want %q", d, got, want)
+		}
 	}
 }
