@@ -324,14 +324,14 @@ func TestConnContexts(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	t.Setenv("DEDUPE_BUCKET", "ctx-window")
 	code, stdout, stderr := runCLI(t, "", "window", "get", "--context", "dev", "--idempotency-key", "acme:gh:k1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"k1","bucket":"ctx-window"}` {
 		t.Fatalf("window get --context dev: exit %d, %q, %q", code, stdout, stderr)
 	}
 	// DEDUPE_NATS_URL beats NATS_URL (here pointing nowhere).
 	t.Setenv("NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
 	t.Setenv("DEDUPE_NATS_URL", "nats://dedupe:s3cret-pass@"+hostPort)
 	code, stdout, stderr = runCLI(t, "", "window", "get", "--idempotency-key", "acme:gh:k1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"k1","bucket":"ctx-window"}` {
 		t.Fatalf("window get with DEDUPE_NATS_URL and NATS_URL: exit %d, %q, %q", code, stdout, stderr)
 	}
 }

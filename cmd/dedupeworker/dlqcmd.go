@@ -266,12 +266,14 @@ func (t *dlqTable) flush() error { return t.tw.Flush() }
 
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	name := r.name
+	empty := false // the stream holds nothing: the count line says so, once
 	if !o.asJSON {
 		counts, err := r.counts(ctx)
 		if err != nil {
 			return failErr(fmt.Errorf("dlq ls: stream %s: %w", name, err))
 		}
 		fmt.Fprintln(stdout, dlqCountLine(name, counts))
+		empty = len(counts) == 0
 	}
 	table := newDlqTable(stdout, now, "")
 	n, more, next := 0, false, uint64(0)
@@ -300,7 +302,7 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 	switch {
 	case more:
 		fmt.Fprintf(note, "more dead letters match: these are the first %d; go on with --seq %d- (or --limit 0 for all)\n", n, next)
-	case n == 0 && !o.asJSON:
+	case n == 0 && !o.asJSON && !empty:
 		fmt.Fprintln(note, "no dead letter matches the selection")
 	}
 	return nil

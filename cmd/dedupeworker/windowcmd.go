@@ -111,7 +111,8 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return failErr(err)
 		}
 		if !ok {
-			return writeJSON(stdout, map[string]any{"claimed": false})
+			// What was looked for, so that a miss on a mistyped key shows the mistake.
+			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: cfg.Bucket})
 		}
 		return writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, time.Now()))
 	}
@@ -125,6 +126,15 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return failErr(err)
 	}
 	return writeJSON(stdout, map[string]int{"forgotten": n})
+}
+
+// windowMiss is what window get prints when no claim is held: the claim it looked for.
+type windowMiss struct {
+	Claimed bool   `json:"claimed"`
+	Tenant  string `json:"tenant"`
+	Source  string `json:"source"`
+	Key     string `json:"key"`
+	Bucket  string `json:"bucket"`
 }
 
 // windowEntry is what window get (and each line of window ls) prints for a held claim.
@@ -207,8 +217,10 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
 		case *tenant == "":
 			return windowTarget{}, bad("--all needs --tenant")
+		case !*yes && *source != "":
+			return windowTarget{}, bad("--all removes every claim of tenant %q and source %q; add --yes to confirm", *tenant, *source)
 		case !*yes:
-			return windowTarget{}, bad("--all removes every claim of tenant %q; add --yes to confirm", *tenant)
+			return windowTarget{}, bad("--all removes every claim of tenant %q, of every source; add --yes to confirm", *tenant)
 		}
 		return windowTarget{tenant: *tenant, source: *source, all: true}, nil
 	}

@@ -127,8 +127,9 @@ func TestWindowFormsFindKeysNATSWouldAlter(t *testing.T) {
 	}
 	// Hand-typed: lowercase escapes and a needless one.
 	check(claims[2], "hand-typed", windowGetJSON(t, "--idempotency-key", "acme:forms:%41%0d%0aB"))
-	// An unknown key is simply not claimed.
-	if got := windowGetJSON(t, "--idempotency-key", "acme:forms:A%0D%0AC"); len(got) != 1 || got["claimed"] != false {
+	// An unknown key is simply not claimed, and the answer echoes the decoded key it looked for.
+	if got := windowGetJSON(t, "--idempotency-key", "acme:forms:A%0D%0AC"); got["claimed"] != false || got["key"] != "A\r\nC" ||
+		got["tenant"] != "acme" || got["source"] != "forms" {
 		t.Errorf("unclaimed key: %v", got)
 	}
 

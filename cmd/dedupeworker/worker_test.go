@@ -155,7 +155,7 @@ func TestWorkerExternalNATS(t *testing.T) {
 		t.Fatalf("window forget: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "", "window", "get", "--tenant", "acme", "--source", "gh", "--key", "d1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"d1","bucket":"dedupe-window"}` {
 		t.Fatalf("window get after forget: %d %s", code, stdout)
 	}
 	replay := nats.NewMsg("ingest.acme.gh")
