@@ -103,7 +103,10 @@ func TestDlqParseArgs(t *testing.T) {
 		want string
 	}{
 		{[]string{"dlq"}, "subcommand is required"},
-		{[]string{"dlq", "rm"}, `unknown subcommand "rm"`},
+		{[]string{"dlq", "purge"}, `unknown subcommand "purge"`},
+		{[]string{"dlq", "rm"}, "say what to remove"},
+		{[]string{"dlq", "rm", "--all", "--seq", "1"}, "--all and a selection exclude each other"},
+		{[]string{"dlq", "rm", "x"}, "whole number"},
 		{[]string{"dlq", "ls", "--reason", "output-rejected"}, "not a dead-letter reason"},
 		{[]string{"dlq", "ls", "--seq", "3-1"}, "ends before it starts"},
 		{[]string{"dlq", "ls", "--tenant", "a.b"}, "one subject token"},

@@ -85,7 +85,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		switch cmd {
 		case "window", "dlq", "sources":
 			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
-		case "run", "key", "hash", "ingest", "version":
+		case "run", "key", "hash", "ingest", "version", "config":
 			defer func(name string) { err = commandErr(name, err) }(cmd)
 		}
 	} else {
@@ -113,6 +113,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return runIngest(ctx, args, stdout, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
+	case "config":
+		return runConfig(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		// `help help`, `help -h`, `-h -h`: help about help is the root help. Only a command name is passed on
 		// (once, as `CMD -h`), so that no form can recurse.
@@ -185,7 +187,9 @@ Usage:
   dedupeworker window get|forget|ls|status|rebalance [flags]
                                            inspect or remove claims, list the bucket(s), show the window's
                                            placement and health, move shard leaders back to their preferred servers
-  dedupeworker dlq ls|show|replay [flags]  list, show and replay dead letters
+  dedupeworker dlq ls|show|replay|rm [flags]
+                                           list, show, replay and remove dead letters
+  dedupeworker config [flags]              print the settings in force and where each came from (no secrets)
   dedupeworker sources check [FILE]        validate a sources file as the worker and ingest read it
   dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
   dedupeworker help [COMMAND]              describe a command
