@@ -43,7 +43,7 @@ type connFlags struct {
 // addConnFlags registers the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	f := &connFlags{cmd: fs.Name()}
-	fs.StringVar(&f.server, "s", "", "NATS server URL(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
+	fs.StringVar(&f.server, "s", "", "NATS server `URL`(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
 	fs.StringVar(&f.server, "server", "", "same as -s")
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials (.creds) `file`")
 	fs.StringVar(&f.nkey, "nkey", "", "nkey seed `file`")

@@ -96,7 +96,7 @@ func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	default:
 		return usageErr("dlq: unknown subcommand %q (ls, show, replay or rm)", sub)
 	}
-	fs := newFlagSet("dlq "+sub, dlqUsage, stderr)
+	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, []string{"ls", "show", "replay", "rm"}), stderr)
 	conn := addConnFlags(fs)
 	opts, err := parseDlqArgs(sub, fs, args[1:])
 	if err != nil {

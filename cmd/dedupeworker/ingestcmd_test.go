@@ -445,7 +445,7 @@ func TestIngestHelp(t *testing.T) {
 	for _, args := range [][]string{{"ingest", "-h"}, {"help", "ingest"}, {"ingest", "--help"}} {
 		code, out, errOut := runCLI(t, "", args...)
 		if code != 0 || errOut != "" || !strings.Contains(out, "Usage: dedupeworker ingest") ||
-			!strings.Contains(out, "DEDUPE_INGEST_SECRETS_DIR") || !strings.Contains(out, "-creds file") {
+			!strings.Contains(out, "DEDUPE_INGEST_SECRETS_DIR") || !strings.Contains(out, "--creds FILE") {
 			t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, code, out, errOut)
 		}
 	}

@@ -33,9 +33,9 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	fs.Usage = func() {
 		w := fs.Output() // standard output when help was asked for
 		fmt.Fprint(w, usage)
-		_ = config.Usage(w)
-		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
-		fs.PrintDefaults()
+		_ = config.RoleUsage(w, name)
+		fmt.Fprint(w, "\nFlags (the connection flags go over the settings above, NATS_* variables and nats CLI contexts):\n")
+		printFlags(w, fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err

@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		printHelp(stdout)
 		return nil
-	case "version", "--version":
+	case "version", "--version", "-v":
 		return runVersion(args, stdout, stderr)
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
@@ -193,7 +193,7 @@ Usage:
   dedupeworker sources check [FILE]        validate a sources file as the worker and ingest read it
   dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
   dedupeworker help [COMMAND]              describe a command
-  dedupeworker version                     print the version, VCS revision and Go version of the binary
+  dedupeworker version (or -v)             print the version, VCS revision and Go version of the binary
 
 Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.
 

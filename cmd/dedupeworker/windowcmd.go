@@ -72,7 +72,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usageErr("window: unknown subcommand %q (get, ls, status, rebalance or forget)", sub)
 	}
-	fs := newFlagSet("window "+sub, windowUsage, stderr)
+	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil), stderr)
 	conn := addConnFlags(fs)
 	tg, err := parseWindowArgs(fs, sub, args[1:])
 	if err != nil {

@@ -450,3 +450,44 @@ func ParsePlacement(s string) ([]jetstream.Placement, error) {
 	}
 	return out, nil
 }
+
+// mostTouched are, per role, the ten settings people change first, in the order `run -h` and `ingest -h` show them
+// (the rest follow, in the order of Variables).
+var mostTouched = map[string][]string{
+	RoleRun: {"DEDUPE_NATS_URL", "DEDUPE_NATS_CREDS", "DEDUPE_SOURCES_FILE", "DEDUPE_DEFAULT_TTL", "DEDUPE_REPLICAS",
+		"DEDUPE_WINDOW_SHARDS", "DEDUPE_MAX_IN_FLIGHT", "DEDUPE_HTTP_ADDR", "DEDUPE_LOG_LEVEL", "DEDUPE_LOG_FORMAT"},
+	RoleIngest: {"DEDUPE_NATS_URL", "DEDUPE_NATS_CREDS", "DEDUPE_SOURCES_FILE", "DEDUPE_INGEST_ADDR",
+		"DEDUPE_INGEST_SECRETS_DIR", "DEDUPE_INGEST_MAX_BODY", "DEDUPE_INGEST_PUBLISH_TIMEOUT", "DEDUPE_INGEST_MAX_IN_FLIGHT",
+		"DEDUPE_LOG_LEVEL", "DEDUPE_LOG_FORMAT"},
+}
+
+// RoleUsage writes the settings role reads, as Usage does, in two groups: the ten most often changed, then the
+// others.
+func RoleUsage(w io.Writer, role string) error {
+	var sb strings.Builder
+	if err := envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}"); err != nil {
+		return err
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(sb.String()), "\n") {
+		name, _, _ := strings.Cut(l, "\t")
+		lines[name] = l
+	}
+	reads := RoleVariables(role)
+	top := mostTouched[role]
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  The ten most often changed:")
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, name := range top {
+		if slices.Contains(reads, name) {
+			fmt.Fprintln(tw, "  "+lines[name])
+		}
+	}
+	fmt.Fprintln(tw, "\n  The others:")
+	for _, name := range reads {
+		if !slices.Contains(top, name) {
+			fmt.Fprintln(tw, "  "+lines[name])
+		}
+	}
+	return tw.Flush()
+}
