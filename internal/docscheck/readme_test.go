@@ -53,7 +53,7 @@ var checks = map[string]check{
 		{"acme:stripe:evt_1", "deduped.acme.stripe"},
 		{"acme:github:9f1c", "deduped.acme.github.push"},
 	}},
-	"window":            {needs: "nats-publish"}, // reads the claims nats-publish made
+	"window":            {needs: "nats-publish"},                        // reads the claims nats-publish made
 	"dlq":               {events: []event{{"", "deduped.acme.stripe"}}}, // unkeyed: msg/<envelope>
 	"key":               {},
 	"webhook-terminals": {},
