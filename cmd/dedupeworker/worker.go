@@ -214,7 +214,11 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		missing, published := w.windowBefore(ctx, js, cfg)
 		window, err := kvwindow.New(ctx, js, cfg)
+		if err == nil {
+			w.logCreatedBuckets(missing, published)
+		}
 		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
 			return window, err
 		}
@@ -225,6 +229,47 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 		case <-ctx.Done():
 			return nil, err
 		}
+	}
+}
+
+// windowBefore is what the server holds before the window is bound: the buckets of the window that do not exist
+// (New creates them when provisioning is on), and how many events the output stream holds (0 when it does not
+// exist or cannot be read). A lookup that fails otherwise counts the bucket as present: only what is known to be
+// missing is said to be created.
+func (w *worker) windowBefore(ctx context.Context, js jetstream.JetStream, cfg kvwindow.Config) (missing []string, published uint64) {
+	if !cfg.Provision {
+		return nil, 0
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for i := range cfg.Shards {
+		bucket := kvwindow.ShardBucket(cfg.Bucket, cfg.Shards, i)
+		if _, err := js.Stream(lctx, "KV_"+bucket); errors.Is(err, jetstream.ErrStreamNotFound) {
+			missing = append(missing, bucket)
+		}
+	}
+	if len(missing) > 0 {
+		if st, err := js.Stream(lctx, w.cfg.OutputStream); err == nil {
+			published = st.CachedInfo().State.Msgs
+		}
+	}
+	return missing, published
+}
+
+// logCreatedBuckets says which window buckets the start created: at INFO on a first start, at WARN when the
+// output stream already holds events, which a lost bucket's claims had suppressed the retries of. The worker goes
+// on (OPERATIONS.md, "A lost window bucket"): refusing would stop deduplication altogether, and the claims cannot
+// come back anyway; the warning says what it costs.
+func (w *worker) logCreatedBuckets(missing []string, published uint64) {
+	for _, bucket := range missing {
+		if published > 0 {
+			w.log.Warn(fmt.Sprintf("window bucket %s did not exist and was created empty, while stream %s holds %d events: "+
+				"the claims of those events are gone, so a provider retry of any of them within its TTL is published again "+
+				"as a new event (a deleted bucket, or a wrong DEDUPE_BUCKET or DEDUPE_NATS_URL?)", bucket, w.cfg.OutputStream, published),
+				"bucket", bucket, "stream", w.cfg.OutputStream, "events", published)
+			continue
+		}
+		w.log.Info("created window bucket", "bucket", bucket, "replicas", w.cfg.Replicas)
 	}
 }
 
