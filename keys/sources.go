@@ -56,6 +56,11 @@ func PresetSources() Sources {
 	return s
 }
 
+// secretsNotHere is the error of a secret written into the sources document, wherever it is: where they come from.
+const secretsNotHere = "secrets are never read from the sources file: dedupeworker ingest reads each source's from " +
+	"DEDUPE_INGEST_SECRET_<SOURCE> (the id in upper case, - as _) or from a file <source> or <tenant>.<source> in " +
+	"DEDUPE_INGEST_SECRETS_DIR"
+
 // LoadSources parses a sources file (YAML or JSON):
 //
 //	sources:
@@ -66,6 +71,7 @@ func PresetSources() Sources {
 //
 // An empty document, or `sources: {}`, has no sources. Errors name the place at fault, such as
 // `sources.orders.dedupe.json: segment 2 is empty in "data..id"`; unknown fields are errors at every level.
+
 func LoadSources(doc []byte) (Sources, error) {
 	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
 	root, err := readDocument(doc)
@@ -159,6 +165,8 @@ func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onIn
 			if onInvalid, err = parseOnInvalid(place+".on_invalid", m.value); err != nil {
 				return Spec{}, nil, "", err
 			}
+		case "secret", "secrets":
+			return Spec{}, nil, "", fmt.Errorf("%s.%s: %s", place, m.name, secretsNotHere)
 		default:
 			return Spec{}, nil, "", fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)
 		}
