@@ -24,8 +24,9 @@ func TestOneShotCommandsFailFast(t *testing.T) {
 			for _, args := range [][]string{{"window", "status"}, {"dlq", "ls"}} {
 				start := time.Now()
 				code, _, stderr := runCLI(t, "", args...)
-				// Under a second on an idle machine; a loaded one (or a slow resolver) gets some slack.
-				if elapsed := time.Since(start); elapsed > 3*time.Second {
+				// Under a second on an idle machine; a loaded one gets some slack. An unknown host takes what the
+				// resolver takes to say so: only the single attempt is checked there.
+				if elapsed := time.Since(start); name == "refused" && elapsed > 3*time.Second {
 					t.Errorf("%v: took %s to fail", args, elapsed)
 				}
 				if code != 1 || strings.Contains(stderr, "retrying") || strings.Count(stderr, "\n") != 1 {
