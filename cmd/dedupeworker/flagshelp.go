@@ -92,5 +92,9 @@ func subcommandPage(usage, cmd string, others []string) string {
 			out = append(out, l)
 		}
 	}
-	return strings.Join(out, "\n")
+	page := strings.Join(out, "\n")
+	if strings.HasSuffix(usage, "\n\n") && !strings.HasSuffix(page, "\n\n") {
+		page += "\n" // the blank line before the flags
+	}
+	return page
 }

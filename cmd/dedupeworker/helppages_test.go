@@ -33,7 +33,7 @@ func TestHelpPagesFit(t *testing.T) {
 		{[]string{"window", "get", "-h"}, []string{"dedupeworker window get    --idempotency-key V", "--tenant VALUE"}, []string{"window ls", "window status"}},
 		{[]string{"dlq", "rm", "-h"}, []string{"dedupeworker dlq rm", "removes the selected dead letters", "--yes"},
 			[]string{"dlq replay [", "replay  publishes", "--force"}},
-		{[]string{"dlq", "ls", "-h"}, []string{"dedupeworker dlq ls", "--limit N"}, []string{"dlq rm ", "\n\n\n"}},
+		{[]string{"dlq", "ls", "-h"}, []string{"dedupeworker dlq ls", "--limit N", "DEDUPE_CONSUMER.\n\n  --"}, []string{"dlq rm ", "\n\n\n"}},
 	} {
 		out := help(c.args...)
 		for _, s := range c.has {
