@@ -82,6 +82,9 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 	return conn, nil
 }
 
+// embeddedFlagOrigin is where run --embedded says its server came from.
+const embeddedFlagOrigin = "the embedded server (--embedded: NATS_URL and nats CLI contexts are not read)"
+
 // embeddedConflict names the flag or setting that chooses a server beside --embedded, or "" when none does.
 func embeddedConflict(f *connFlags, cfg config.Config) string {
 	switch {
@@ -134,7 +137,7 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		if conflict := embeddedConflict(f, cfg); conflict != "" {
 			return natsconn.Config{}, false, bad("--embedded and %s exclude each other: give one", conflict)
 		}
-		return natsconn.Config{}, true, nil
+		return natsconn.Config{Origin: embeddedFlagOrigin}, true, nil
 	}
 	switch {
 	case f.context != "":

@@ -83,6 +83,7 @@ func TestRunEmbeddedIgnoresTheNatsCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	if l := logs.String(); !strings.Contains(l, "embedded NATS server with JetStream started") || !strings.Contains(l, url) ||
+		!strings.Contains(l, `"from":"the embedded server (--embedded: NATS_URL and nats CLI contexts are not read)"`) ||
 		strings.Contains(l, "creating the worker's streams") {
 		t.Errorf("run --embedded did not start the embedded server quietly:\n%s", l)
 	}

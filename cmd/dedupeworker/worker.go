@@ -136,7 +136,9 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 			return failErr(err)
 		}
 		natsCfg.URL = w.srv.ClientURL()
-		natsCfg.Origin = joinOrigin("the embedded server (no NATS server configured)", natsCfg.Origin)
+		if natsCfg.Origin != embeddedFlagOrigin {
+			natsCfg.Origin = joinOrigin("the embedded server (no NATS server configured)", natsCfg.Origin)
+		}
 		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
 	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
