@@ -14,12 +14,13 @@ BUILDVCS  ?= auto
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -o $(BIN) ./cmd/dedupeworker
 
-## run: the worker with an embedded JetStream server (no NATS needed); set DEDUPE_NATS_URL to use your own.
+## run: the worker with an embedded JetStream server (no NATS needed, and never the server of NATS_URL or a nats CLI
+## context: --embedded); set DEDUPE_NATS_URL to use your own.
 ## The shell execs the binary, so the worker is make's own child: Ctrl-C, or SIGTERM to make, reaches it and it
 ## shuts down cleanly (`go run` would leave it running when make is terminated). Metrics and health are served on
 ## 127.0.0.1 only (DEDUPE_HTTP_ADDR overrides it).
 run: build
-	DEDUPE_HTTP_ADDR="$${DEDUPE_HTTP_ADDR-127.0.0.1:9464}" exec ./$(BIN) run
+	DEDUPE_HTTP_ADDR="$${DEDUPE_HTTP_ADDR-127.0.0.1:9464}" exec ./$(BIN) run $(if $(DEDUPE_NATS_URL),,--embedded)
 
 ## test: everything CI runs — vet, unit and integration tests (the fault suite's short variants, a fixed seed), the
 ## README's walkthroughs (with the tools present: internal/docscheck), the deploy files' checks (the deploy module,

@@ -36,7 +36,7 @@ sources:
 	// orders   json data.order.id, ttl 72h (default)
 	// stripe   json id (preset stripe), ttl 48h
 	// without dedupe: [legacy]
-	// sources.orders.dedupe.json: segment 2 is empty in "data..id"
+	// line 2: sources.orders.dedupe.json: segment 2 is empty in "data..id"
 }
 
 func ExampleExtractor_Extract() {

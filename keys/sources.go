@@ -56,6 +56,11 @@ func PresetSources() Sources {
 	return s
 }
 
+// secretsNotHere is the error of a secret written into the sources document, wherever it is: where they come from.
+const secretsNotHere = "secrets are never read from the sources file: dedupeworker ingest reads each source's from " +
+	"DEDUPE_INGEST_SECRET_<SOURCE> (the id in upper case, - as _) or from a file <source> or <tenant>.<source> in " +
+	"DEDUPE_INGEST_SECRETS_DIR"
+
 // LoadSources parses a sources file (YAML or JSON):
 //
 //	sources:
@@ -66,6 +71,7 @@ func PresetSources() Sources {
 //
 // An empty document, or `sources: {}`, has no sources. Errors name the place at fault, such as
 // `sources.orders.dedupe.json: segment 2 is empty in "data..id"`; unknown fields are errors at every level.
+
 func LoadSources(doc []byte) (Sources, error) {
 	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
 	root, err := readDocument(doc)
@@ -102,10 +108,14 @@ func LoadSources(doc []byte) (Sources, error) {
 	for _, m := range srcs {
 		id, place := m.name, "sources."+m.name
 		if !ValidID(id) {
-			return Sources{}, fmt.Errorf("%s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", place, id)
+			return Sources{}, fmt.Errorf("line %d: %s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", m.key.Line, place, id)
 		}
 		spec, verify, onInvalid, err := loadSource(place, m.value)
 		if err != nil {
+			var le *lineError
+			if !errors.As(err, &le) {
+				err = &lineError{m.key.Line, err} // about the source as a whole: the line of its id
+			}
 			return Sources{}, err
 		}
 		out.Specs[id] = spec
@@ -130,6 +140,16 @@ func LoadSources(doc []byte) (Sources, error) {
 	return out, nil
 }
 
+// lineError is an error about a source, with the line of the document it is on: "line 7: sources.orders.dedupe.json:
+// …", as the YAML syntax errors and the receiver's errors about verify blocks give theirs.
+type lineError struct {
+	line int
+	err  error
+}
+
+func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
+func (e *lineError) Unwrap() error { return e.err }
+
 func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
 	if isNull(v) {
 		return Spec{}, nil, "", nil
@@ -146,21 +166,23 @@ func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onIn
 		case "dedupe":
 			spec, perr = parseSpecNode(m.value)
 			if perr != nil {
-				return Spec{}, nil, "", perr.at(place + ".dedupe")
+				return Spec{}, nil, "", &lineError{m.key.Line, perr.at(place + ".dedupe")}
 			}
 		case "verify":
 			vs, err := parseVerify(place+".verify", m.value)
 			if err != nil {
-				return Spec{}, nil, "", err
+				return Spec{}, nil, "", &lineError{m.key.Line, err}
 			}
 			vs.Line = m.key.Line
 			verify = &vs
 		case "on_invalid":
 			if onInvalid, err = parseOnInvalid(place+".on_invalid", m.value); err != nil {
-				return Spec{}, nil, "", err
+				return Spec{}, nil, "", &lineError{m.key.Line, err}
 			}
+		case "secret", "secrets":
+			return Spec{}, nil, "", &lineError{m.key.Line, fmt.Errorf("%s.%s: %s", place, m.name, secretsNotHere)}
 		default:
-			return Spec{}, nil, "", fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)
+			return Spec{}, nil, "", &lineError{m.key.Line, fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)}
 		}
 	}
 	return spec, verify, onInvalid, nil

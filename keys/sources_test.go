@@ -1,7 +1,9 @@
 package keys_test
 
 import (
+	"errors"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -141,7 +143,7 @@ func TestLoadSourcesSpecErrors(t *testing.T) {
 			doc = `{"sources":{"ok":{"dedupe":"github"},"src":{"dedupe":` + c.doc + `}}}`
 		}
 		_, err := keys.LoadSources([]byte(doc))
-		checkErr(t, "LoadSources(..."+c.doc+")", err, want)
+		checkErr(t, "LoadSources(..."+c.doc+")", withoutLine(err), want) // the line: TestLoadSourcesErrorLine
 	}
 }
 
@@ -178,9 +180,38 @@ func TestLoadSourcesErrors(t *testing.T) {
 		{"sources:\n  ~: {}\n", "sources: source names must be strings"},
 	} {
 		s, err := keys.LoadSources([]byte(c.doc))
-		checkErr(t, "LoadSources("+c.doc+")", err, c.want)
+		checkErr(t, "LoadSources("+c.doc+")", withoutLine(err), c.want) // the line: TestLoadSourcesErrorLine
 		if err != nil && (s.Specs != nil || s.WithoutDedupe != nil) {
 			t.Errorf("LoadSources(%q): non-zero Sources with an error", c.doc)
+		}
+	}
+}
+
+// withoutLine is err without the "line N: " that LoadSources puts before an error about a source.
+func withoutLine(err error) error {
+	if err == nil {
+		return nil
+	}
+	if m := regexp.MustCompile(`^line \d+: `).FindString(err.Error()); m != "" {
+		return errors.New(strings.TrimPrefix(err.Error(), m))
+	}
+	return err
+}
+
+// An error about a source carries the line of the field at fault, or of the source's id when it is about the
+// source as a whole, as YAML syntax errors and the receiver's errors about verify blocks do.
+func TestLoadSourcesErrorLine(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{"# acme\nsources:\n  github: {dedupe: github}\n  orders:\n    dedupe: {json: data..id}\n",
+			`line 5: sources.orders.dedupe.json: segment 2 is empty in "data..id"`},
+		{"sources:\n  orders:\n    dedupe: github\n    secret: x\n", "line 4: sources.orders.secret: secrets are never read"},
+		{"sources:\n  github: github\n", `line 2: sources.github: must be an object such as {dedupe: github}, got "github"`},
+		{"sources:\n  ok: {}\n  bad.id: {}\n", `line 3: sources.bad.id: invalid source id "bad.id"`},
+		{"sources:\n  a:\n    on_invalid: drop\n", `line 3: sources.a.on_invalid: must be reject or forward, got "drop"`},
+	} {
+		_, err := keys.LoadSources([]byte(c.doc))
+		if err == nil || !strings.HasPrefix(err.Error(), c.want) {
+			t.Errorf("%q: %v, want %q...", c.doc, err, c.want)
 		}
 	}
 }

@@ -67,8 +67,7 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 	for _, m := range ms {
 		at := place + "." + m.name
 		if m.name == "secret" || m.name == "secrets" {
-			return VerifySpec{}, fmt.Errorf("%s: secrets are never read from the sources file: give them to the receiver "+
-				"through its environment or secret files", at)
+			return VerifySpec{}, fmt.Errorf("%s: %s", at, secretsNotHere)
 		}
 		if m.name == "replay_guard" {
 			g, ok := parseSwitch(m.value)

@@ -352,8 +352,9 @@ func TestReceiverCountsEvery431(t *testing.T) {
 	}
 }
 
-// An error about a verify block never shows a value of it: a secret pasted where a scheme, a header, an algorithm,
-// an encoding or a tolerance goes would be printed. Before the fix: `verify: scheme: unknown "whsec_…"`.
+// An error about a verify block never shows a value of it that could be a secret (only short lower-case names such
+// as md5 are shown): a secret pasted where a scheme, a header, an algorithm, an encoding or a tolerance goes would
+// be printed. Before the fix: `verify: scheme: unknown "whsec_…"`.
 func TestReceiverVerifyErrorsShowNoValue(t *testing.T) {
 	const pasted = "whsec_PASTED0SECRET0c2VjcmV0"
 	for _, c := range []struct{ name, verify string }{

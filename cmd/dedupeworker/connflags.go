@@ -33,12 +33,17 @@ type connFlags struct {
 	cmd string // the command, as errors name it ("run", "window get", "dlq ls")
 
 	server, creds, nkey, tlsCA, tlsCert, tlsKey, context string
+	embedded                                             bool // run --embedded: the embedded server, whatever NATS_URL or a context say
+
+	// cliURL is set by resolve when the server URL came from the nats CLI's configuration (NATS_URL or a context
+	// not named by --context): where it came from, as the worker warns before provisioning there.
+	cliURL string
 }
 
 // addConnFlags registers the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	f := &connFlags{cmd: fs.Name()}
-	fs.StringVar(&f.server, "s", "", "NATS server URL(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
+	fs.StringVar(&f.server, "s", "", "NATS server `URL`(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
 	fs.StringVar(&f.server, "server", "", "same as -s")
 	fs.StringVar(&f.creds, "creds", "", "NATS credentials (.creds) `file`")
 	fs.StringVar(&f.nkey, "nkey", "", "nkey seed `file`")
@@ -67,12 +72,34 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 		log = slog.Default()
 	}
 	nc.Name, nc.Logger = name, log
+	// One attempt unless DEDUPE_NATS_CONNECT_TIMEOUT asks for more: a person at a terminal hears at once that
+	// the server is not there, as with the nats CLI.
 	nc.ConnectTimeout, nc.RetryFor = 5*time.Second, cfg.ConnectRetry(config.DefaultCommandConnectTimeout)
 	conn, err := natsconn.ConnectContext(ctx, nc)
 	if err != nil {
 		return nil, failErr(err)
 	}
 	return conn, nil
+}
+
+// embeddedFlagOrigin is where run --embedded says its server came from.
+const embeddedFlagOrigin = "the embedded server (--embedded: NATS_URL and nats CLI contexts are not read)"
+
+// embeddedConflict names the flag or setting that chooses a server beside --embedded, or "" when none does.
+func embeddedConflict(f *connFlags, cfg config.Config) string {
+	switch {
+	case f.server != "":
+		return "--server"
+	case f.context != "":
+		return "--context"
+	case f.creds != "" || f.nkey != "" || f.tlsCA != "" || f.tlsCert != "":
+		return "the credential and TLS flags"
+	case cfg.NatsURL != "":
+		return "DEDUPE_NATS_URL"
+	case cfg.NatsConfigured():
+		return "the DEDUPE_NATS_* connection settings"
+	}
+	return ""
 }
 
 // connParts is a connection being assembled from the layers, with where each part came from.
@@ -105,6 +132,13 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		return usageErr("%s: %s", f.cmd, fmt.Sprintf(format, a...))
 	}
 	var p connParts
+	f.cliURL = ""
+	if f.embedded {
+		if conflict := embeddedConflict(f, cfg); conflict != "" {
+			return natsconn.Config{}, false, bad("--embedded and %s exclude each other: give one", conflict)
+		}
+		return natsconn.Config{Origin: embeddedFlagOrigin}, true, nil
+	}
 	switch {
 	case f.context != "":
 		if p, err = cliLayer(f.context); err != nil {
@@ -181,6 +215,9 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 	}
 	if p.url != "" {
 		c.Origin = "url from " + p.urlFrom
+		if f.context == "" && !cfg.NatsConfigured() && f.server == "" {
+			f.cliURL = p.urlFrom
+		}
 	}
 	if p.authFrom != "" {
 		c.Origin = joinOrigin(c.Origin, "credentials from "+p.authFrom)

@@ -237,7 +237,7 @@ func TestConnUnknownContext(t *testing.T) {
 	nope := filepath.Join(dir, "context", "nope.json")
 	gone := filepath.Join(dir, "context", "gone.json")
 	code, _, stderr := runCLI(t, "", "window", "get", "--context", "nope", "--idempotency-key", "a:s:k")
-	if code != 2 || !strings.Contains(stderr, `window get: --context: natsconn: context "nope": no such context: `+nope+" does not exist") {
+	if code != 2 || !strings.Contains(stderr, `window get: --context: context "nope": no such context: `+nope+" does not exist") {
 		t.Errorf("--context nope: exit %d, %q", code, stderr)
 	}
 	t.Setenv("NATS_CONTEXT", "nope")
@@ -324,14 +324,14 @@ func TestConnContexts(t *testing.T) {
 	t.Setenv("NATS_URL", "")
 	t.Setenv("DEDUPE_BUCKET", "ctx-window")
 	code, stdout, stderr := runCLI(t, "", "window", "get", "--context", "dev", "--idempotency-key", "acme:gh:k1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"k1","bucket":"ctx-window"}` {
 		t.Fatalf("window get --context dev: exit %d, %q, %q", code, stdout, stderr)
 	}
 	// DEDUPE_NATS_URL beats NATS_URL (here pointing nowhere).
 	t.Setenv("NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
 	t.Setenv("DEDUPE_NATS_URL", "nats://dedupe:s3cret-pass@"+hostPort)
 	code, stdout, stderr = runCLI(t, "", "window", "get", "--idempotency-key", "acme:gh:k1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"k1","bucket":"ctx-window"}` {
 		t.Fatalf("window get with DEDUPE_NATS_URL and NATS_URL: exit %d, %q, %q", code, stdout, stderr)
 	}
 }
@@ -375,7 +375,7 @@ func TestConnRetryBoundAndFailFast(t *testing.T) {
 	start := time.Now()
 	code, _, stderr := runCLI(t, "", "window", "get", "--idempotency-key", "a:s:k")
 	elapsed := time.Since(start)
-	if code != 1 || !strings.Contains(stderr, "natsconn: connect to nats://127.0.0.1:") || !strings.Contains(stderr, "gave up after") ||
+	if code != 1 || !strings.Contains(stderr, "window get: connect to nats://127.0.0.1:") || !strings.Contains(stderr, "gave up after") ||
 		!strings.Contains(stderr, "NATS not reachable yet; retrying") {
 		t.Errorf("exit %d, %q", code, stderr)
 	}
@@ -389,7 +389,7 @@ func TestConnRetryBoundAndFailFast(t *testing.T) {
 	t.Setenv("DEDUPE_HTTP_ADDR", "")
 	start = time.Now()
 	code, _, stderr = runCLI(t, "", "run")
-	if code != 1 || !strings.Contains(stderr, "natsconn: connect to nats://[redacted]@127.0.0.1:") ||
+	if code != 1 || !strings.Contains(stderr, "run: connect to nats://[redacted]@127.0.0.1:") ||
 		!strings.Contains(strings.ToLower(stderr), "authorization violation") || strings.Contains(stderr, "hunter2") {
 		t.Errorf("run with a wrong password: exit %d, %q", code, stderr)
 	}

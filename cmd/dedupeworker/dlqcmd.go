@@ -16,14 +16,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/config"
 )
 
 const dlqUsage = `Usage:
   dedupeworker dlq ls     [SELECTION] [--limit N] [--json]
   dedupeworker dlq show   SEQ [--body | --json]
   dedupeworker dlq replay [SELECTION] [--limit N] [--truncated-ok] [--force] [--yes] [--json]
+  dedupeworker dlq rm     (SEQ | SELECTION | --all) [--limit N] [--yes] [--json]
 
 Dead letters are the envelopes the worker could never process. They are kept in stream DEDUPE_DLQ_STREAM
 (DEDUPE_DLQ) on <DEDUPE_DLQ_PREFIX>.<reason> (dedupe.dlq.<reason>) with their headers and body, plus Dedupe-Error
@@ -57,6 +56,10 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
         envelopes like any delivery: one whose event was published meanwhile is a duplicate. With --yes, exit
         status 1 when any selected dead letter was not replayed.
 
+rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
+        their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes
+        it is a dry run: it prints what it would remove and changes nothing.
+
 Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
 DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's
 DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX, DEDUPE_INPUT_STREAM, DEDUPE_INPUT_PREFIX and DEDUPE_CONSUMER.
@@ -73,7 +76,8 @@ type dlqOptions struct {
 	asJSON      bool
 	body        bool   // show: the raw body only
 	seq         uint64 // show: the dead letter
-	yes         bool   // replay: act, not a dry run
+	yes         bool   // replay, rm: act, not a dry run
+	all         bool   // rm: every dead letter, when no selection is given
 	truncatedOK bool   // replay: replay truncated dead letters too
 	force       bool   // replay: replay dead letters that can only fail again too
 }
@@ -81,29 +85,28 @@ type dlqOptions struct {
 func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, dlqUsage)
-		return usageErr("dlq: a subcommand is required: ls, show or replay")
+		return usageErr("dlq: a subcommand is required: ls, show, replay or rm")
 	}
 	sub := args[0]
 	switch sub {
-	case "ls", "show", "replay":
+	case "ls", "show", "replay", "rm":
 	case "-h", "-help", "--help", "help":
 		fmt.Fprint(stderr, dlqUsage)
 		return errHelpShown
 	default:
-		return usageErr("dlq: unknown subcommand %q (ls, show or replay)", sub)
+		return usageErr("dlq: unknown subcommand %q (ls, show, replay or rm)", sub)
 	}
-	fs := newFlagSet("dlq "+sub, dlqUsage, stderr)
+	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, []string{"ls", "show", "replay", "rm"}), stderr)
 	conn := addConnFlags(fs)
 	opts, err := parseDlqArgs(sub, fs, args[1:])
 	if err != nil {
 		return err
 	}
 
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
 	nc, err := conn.connect(ctx, cfg, "dedupeworker dlq", log)
 	if err != nil {
 		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
@@ -123,6 +126,8 @@ func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return dlqList(ctx, r, opts, now, stdout, stderr)
 	case "show":
 		return dlqShow(ctx, r, opts, now, stdout)
+	case "rm":
+		return dlqRemove(ctx, r, opts, now, stdout, stderr)
 	default:
 		rp := &dlqReplayer{js: js, r: r, opts: opts, inputStream: cfg.InputStream, consumer: cfg.Consumer, now: now}
 		return rp.run(ctx, stdout, stderr)
@@ -144,14 +149,21 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 			return err
 		})
 		def, what := 100, "list at most `N` dead letters (0: all)"
-		if sub == "replay" {
+		switch sub {
+		case "replay":
 			def, what = 0, "replay at most `N` dead letters (0: all)"
+		case "rm":
+			def, what = 0, "remove at most `N` dead letters (0: all)"
 		}
 		fs.IntVar(&o.limit, "limit", def, what)
 	}
 	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per line")
 	if sub == "show" {
 		fs.BoolVar(&o.body, "body", false, "write only the body, raw, to standard output")
+	}
+	if sub == "rm" {
+		fs.BoolVar(&o.yes, "yes", false, "remove (without it: a dry run)")
+		fs.BoolVar(&o.all, "all", false, "every dead letter (needed when no selection is given)")
 	}
 	if sub == "replay" {
 		fs.BoolVar(&o.yes, "yes", false, "replay (without it: a dry run)")
@@ -168,6 +180,23 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 		}
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
+	}
+	if sub == "rm" {
+		for _, p := range pos {
+			set, err := parseDlqSeqs(p)
+			if err != nil {
+				return o, usageErr("dlq rm: SEQ %q: %v", p, err)
+			}
+			o.sel.seqs = append(o.sel.seqs, set...).merged()
+		}
+		pos = nil
+		selected := len(o.sel.reasons) > 0 || o.sel.tenant != "" || o.sel.source != "" || len(o.sel.seqs) > 0
+		switch {
+		case !selected && !o.all:
+			return o, usageErr("dlq rm: say what to remove: SEQ, a selection (--reason, --tenant, --source, --seq), or --all")
+		case selected && o.all:
+			return o, usageErr("dlq rm: --all and a selection exclude each other")
+		}
 	}
 	if sub != "show" {
 		if len(pos) > 0 {
@@ -269,12 +298,14 @@ func (t *dlqTable) flush() error { return t.tw.Flush() }
 
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	name := r.name
+	empty := false // the stream holds nothing: the count line says so, once
 	if !o.asJSON {
 		counts, err := r.counts(ctx)
 		if err != nil {
 			return failErr(fmt.Errorf("dlq ls: stream %s: %w", name, err))
 		}
 		fmt.Fprintln(stdout, dlqCountLine(name, counts))
+		empty = len(counts) == 0
 	}
 	table := newDlqTable(stdout, now, "")
 	n, more, next := 0, false, uint64(0)
@@ -303,7 +334,7 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 	switch {
 	case more:
 		fmt.Fprintf(note, "more dead letters match: these are the first %d; go on with --seq %d- (or --limit 0 for all)\n", n, next)
-	case n == 0 && !o.asJSON:
+	case n == 0 && !o.asJSON && !empty:
 		fmt.Fprintln(note, "no dead letter matches the selection")
 	}
 	return nil

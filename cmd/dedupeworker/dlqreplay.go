@@ -146,9 +146,13 @@ func (rp *dlqReplayer) summary(dlqName string, n int, more bool, tally map[strin
 		fmt.Fprintf(&b, "dry run: would replay %d of the %d selected dead letters of %s to stream %s",
 			tally[dlqWouldReplay], n, dlqName, rp.inputStream)
 	} else {
-		done := tally[dlqReplayed] + tally[dlqAlreadyStored]
-		fmt.Fprintf(&b, "replayed %d of the %d selected dead letters of %s to stream %s and removed them from %s",
-			done, n, dlqName, rp.inputStream, dlqName)
+		switch done := tally[dlqReplayed] + tally[dlqAlreadyStored]; done {
+		case 0:
+			fmt.Fprintf(&b, "replayed none of the %d selected dead letters of %s: nothing was removed", n, dlqName)
+		default:
+			fmt.Fprintf(&b, "replayed %d of the %d selected dead letters of %s to stream %s and removed %s from %s",
+				done, n, dlqName, rp.inputStream, map[bool]string{true: "it", false: "them"}[done == 1], dlqName)
+		}
 		if k := tally[dlqAlreadyStored]; k > 0 {
 			fmt.Fprintf(&b, " (%d already stored by an earlier, interrupted replay)", k)
 		}

@@ -159,10 +159,10 @@ func TestJetStreamNotEnabled(t *testing.T) {
 		wantReady string // "": the start fails before a probe can see it
 	}{
 		{"server", noJetStream.URL(),
-			"dedupeworker: " + noJetStream.URL() + ": JetStream is not enabled on this server (start nats-server with -js",
+			noJetStream.URL() + ": JetStream is not enabled on this server (start nats-server with -js",
 			"not ready: JetStream not enabled on the server at " + noJetStream.URL() + ": no responders on $JS.API.STREAM.INFO.INGEST"},
 		{"account", noJSAccount,
-			"dedupeworker: nats://[redacted]@" + strings.TrimPrefix(accounts.URL(), "nats://") + ": JetStream is not enabled for this account", ""},
+			"nats://[redacted]@" + strings.TrimPrefix(accounts.URL(), "nats://") + ": JetStream is not enabled for this account", ""},
 	}
 	for _, tc := range cases {
 		for _, role := range []string{"run", "ingest"} {
@@ -192,7 +192,7 @@ func TestJetStreamNotEnabled(t *testing.T) {
 				var stderr strings.Builder
 				code := exitCode(*runErr, &stderr)
 				msg := stderr.String()
-				if code != 1 || !strings.HasPrefix(msg, tc.wantErr) || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "nojs:nojs") {
+				if code != 1 || !strings.HasPrefix(msg, role+": "+tc.wantErr) || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "nojs:nojs") {
 					t.Errorf("exit %d, %q; want 1 and one line starting %q", code, msg, tc.wantErr)
 				}
 			})

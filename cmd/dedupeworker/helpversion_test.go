@@ -114,9 +114,9 @@ func TestSourcesErrorsNameTheirOrigin(t *testing.T) {
 		want               string
 	}{
 		{"file at boot", bad, "", []string{"run"},
-			"DEDUPE_SOURCES_FILE " + bad + `: sources.orders.dedupe.json: segment 2 is empty in "data..id"`},
+			"DEDUPE_SOURCES_FILE " + bad + `: line 2: sources.orders.dedupe.json: segment 2 is empty in "data..id"`},
 		{"inline at boot", "", "sources:\n  orders: {dedupe: {json: data..id}}\n", []string{"run"},
-			`DEDUPE_SOURCES: sources.orders.dedupe.json: segment 2 is empty in "data..id"`},
+			`DEDUPE_SOURCES: line 2: sources.orders.dedupe.json: segment 2 is empty in "data..id"`},
 		{"syntax at boot", syntax, "", []string{"run"},
 			"DEDUPE_SOURCES_FILE " + syntax + ": yaml: line 4: did not find expected key"},
 		{"root error inline", "", "source: {}", []string{"run"},
@@ -131,6 +131,7 @@ func TestSourcesErrorsNameTheirOrigin(t *testing.T) {
 		t.Setenv("DEDUPE_SOURCES_FILE", c.file)
 		t.Setenv("DEDUPE_SOURCES", c.inline)
 		code, out, errOut := runCLI(t, "", c.args...)
+		c.want = strings.Join(c.args[:min(2, len(c.args))], " ") + ": " + c.want
 		if code != 2 || out != "" || strings.TrimSpace(errOut) != c.want {
 			t.Errorf("%s: exit %d\nstdout %q\nstderr %q\nwant   %q", c.name, code, out, errOut, c.want)
 		}

@@ -101,7 +101,7 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := in.cfg, in.log
 	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
 	if fromPresets {
-		log.Info("no sources configured: each preset is a source, served once it has a secret")
+		logPresetSources(log, cfg, "each preset is a source, served once it has a secret")
 	}
 	for _, s := range in.policy.Sources() {
 		tenants := "every tenant"
@@ -116,8 +116,17 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 		}
 		log.Info("receiving source", attrs...)
 	}
+	var waiting []string // presets without a secret: expected on a first start, not a fault
 	for _, u := range in.policy.Unserved() {
+		if fromPresets {
+			waiting = append(waiting, u.Source)
+			continue
+		}
 		log.Warn("source not served (404)", "source", u.Source, "reason", u.Reason)
+	}
+	if len(waiting) > 0 {
+		log.Info("presets without a secret are not served (404) until they have one: DEDUPE_INGEST_SECRET_<SOURCE> "+
+			"or a file in DEDUPE_INGEST_SECRETS_DIR", "sources", waiting)
 	}
 	log.Info("signing secrets loaded", "secrets", in.secrets) // counts and origins only (Secrets.LogValue)
 

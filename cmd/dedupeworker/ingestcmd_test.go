@@ -358,10 +358,14 @@ func TestIngestEmbeddedPresets(t *testing.T) {
 	}
 	logs := ingestLogs.String()
 	for _, want := range []string{"DEDUPE_EMBEDDED_LISTEN", "each preset is a source, served once it has a secret",
-		`"source":"stripe"`, "no secret: set DEDUPE_INGEST_SECRET_STRIPE", `"source":"salesforce"`} {
+		"presets without a secret are not served (404) until they have one: DEDUPE_INGEST_SECRET_<SOURCE>", `"stripe"`, `"salesforce"`} {
 		if !strings.Contains(logs, want) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
+	}
+	// Presets waiting for their secrets are what a first start looks like: one INFO line, not a WARN per preset.
+	if strings.Contains(logs, "source not served") || strings.Count(logs, "presets without a secret") != 1 {
+		t.Errorf("presets without secrets not said once at INFO:\n%s", logs)
 	}
 }
 
@@ -394,30 +398,30 @@ func TestIngestConfigErrors(t *testing.T) {
 				"or put a file github (every tenant) or <tenant>.github in the secrets directory; " +
 				"DEDUPE_SOURCES_FILE " + file + ": line 5: sources.orders: no verify block"},
 		{"secret of an undeclared source", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRET_GITHUB": ingestGhOld}, nil,
-			"receiver: DEDUPE_INGEST_SECRET_GITHUB: names no declared source"},
+			"DEDUPE_INGEST_SECRET_GITHUB: names no declared source"},
 		{"secret for verify none", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRET_GH": ingestGhOld}, nil,
 			"DEDUPE_SOURCES: line 1: sources.gh.verify: scheme none takes no secrets, but DEDUPE_INGEST_SECRET_GH gives some"},
 		{"duplicate secret", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: github}}", "DEDUPE_INGEST_SECRET_GH": ingestGhOld + "," + ingestGhOld}, nil,
-			"receiver: DEDUPE_INGEST_SECRET_GH: secret 2: same as secret 1"},
+			"DEDUPE_INGEST_SECRET_GH: secret 2: same as secret 1"},
 		{"missing secrets directory", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_SECRETS_DIR": "/nonexistent/dedupe"}, nil,
-			"receiver: secrets directory /nonexistent/dedupe: no such file or directory"},
+			"secrets directory /nonexistent/dedupe: no such file or directory"},
 		{"secret in the sources file", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: {scheme: github, secret: " + ingestGhOld + "}}}"}, nil,
 			"secrets are never read from the sources file"},
 		{"bad max body", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_BODY": "0"}, nil,
-			"config: DEDUPE_INGEST_MAX_BODY: must be between 1 and"},
+			"DEDUPE_INGEST_MAX_BODY: must be between 1 and"},
 		{"bad address", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_ADDR": "8080"}, nil,
-			`config: DEDUPE_INGEST_ADDR: must be host:port or :port, got "8080"`},
+			`DEDUPE_INGEST_ADDR: must be host:port or :port, got "8080"`},
 		{"bad publish timeout", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_PUBLISH_TIMEOUT": "10ms"}, nil,
-			"config: DEDUPE_INGEST_PUBLISH_TIMEOUT: must be between 100ms and 1m"},
+			"DEDUPE_INGEST_PUBLISH_TIMEOUT: must be between 100ms and 1m"},
 		// Before the cap, 1 MiB was accepted and deliveries with over 64 KiB of headers were answered 503 for ever.
 		{"header bytes JetStream cannot store", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_HEADER_BYTES": "65536"}, nil,
-			"config: DEDUPE_INGEST_MAX_HEADER_BYTES: must be between 1024 and 64512 bytes"},
+			"DEDUPE_INGEST_MAX_HEADER_BYTES: must be between 1024 and 64512 bytes"},
 		{"bad body timeout", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_BODY_TIMEOUT": "soon"}, nil,
-			`config: DEDUPE_INGEST_BODY_TIMEOUT: cannot parse "soon" as duration`},
+			`DEDUPE_INGEST_BODY_TIMEOUT: cannot parse "soon" as duration`},
 		{"body timeout out of range", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_BODY_TIMEOUT": "11m"}, nil,
-			"config: DEDUPE_INGEST_BODY_TIMEOUT: must be between 100ms and 10m, got 11m0s"},
+			"DEDUPE_INGEST_BODY_TIMEOUT: must be between 100ms and 10m, got 11m"},
 		{"buffered bytes below the body limit", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}", "DEDUPE_INGEST_MAX_BUFFERED_BYTES": "1024"}, nil,
-			"config: DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (4194304) and"},
+			"DEDUPE_INGEST_MAX_BUFFERED_BYTES: must be between DEDUPE_INGEST_MAX_BODY (4194304) and"},
 		{"an argument", map[string]string{"DEDUPE_SOURCES": "sources: {gh: {verify: none}}"}, []string{"extra"},
 			`ingest: unexpected argument "extra"`},
 		{"a bad flag", nil, []string{"--nope"}, "ingest: flag provided but not defined: -nope (see 'dedupeworker ingest -h')"},
@@ -442,7 +446,7 @@ func TestIngestHelp(t *testing.T) {
 	for _, args := range [][]string{{"ingest", "-h"}, {"help", "ingest"}, {"ingest", "--help"}} {
 		code, out, errOut := runCLI(t, "", args...)
 		if code != 0 || errOut != "" || !strings.Contains(out, "Usage: dedupeworker ingest") ||
-			!strings.Contains(out, "DEDUPE_INGEST_SECRETS_DIR") || !strings.Contains(out, "-creds file") {
+			!strings.Contains(out, "DEDUPE_INGEST_SECRETS_DIR") || !strings.Contains(out, "--creds FILE") {
 			t.Errorf("%v: exit %d\nstdout %q\nstderr %q", args, code, out, errOut)
 		}
 	}

@@ -59,3 +59,26 @@ func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server 
 		}
 	}
 }
+
+// explainJetStream rewords what a one-shot command (window …, dlq …) meets on a server or account without
+// JetStream, where the client only sees "no responders", into the same words run and ingest use. cmd names the
+// command ("window get"); the exit status err carries is kept.
+func explainJetStream(cmd string, err error) error {
+	var why string
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
+		why = "JetStream is not enabled for this account (the server has JetStream, the account has no JetStream limits)"
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
+		why = "JetStream is not enabled on this server (start nats-server with -js, or jetstream {} in its configuration)"
+	default:
+		return err
+	}
+	code := exitFailure
+	var ee *exitError
+	if errors.As(err, &ee) {
+		code = ee.code
+	}
+	return &exitError{code: code, err: fmt.Errorf("%s: %s: %w", cmd, why, err)}
+}

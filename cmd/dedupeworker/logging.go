@@ -37,19 +37,19 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	}
 	switch format {
 	case "tint":
-		return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly}))
+		return slog.New(tint.NewHandler(w, &tint.Options{Level: lvl, TimeFormat: time.TimeOnly, ReplaceAttr: durationAsText}))
 	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl}))
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationAsText}))
 	default:
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl, ReplaceAttr: durationAsText}))
 	}
 }
 
-// durationAsText writes a time.Duration as Go and people write it ("30s", "1m30s", "250ms"), where slog's JSON
-// handler would write an integer of nanoseconds. The tint and text handlers already print durations so.
+// durationAsText writes a time.Duration as the settings and people write it ("30s", "1m30s", "2m", "250ms"),
+// where slog's JSON handler would write an integer of nanoseconds and the text handlers Go's 72h0m0s.
 func durationAsText(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.StringValue(a.Value.Duration().String())
+		a.Value = slog.StringValue(config.FormatDuration(a.Value.Duration()))
 	}
 	return a
 }
@@ -109,7 +109,7 @@ func inForce(cfg config.Config, role string) map[string]slog.Value {
 	m := map[string]slog.Value{}
 	if cfg.NatsConnectTimeout == 0 {
 		// run and ingest are services started together with NATS: both wait as long.
-		m[config.Prefix+"_NATS_CONNECT_TIMEOUT"] = slog.StringValue(cfg.ConnectRetry(config.DefaultRunConnectTimeout).String())
+		m[config.Prefix+"_NATS_CONNECT_TIMEOUT"] = slog.StringValue(config.FormatDuration(cfg.ConnectRetry(config.DefaultRunConnectTimeout)))
 	}
 	if role == config.RoleIngest && cfg.IngestMaxBufferedBytes == 0 {
 		m[config.Prefix+"_INGEST_MAX_BUFFERED_BYTES"] = slog.Int64Value(cfg.IngestMaxBuffered())
@@ -120,11 +120,11 @@ func inForce(cfg config.Config, role string) map[string]slog.Value {
 	pc := pipeline.Config{AckWait: cfg.AckWait, OutputDuplicates: cfg.OutputDuplicateWindow, MaxInFlight: cfg.MaxInFlight,
 		MaxAckPending: cfg.MaxAckPending}.WithDefaults()
 	if cfg.OutputDuplicateWindow == 0 {
-		m[config.Prefix+"_OUTPUT_DUPLICATE_WINDOW"] = slog.StringValue(pc.OutputDuplicates.String())
+		m[config.Prefix+"_OUTPUT_DUPLICATE_WINDOW"] = slog.StringValue(config.FormatDuration(pc.OutputDuplicates))
 	}
 	if cfg.MaxHold == 0 {
 		m[config.Prefix+"_MAX_HOLD"] = slog.StringValue(fmt.Sprintf("auto: half the output stream's duplicate window (%s for the %s the worker creates it with)",
-			pc.OutputDuplicates/2, pc.OutputDuplicates))
+			config.FormatDuration(pc.OutputDuplicates/2), config.FormatDuration(pc.OutputDuplicates)))
 	}
 	if cfg.MaxAckPending == 0 {
 		m[config.Prefix+"_MAX_ACK_PENDING"] = slog.StringValue(fmt.Sprintf("auto: %d (max(1000, %d x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
@@ -160,4 +160,28 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 		}
 	}
 	return out
+}
+
+// loadSettings reads the settings of every command that talks to NATS, builds its logger from them
+// (DEDUPE_LOG_LEVEL, DEDUPE_LOG_FORMAT) and warns about each DEDUPE_* variable that no setting reads, naming the
+// nearest setting: a typo would otherwise leave a setting at its default without a word. A bad setting is a usage
+// error (exit 2).
+func loadSettings(stderr io.Writer) (config.Config, *slog.Logger, error) {
+	cfg, err := config.Load()
+	if err != nil {
+		return cfg, nil, &exitError{code: exitUsage, err: err}
+	}
+	log := newLogger(stderr, cfg.LogLevel, cfg.LogFormat)
+	warnUnknownVariables(log, os.Environ())
+	return cfg, log, nil
+}
+
+func warnUnknownVariables(log *slog.Logger, environ []string) {
+	for _, u := range config.UnknownVariables(environ) {
+		if u.Nearest != "" {
+			log.Warn("unknown setting "+u.Name+" is ignored: did you mean "+u.Nearest+"?", "variable", u.Name, "nearest", u.Nearest)
+		} else {
+			log.Warn("unknown setting "+u.Name+" is ignored: no setting has that name ('dedupeworker help' lists them)", "variable", u.Name)
+		}
+	}
 }

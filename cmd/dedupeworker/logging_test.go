@@ -17,9 +17,9 @@ import (
 // JSON logs write durations as Go writes them, at any depth; tint and logfmt already do.
 func TestLogDurationsAsText(t *testing.T) {
 	for format, want := range map[string]string{
-		"json": `"wait":"250ms","g":{"ttl":"72h0m0s"}`,
-		"text": `wait=250ms g.ttl=72h0m0s`,
-		"tint": `wait=250ms g.ttl=72h0m0s`,
+		"json": `"wait":"250ms","g":{"ttl":"72h"}`,
+		"text": `wait=250ms g.ttl=72h`,
+		"tint": `wait=250ms g.ttl=72h`,
 	} {
 		var b bytes.Buffer
 		newLogger(&b, "info", format).Info("x", "wait", 250*time.Millisecond, slog.Group("g", "ttl", 72*time.Hour))
@@ -99,22 +99,22 @@ func TestStartAttrsInForce(t *testing.T) {
 		not  []string
 	}{
 		{"run, defaults", def, config.RoleRun, map[string]any{
-			"DEDUPE_NATS_CONNECT_TIMEOUT":    "2m0s",
-			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "2m0s",
-			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (1m0s for the 2m0s the worker creates it with)",
+			"DEDUPE_NATS_CONNECT_TIMEOUT":    "2m",
+			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "2m",
+			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (1m for the 2m the worker creates it with)",
 			"DEDUPE_MAX_ACK_PENDING":         "auto: 10240 (max(1000, 10 x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
 			"DEDUPE_ACK_WAIT":                "30s", "DEDUPE_BUCKET": "dedupe-window", "DEDUPE_EMBEDDED_LISTEN": "127.0.0.1:4222", "DEDUPE_LOG_LEVEL": "info",
 		}, []string{"DEDUPE_INGEST_ADDR", "DEDUPE_INGEST_MAX_BODY", "DEDUPE_INGEST_BODY_TIMEOUT"}},
 		{"run, derived from other settings", slow, config.RoleRun, map[string]any{
-			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "4m0s",
-			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (2m0s for the 4m0s the worker creates it with)",
+			"DEDUPE_OUTPUT_DUPLICATE_WINDOW": "4m",
+			"DEDUPE_MAX_HOLD":                "auto: half the output stream's duplicate window (2m for the 4m the worker creates it with)",
 			"DEDUPE_MAX_ACK_PENDING":         "auto: 1000 (max(1000, 10 x DEDUPE_MAX_IN_FLIGHT)) for a consumer the worker creates; an existing one keeps its own",
 		}, nil},
 		{"run, set", set, config.RoleRun, map[string]any{
-			"DEDUPE_NATS_CONNECT_TIMEOUT": "45s", "DEDUPE_OUTPUT_DUPLICATE_WINDOW": "10m0s", "DEDUPE_MAX_HOLD": "20s", "DEDUPE_MAX_ACK_PENDING": float64(5000),
+			"DEDUPE_NATS_CONNECT_TIMEOUT": "45s", "DEDUPE_OUTPUT_DUPLICATE_WINDOW": "10m", "DEDUPE_MAX_HOLD": "20s", "DEDUPE_MAX_ACK_PENDING": float64(5000),
 		}, nil},
 		{"ingest, defaults", def, config.RoleIngest, map[string]any{
-			"DEDUPE_NATS_CONNECT_TIMEOUT": "2m0s", "DEDUPE_INGEST_ADDR": ":8080", "DEDUPE_INGEST_BODY_TIMEOUT": "10s",
+			"DEDUPE_NATS_CONNECT_TIMEOUT": "2m", "DEDUPE_INGEST_ADDR": ":8080", "DEDUPE_INGEST_BODY_TIMEOUT": "10s",
 			"DEDUPE_INGEST_MAX_BUFFERED_BYTES": float64(64 << 20), "DEDUPE_INPUT_STREAM": "INGEST", "DEDUPE_EMBEDDED_LISTEN": "127.0.0.1:4222",
 			"DEDUPE_SHUTDOWN_TIMEOUT": "30s", "DEDUPE_LOG_FORMAT": "auto",
 		}, []string{"DEDUPE_MAX_HOLD", "DEDUPE_MAX_ACK_PENDING", "DEDUPE_BUCKET", "DEDUPE_ACK_WAIT", "DEDUPE_OUTPUT_STREAM", "DEDUPE_HTTP_ADDR",

@@ -16,7 +16,8 @@ type roleStart struct {
 	cfg          config.Config
 	log          *slog.Logger
 	natsCfg      natsconn.Config
-	embeddedNATS bool // no NATS server configured anywhere
+	embeddedNATS bool   // no NATS server configured anywhere, or run --embedded
+	natsFromCLI  string // where the server URL came from when that is the nats CLI's configuration (NATS_URL, a context)
 	sources      keys.Sources
 	fromPresets  bool
 }
@@ -26,12 +27,15 @@ type roleStart struct {
 func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart, error) {
 	fs := newFlagSet(name, usage, stderr)
 	conn := addConnFlags(fs)
+	if name == "run" {
+		fs.BoolVar(&conn.embedded, "embedded", false, "start the embedded JetStream server, whatever NATS_URL or a nats CLI context say (make run passes it)")
+	}
 	fs.Usage = func() {
 		w := fs.Output() // standard output when help was asked for
 		fmt.Fprint(w, usage)
-		_ = config.Usage(w)
-		fmt.Fprint(w, "\nConnection flags (over the settings above, NATS_* variables and nats CLI contexts):\n")
-		fs.PrintDefaults()
+		_ = config.RoleUsage(w, name)
+		fmt.Fprint(w, "\nFlags (the connection flags go over the settings above, NATS_* variables and nats CLI contexts):\n")
+		printFlags(w, fs)
 	}
 	if err := parseFlags(fs, args); err != nil {
 		return nil, err
@@ -39,17 +43,29 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	if fs.NArg() > 0 {
 		return nil, usageErr("%s: unexpected argument %q", name, fs.Arg(0))
 	}
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return nil, &exitError{code: exitUsage, err: err}
+		return nil, err
 	}
-	rs := &roleStart{cfg: cfg, log: newLogger(stderr, cfg.LogLevel, cfg.LogFormat)}
+	rs := &roleStart{cfg: cfg, log: log}
 	if rs.natsCfg, rs.embeddedNATS, err = conn.resolve(cfg); err != nil {
 		return nil, err
 	}
+	rs.natsFromCLI = conn.cliURL
 	// ingest verifies deliveries by the verify blocks; the worker reads the same document and ignores them.
 	if rs.sources, rs.fromPresets, err = loadSources(cfg, name == "ingest"); err != nil {
 		return nil, &exitError{code: exitUsage, err: err}
 	}
 	return rs, nil
+}
+
+// logPresetSources says that every preset became a source: at INFO when no sources document is configured (the
+// quickstart), at WARN when one is but declares no source (an empty file, an empty ConfigMap), which deploys every
+// preset where the operator most likely meant a list of their own.
+func logPresetSources(log *slog.Logger, cfg config.Config, what string, attrs ...any) {
+	if o, ok := configuredSources(cfg); ok {
+		log.Warn(o.String()+" declares no source: "+what+", as with no sources document at all", attrs...)
+		return
+	}
+	log.Info("no sources configured: "+what, attrs...)
 }

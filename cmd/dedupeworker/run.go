@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -81,6 +82,16 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 {
 		cmd = args[0]
 		args = args[1:]
+		switch cmd {
+		case "window", "dlq", "sources":
+			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
+		case "run", "key", "hash", "ingest", "version", "config":
+			defer func(name string) { err = commandErr(name, err) }(cmd)
+		}
+	} else {
+		defer func() { err = commandErr("run", err) }()
+	}
+	if len(args) > 0 {
 		if len(args) > 0 && isHelpArg(args[0]) {
 			// CMD -h, CMD help: what the command prints is the help that was asked for (commands with
 			// subcommands print their usage themselves). Errors still reach standard error through exitCode.
@@ -95,13 +106,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "hash":
 		return runHash(args, stdin, stdout, stderr)
 	case "window":
-		return runWindow(ctx, args, stdout, stderr)
+		return explainJetStream(subcommand("window", args), runWindow(ctx, args, stdout, stderr))
 	case "dlq":
-		return runDlq(ctx, args, stdout, stderr)
+		return explainJetStream(subcommand("dlq", args), runDlq(ctx, args, stdout, stderr))
 	case "ingest":
 		return runIngest(ctx, args, stdout, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
+	case "config":
+		return runConfig(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		// `help help`, `help -h`, `-h -h`: help about help is the root help. Only a command name is passed on
 		// (once, as `CMD -h`), so that no form can recurse.
@@ -110,11 +123,58 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		printHelp(stdout)
 		return nil
-	case "version", "--version":
+	case "version", "--version", "-v":
 		return runVersion(args, stdout, stderr)
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
+}
+
+// packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what
+// a person reads names the command or the setting instead.
+var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): `)
+
+// commandError is an error as a command prints it: the command first ("window get: "), no Go package names.
+type commandError struct {
+	msg string
+	err error
+}
+
+func (e *commandError) Error() string { return e.msg }
+func (e *commandError) Unwrap() error { return e.err }
+
+// commandErr words err as cmd prints it: package prefixes removed, the command first (once). Help is kept as it
+// is; the exit status err carries is kept (errors.As sees through).
+func commandErr(cmd string, err error) error {
+	var h *helpRequest
+	if err == nil || errors.Is(err, errHelpShown) || errors.As(err, &h) {
+		return err
+	}
+	msg := err.Error()
+	for {
+		next := packagePrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			break
+		}
+		msg = next
+	}
+	base, _, _ := strings.Cut(cmd, " ")
+	switch {
+	case strings.HasPrefix(msg, cmd+": "), strings.HasPrefix(msg, cmd+" "):
+	case base != cmd && strings.HasPrefix(msg, base+": "):
+		msg = cmd + ": " + strings.TrimPrefix(msg, base+": ")
+	default:
+		msg = cmd + ": " + msg
+	}
+	return &commandError{msg: msg, err: err}
+}
+
+// subcommand names a command with subcommands as errors do: "window get", or "window" without one.
+func subcommand(cmd string, args []string) string {
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		return cmd + " " + args[0]
+	}
+	return cmd
 }
 
 func printHelp(w io.Writer) {
@@ -127,11 +187,13 @@ Usage:
   dedupeworker window get|forget|ls|status|rebalance [flags]
                                            inspect or remove claims, list the bucket(s), show the window's
                                            placement and health, move shard leaders back to their preferred servers
-  dedupeworker dlq ls|show|replay [flags]  list, show and replay dead letters
+  dedupeworker dlq ls|show|replay|rm [flags]
+                                           list, show, replay and remove dead letters
+  dedupeworker config [flags]              print the settings in force and where each came from (no secrets)
   dedupeworker sources check [FILE]        validate a sources file as the worker and ingest read it
   dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
   dedupeworker help [COMMAND]              describe a command
-  dedupeworker version                     print the version, VCS revision and Go version of the binary
+  dedupeworker version (or -v)             print the version, VCS revision and Go version of the binary
 
 Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.
 

@@ -93,9 +93,9 @@ func TestHashCommand(t *testing.T) {
 		{"canonical", payload, []string{"hash", "--canonical"}, 0, `{"template":"welcome","user_id":42,}` + "\n", ""},
 		{"only", `{"to":"test@test.com","subject":"Example"}`, []string{"hash", "--only", ".to"}, 0,
 			"b5c4c35eeacf8bbf2034b0ed8b0e2f9ac3e7da66b79b543e9c6c124d90c371a3\n", ""},
-		{"bad path", payload, []string{"hash", "--only", "to"}, 2, "", "hashing: "},
-		{"only and except", payload, []string{"hash", "--only", ".a", "--except", ".b"}, 2, "", "hashing: "},
-		{"invalid json", `{"a":`, []string{"hash"}, 1, "", "hashing: "},
+		{"bad path", payload, []string{"hash", "--only", "to"}, 2, "", "hash: "},
+		{"only and except", payload, []string{"hash", "--only", ".a", "--except", ".b"}, 2, "", "hash: "},
+		{"invalid json", `{"a":`, []string{"hash"}, 1, "", "hash: "},
 		{"two files", "", []string{"hash", "a", "b"}, 2, "", "hash: at most one FILE"},
 	}
 	for _, tc := range cases {

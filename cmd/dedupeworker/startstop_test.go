@@ -137,7 +137,7 @@ func TestWorkerEmbeddedTooLargeAndJSONLogs(t *testing.T) {
 	lines := jsonLines(t, logs.String())
 	_, boot := findLine(lines, "starting dedupeworker")
 	cfg, _ := boot["config"].(map[string]any)
-	for k, v := range map[string]any{"DEDUPE_ACK_WAIT": "30s", "DEDUPE_SHUTDOWN_TIMEOUT": "30s", "DEDUPE_DEFAULT_TTL": "72h0m0s",
+	for k, v := range map[string]any{"DEDUPE_ACK_WAIT": "30s", "DEDUPE_SHUTDOWN_TIMEOUT": "30s", "DEDUPE_DEFAULT_TTL": "72h",
 		"DEDUPE_MAX_JSON_BYTES": float64(1 << 20), "DEDUPE_INPUT_STREAM": "INGEST", "DEDUPE_PROVISION": true} {
 		if cfg[k] != v {
 			t.Errorf("boot line: config.%s = %#v, want %#v (the JSON boot line carries every setting)", k, cfg[k], v)
@@ -245,7 +245,7 @@ func TestWorkerEmbeddedStoreDirLocked(t *testing.T) {
 	var out, errb bytes.Buffer
 	err := run(ctx, []string{"run"}, strings.NewReader(""), &out, &errb)
 	code := exitCode(err, &errb)
-	if code != 2 || !strings.Contains(errb.String(), "embedded: store directory "+dir+" is in use by another embedded server") ||
+	if code != 2 || !strings.Contains(errb.String(), "run: store directory "+dir+" is in use by another embedded server") ||
 		!strings.Contains(errb.String(), "DEDUPE_NATS_URL="+url) {
 		t.Errorf("second worker on %s: exit %d (want 2)\n%s", dir, code, errb.String())
 	}

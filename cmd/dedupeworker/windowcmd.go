@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -73,18 +72,18 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	default:
 		return usageErr("window: unknown subcommand %q (get, ls, status, rebalance or forget)", sub)
 	}
-	fs := newFlagSet("window "+sub, windowUsage, stderr)
+	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil), stderr)
 	conn := addConnFlags(fs)
 	tg, err := parseWindowArgs(fs, sub, args[1:])
 	if err != nil {
 		return err
 	}
 
-	cfg, err := config.Load()
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return &exitError{code: exitUsage, err: err}
+		return err
 	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", newLogger(stderr, cfg.LogLevel, cfg.LogFormat))
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
 	if err != nil {
 		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}
@@ -112,7 +111,8 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return failErr(err)
 		}
 		if !ok {
-			return writeJSON(stdout, map[string]any{"claimed": false})
+			// What was looked for, so that a miss on a mistyped key shows the mistake.
+			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: cfg.Bucket})
 		}
 		return writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, time.Now()))
 	}
@@ -126,6 +126,15 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return failErr(err)
 	}
 	return writeJSON(stdout, map[string]int{"forgotten": n})
+}
+
+// windowMiss is what window get prints when no claim is held: the claim it looked for.
+type windowMiss struct {
+	Claimed bool   `json:"claimed"`
+	Tenant  string `json:"tenant"`
+	Source  string `json:"source"`
+	Key     string `json:"key"`
+	Bucket  string `json:"bucket"`
 }
 
 // windowEntry is what window get (and each line of window ls) prints for a held claim.
@@ -208,8 +217,10 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
 		case *tenant == "":
 			return windowTarget{}, bad("--all needs --tenant")
+		case !*yes && *source != "":
+			return windowTarget{}, bad("--all removes every claim of tenant %q and source %q; add --yes to confirm", *tenant, *source)
 		case !*yes:
-			return windowTarget{}, bad("--all removes every claim of tenant %q; add --yes to confirm", *tenant)
+			return windowTarget{}, bad("--all removes every claim of tenant %q, of every source; add --yes to confirm", *tenant)
 		}
 		return windowTarget{tenant: *tenant, source: *source, all: true}, nil
 	}

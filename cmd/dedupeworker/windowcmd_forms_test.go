@@ -127,8 +127,9 @@ func TestWindowFormsFindKeysNATSWouldAlter(t *testing.T) {
 	}
 	// Hand-typed: lowercase escapes and a needless one.
 	check(claims[2], "hand-typed", windowGetJSON(t, "--idempotency-key", "acme:forms:%41%0d%0aB"))
-	// An unknown key is simply not claimed.
-	if got := windowGetJSON(t, "--idempotency-key", "acme:forms:A%0D%0AC"); len(got) != 1 || got["claimed"] != false {
+	// An unknown key is simply not claimed, and the answer echoes the decoded key it looked for.
+	if got := windowGetJSON(t, "--idempotency-key", "acme:forms:A%0D%0AC"); got["claimed"] != false || got["key"] != "A\r\nC" ||
+		got["tenant"] != "acme" || got["source"] != "forms" {
 		t.Errorf("unclaimed key: %v", got)
 	}
 
@@ -168,7 +169,7 @@ func TestWindowFormsUsageErrors(t *testing.T) {
 		{[]string{"get", "--dedupe-key", "k"}, "window get: --tenant and --source are required with --dedupe-key (or --idempotency-key alone)"},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--key", "k", "--dedupe-key", "k"}, "--key and --dedupe-key exclude each other: give one"},
 		{[]string{"get", "--key", "k", "--dedupe-key", "k", "--idempotency-key", "a:s:k"}, "--key, --dedupe-key and --idempotency-key exclude each other"},
-		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "a%zz"}, `window get: --dedupe-key: keys: header value "a%zz": malformed escape "%zz" at byte 1`},
+		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "a%zz"}, `window get: --dedupe-key: header value "a%zz": malformed escape "%zz" at byte 1`},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", "A\r\nB"}, `raw control byte 0x0D`},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--dedupe-key", ""}, "--dedupe-key is empty"},
 		{[]string{"get", "--tenant", "a", "--source", "s", "--key", ""}, "--key is empty"},

@@ -52,7 +52,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, cfg, nc, err := bindWindow(ctx, conn, "window ls")
+	w, cfg, nc, err := bindWindow(ctx, conn, "window ls", stderr)
 	if err != nil {
 		return err
 	}
@@ -75,12 +75,12 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
 // bucket). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string) (*kvwindow.Window, config.Config, *nats.Conn, error) {
-	cfg, err := config.Load()
+func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Writer) (*kvwindow.Window, config.Config, *nats.Conn, error) {
+	cfg, log, err := loadSettings(stderr)
 	if err != nil {
-		return nil, cfg, nil, &exitError{code: exitUsage, err: err}
+		return nil, cfg, nil, err
 	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", nil)
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
 	if err != nil {
 		return nil, cfg, nil, failErr(err)
 	}

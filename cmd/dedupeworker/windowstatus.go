@@ -5,8 +5,12 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -16,7 +20,8 @@ const windowStatusUsage = `Usage:
   dedupeworker window rebalance [--yes] [--json]
 
 status shows, for each bucket of the window (DEDUPE_BUCKET, or its DEDUPE_WINDOW_SHARDS shards): the server leading
-it, the servers holding its replicas, its keys (live claims and expiry markers), bytes, and the server heap its keys
+it, the servers holding its replicas with the state of each (current, N operations behind, or OFFLINE: not seen
+by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry markers), bytes, and the server heap its keys
 cost on each replica (keys x 180 bytes, measured); then, per server, the buckets it leads and holds and its heap
 estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
 not spread them by itself) and, with --yes, moves them by preferred step-downs, one bucket at a time.
@@ -40,7 +45,7 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window "+sub)
+	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, stderr)
 	if err != nil {
 		return err
 	}
@@ -63,11 +68,84 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	if err != nil {
 		return failErr(err)
 	}
-	if *asJSON {
-		return writeJSON(stdout, map[string]any{"buckets": status, "servers": serverTotals(status)})
+	health, err := replicaHealthOf(ctx, nc, status)
+	if err != nil {
+		return failErr(fmt.Errorf("window status: %w", err))
 	}
-	printStatus(stdout, status)
+	if *asJSON {
+		return writeJSON(stdout, map[string]any{"buckets": status, "servers": serverTotals(status, health), "replicas": health})
+	}
+	printStatus(stdout, status, health)
 	return nil
+}
+
+// replicaState is the health of one replica of a bucket, as the bucket's stream info reports it.
+type replicaState struct {
+	Bucket  string `json:"bucket"`
+	Server  string `json:"server"`
+	Leader  bool   `json:"leader,omitempty"`
+	Current bool   `json:"current"`           // caught up with the leader
+	Offline bool   `json:"offline,omitempty"` // not seen by the leader lately
+	Lag     uint64 `json:"lag,omitempty"`     // operations behind the leader
+}
+
+// replicaHealthOf reads each bucket's stream info for its replicas' states.
+func replicaHealthOf(ctx context.Context, nc *nats.Conn, status []kvwindow.BucketStatus) ([]replicaState, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	var out []replicaState
+	for _, b := range status {
+		st, err := js.Stream(ctx, "KV_"+b.Bucket)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %q: %w", b.Bucket, err)
+		}
+		out = append(out, replicaHealth(b.Bucket, st.CachedInfo().Cluster)...)
+	}
+	return out, nil
+}
+
+// replicaHealth is the state of each replica of bucket, the leader first; none on a server without a cluster.
+func replicaHealth(bucket string, ci *jetstream.ClusterInfo) []replicaState {
+	if ci == nil {
+		return nil
+	}
+	var out []replicaState
+	if ci.Leader != "" {
+		out = append(out, replicaState{Bucket: bucket, Server: ci.Leader, Leader: true, Current: true})
+	}
+	for _, p := range ci.Replicas {
+		if p == nil {
+			continue
+		}
+		out = append(out, replicaState{Bucket: bucket, Server: p.Name, Current: p.Current && !p.Offline, Offline: p.Offline, Lag: p.Lag})
+	}
+	return out
+}
+
+// replicaCell writes a bucket's replicas for the table: "n1 (leader), n2, n3 (OFFLINE, 2111 behind)".
+func replicaCell(bucket string, replicas []string, health []replicaState) string {
+	var parts []string
+	for _, h := range health {
+		if h.Bucket != bucket {
+			continue
+		}
+		s := h.Server
+		switch {
+		case h.Leader:
+			s += " (leader)"
+		case h.Offline:
+			s += fmt.Sprintf(" (OFFLINE, %d behind)", h.Lag)
+		case !h.Current:
+			s += fmt.Sprintf(" (%d behind)", h.Lag)
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return strings.Join(replicas, ", ") // a server without a cluster: no replica states
+	}
+	return strings.Join(parts, ", ")
 }
 
 // serverLoad is what one server leads and holds of the window.
@@ -77,9 +155,18 @@ type serverLoad struct {
 	Holds          int    `json:"holds"`
 	Keys           uint64 `json:"keys"`
 	MemoryEstimate uint64 `json:"memory_estimate_bytes"`
+	Offline        int    `json:"offline,omitempty"` // buckets whose replica on this server is offline
 }
 
-func serverTotals(status []kvwindow.BucketStatus) []serverLoad {
+// serverTotals adds up what each server leads and holds; a replica its bucket's leader reports offline is counted
+// apart (Offline), its keys and heap not at all: it serves none of them.
+func serverTotals(status []kvwindow.BucketStatus, health []replicaState) []serverLoad {
+	offline := map[[2]string]bool{}
+	for _, h := range health {
+		if h.Offline {
+			offline[[2]string{h.Bucket, h.Server}] = true
+		}
+	}
 	by := map[string]*serverLoad{}
 	for _, b := range status {
 		for i, r := range b.Replicas {
@@ -87,6 +174,10 @@ func serverTotals(status []kvwindow.BucketStatus) []serverLoad {
 			if l == nil {
 				l = &serverLoad{Server: r}
 				by[r] = l
+			}
+			if offline[[2]string{b.Bucket, r}] {
+				l.Offline++
+				continue
 			}
 			l.Holds++
 			l.Keys += b.Keys
@@ -104,7 +195,7 @@ func serverTotals(status []kvwindow.BucketStatus) []serverLoad {
 	return out
 }
 
-func printStatus(w io.Writer, status []kvwindow.BucketStatus) {
+func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaState) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tLEADER\tREPLICAS\tKEYS\tBYTES\tHEAP/REPLICA")
 	var keys, bytes uint64
@@ -113,18 +204,22 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus) {
 		if leader == "" {
 			leader = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\n", b.Bucket, leader, b.Replicas, b.Keys, human(b.Bytes), human(b.MemoryEstimate))
+		replicas := replicaCell(b.Bucket, b.Replicas, health)
+		if replicas == "" {
+			replicas = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Bucket, leader, replicas, b.Keys, human(b.Bytes), human(b.MemoryEstimate))
 		keys += b.Keys
 		bytes += b.Bytes
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\n", keys, human(bytes))
 	_ = tw.Flush()
-	if loads := serverTotals(status); len(loads) > 0 {
+	if loads := serverTotals(status, health); len(loads) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "SERVER\tLEADS\tHOLDS\tKEYS\tHEAP ESTIMATE")
+		fmt.Fprintln(tw, "SERVER\tLEADS\tHOLDS\tOFFLINE\tKEYS\tHEAP ESTIMATE")
 		for _, l := range loads {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\n", l.Server, l.Leads, l.Holds, l.Keys, human(l.MemoryEstimate))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\n", l.Server, l.Leads, l.Holds, l.Offline, l.Keys, human(l.MemoryEstimate))
 		}
 		_ = tw.Flush()
 	}

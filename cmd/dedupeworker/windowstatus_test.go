@@ -69,3 +69,28 @@ func TestWindowStatusSharded(t *testing.T) {
 		t.Errorf("window status with 2 shards over 4: exit %d, %s", code, stderr)
 	}
 }
+
+// A replica its leader reports offline or behind says so, and an offline server holds none of the bucket's keys.
+func TestWindowStatusReplicaHealth(t *testing.T) {
+	ci := &jetstream.ClusterInfo{Leader: "n1", Replicas: []*jetstream.PeerInfo{
+		{Name: "n2", Current: true},
+		{Name: "n3", Offline: true, Lag: 2111},
+		{Name: "n4", Current: false, Lag: 12},
+	}}
+	health := replicaHealth("w", ci)
+	if got := replicaCell("w", nil, health); got != "n1 (leader), n2, n3 (OFFLINE, 2111 behind), n4 (12 behind)" {
+		t.Errorf("replicas: %q", got)
+	}
+	if replicaHealth("w", nil) != nil || replicaCell("w", []string{}, nil) != "" {
+		t.Error("a single server has no replica states")
+	}
+	status := []kvwindow.BucketStatus{{Bucket: "w", Leader: "n1", Replicas: []string{"n1", "n2", "n3", "n4"}, Keys: 3005, MemoryEstimate: 3005 * kvwindow.BytesPerKey}}
+	for _, l := range serverTotals(status, health) {
+		switch {
+		case l.Server == "n3" && (l.Holds != 0 || l.Keys != 0 || l.Offline != 1):
+			t.Errorf("offline n3: %+v", l)
+		case l.Server != "n3" && (l.Holds != 1 || l.Keys != 3005 || l.Offline != 0):
+			t.Errorf("%s: %+v", l.Server, l)
+		}
+	}
+}

@@ -38,7 +38,8 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS}
+	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS,
+		natsFromCLI: rs.natsFromCLI}
 	return w.run(ctx, rs.fromPresets)
 }
 
@@ -50,6 +51,7 @@ type worker struct {
 
 	natsCfg      natsconn.Config // where and how to connect (connFlags.resolve)
 	embeddedNATS bool            // no NATS server configured anywhere: start the embedded one
+	natsFromCLI  string          // the server came from NATS_URL or a nats CLI context (roleStart.natsFromCLI)
 
 	srv      *embedded.Server
 	nc       *nats.Conn
@@ -63,7 +65,7 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 	cfg, log := w.cfg, w.log
 	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
 	if fromPresets {
-		log.Info("no sources configured: declaring one source per preset", "sources", w.sources.IDs())
+		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
 	}
 	for _, id := range w.sources.WithoutDedupe {
 		log.Warn("source declares no dedupe: every provider retry becomes a new event", "source", id)
@@ -134,7 +136,9 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 			return failErr(err)
 		}
 		natsCfg.URL = w.srv.ClientURL()
-		natsCfg.Origin = joinOrigin("the embedded server (no NATS server configured)", natsCfg.Origin)
+		if natsCfg.Origin != embeddedFlagOrigin {
+			natsCfg.Origin = joinOrigin("the embedded server (no NATS server configured)", natsCfg.Origin)
+		}
 		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
 	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
@@ -152,9 +156,17 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 	}
 	w.status.wait("asking JetStream at %s", server)
 	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	if err := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status); errors.Is(err, errJetStreamOff) {
-		return failErr(err)
+	perr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status)
+	if errors.Is(perr, errJetStreamOff) {
+		return failErr(perr)
 	} // anything else (no INGEST yet, a slow answer) is for provisioning and the window to meet
+	if w.natsFromCLI != "" && cfg.Provision && errors.Is(perr, jetstream.ErrStreamNotFound) {
+		// The nats CLI's configuration points at whatever server a person last used: say where the streams go.
+		log.Warn("creating the worker's streams, window bucket and consumer on the server "+w.natsFromCLI+" names, "+
+			"not one the worker's settings name (set DEDUPE_NATS_URL to choose, or DEDUPE_PROVISION=false)",
+			"server", server, "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
+			"bucket", cfg.Bucket)
+	}
 
 	w.status.wait("waiting for the dedupe window %s", cfg.Bucket)
 	window, err := w.openWindow(ctx, js)
@@ -204,7 +216,11 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+		missing, published := w.windowBefore(ctx, js, cfg)
 		window, err := kvwindow.New(ctx, js, cfg)
+		if err == nil {
+			w.logCreatedBuckets(missing, published)
+		}
 		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
 			return window, err
 		}
@@ -215,6 +231,47 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 		case <-ctx.Done():
 			return nil, err
 		}
+	}
+}
+
+// windowBefore is what the server holds before the window is bound: the buckets of the window that do not exist
+// (New creates them when provisioning is on), and how many events the output stream holds (0 when it does not
+// exist or cannot be read). A lookup that fails otherwise counts the bucket as present: only what is known to be
+// missing is said to be created.
+func (w *worker) windowBefore(ctx context.Context, js jetstream.JetStream, cfg kvwindow.Config) (missing []string, published uint64) {
+	if !cfg.Provision {
+		return nil, 0
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for i := range cfg.Shards {
+		bucket := kvwindow.ShardBucket(cfg.Bucket, cfg.Shards, i)
+		if _, err := js.Stream(lctx, "KV_"+bucket); errors.Is(err, jetstream.ErrStreamNotFound) {
+			missing = append(missing, bucket)
+		}
+	}
+	if len(missing) > 0 {
+		if st, err := js.Stream(lctx, w.cfg.OutputStream); err == nil {
+			published = st.CachedInfo().State.Msgs
+		}
+	}
+	return missing, published
+}
+
+// logCreatedBuckets says which window buckets the start created: at INFO on a first start, at WARN when the
+// output stream already holds events, which a lost bucket's claims had suppressed the retries of. The worker goes
+// on (OPERATIONS.md, "A lost window bucket"): refusing would stop deduplication altogether, and the claims cannot
+// come back anyway; the warning says what it costs.
+func (w *worker) logCreatedBuckets(missing []string, published uint64) {
+	for _, bucket := range missing {
+		if published > 0 {
+			w.log.Warn(fmt.Sprintf("window bucket %s did not exist and was created empty, while stream %s holds %d events: "+
+				"the claims of those events are gone, so a provider retry of any of them within its TTL is published again "+
+				"as a new event (a deleted bucket, or a wrong DEDUPE_BUCKET or DEDUPE_NATS_URL?)", bucket, w.cfg.OutputStream, published),
+				"bucket", bucket, "stream", w.cfg.OutputStream, "events", published)
+			continue
+		}
+		w.log.Info("created window bucket", "bucket", bucket, "replicas", w.cfg.Replicas)
 	}
 }
 

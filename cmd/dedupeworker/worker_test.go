@@ -155,7 +155,7 @@ func TestWorkerExternalNATS(t *testing.T) {
 		t.Fatalf("window forget: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, _ = runCLI(t, "", "window", "get", "--tenant", "acme", "--source", "gh", "--key", "d1")
-	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false}` {
+	if code != 0 || strings.TrimSpace(stdout) != `{"claimed":false,"tenant":"acme","source":"gh","key":"d1","bucket":"dedupe-window"}` {
 		t.Fatalf("window get after forget: %d %s", code, stdout)
 	}
 	replay := nats.NewMsg("ingest.acme.gh")
@@ -254,7 +254,7 @@ func TestWorkerNATSUnreachable(t *testing.T) {
 	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1s") // the first connect retries an unreachable server for this long
 	start := time.Now()
 	code, _, stderr := runCLI(t, "", "run")
-	if code != 1 || !strings.Contains(stderr, "natsconn: connect to") || strings.Contains(stderr, "hunter2") {
+	if code != 1 || !strings.Contains(stderr, "run: connect to") || strings.Contains(stderr, "hunter2") {
 		t.Fatalf("exit %d, %q", code, stderr)
 	}
 	if time.Since(start) > 15*time.Second {
@@ -275,7 +275,7 @@ func TestWindowCommandErrors(t *testing.T) {
 		{[]string{"window", "get", "--tenant", "a.b", "--source", "s", "--key", "k"}, 2, "--tenant"},
 		{[]string{"window", "get", "--tenant", "a"}, 2, "--source and --key are required"},
 		{[]string{"window", "forget", "--tenant", "a", "--all", "--key", "k", "--yes"}, 2, "exclude"},
-		{[]string{"window", "get", "--tenant", "a", "--source", "s", "--key", "k"}, 1, "kvwindow: "},
+		{[]string{"window", "get", "--tenant", "a", "--source", "s", "--key", "k"}, 1, "window get: bucket \"dedupe-window\" does not exist"},
 	}
 	for _, tc := range cases {
 		code, _, stderr := runCLI(t, "", tc.args...)
@@ -328,7 +328,7 @@ func TestWorkerIncompatibleStreamOrConsumer(t *testing.T) {
 		{"consumer renamed on a work-queue stream", "new",
 			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
 			&jetstream.ConsumerConfig{Durable: "old", AckPolicy: jetstream.AckExplicitPolicy},
-			`pipeline: consumer "new": INGEST is a work-queue stream and consumer "old" already reads it; a work-queue stream allows ` +
+			`run: consumer "new": INGEST is a work-queue stream and consumer "old" already reads it; a work-queue stream allows ` +
 				`one consumer per subject — delete the old one (nats consumer rm INGEST old) or set DEDUPE_CONSUMER=old`, false},
 		{"stream without the input subjects", "",
 			jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"raw.>"}}, nil,

@@ -38,7 +38,7 @@ type Config struct {
 	NatsTLSKey       string `split_words:"true" desc:"path to the PEM key of the client certificate" role:"run ingest"`
 	// NatsConnectTimeout is not a connection setting in the sense of NatsConfigured: it applies whichever
 	// configuration names the server.
-	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, 10s for the other commands" role:"run ingest"`
+	NatsConnectTimeout time.Duration `split_words:"true" desc:"how long the first connection to NATS is retried while the server is unreachable; empty: 2m for run and ingest, one attempt for the other commands" role:"run ingest"`
 
 	EmbeddedListen   string `split_words:"true" default:"127.0.0.1:4222" desc:"where the embedded server listens (when no NATS server is configured anywhere; the other commands then connect here)" role:"run ingest"`
 	EmbeddedStoreDir string `split_words:"true" default:"./data/nats" desc:"JetStream store of the embedded server" role:"run"`
@@ -147,6 +147,11 @@ var (
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(name, format string, args ...any) {
+		for i, a := range args {
+			if d, ok := a.(time.Duration); ok {
+				args[i] = FormatDuration(d)
+			}
+		}
 		errs = append(errs, fmt.Errorf("config: %s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
 	}
 	if c.NatsTLSCert != "" && c.NatsTLSKey == "" || c.NatsTLSCert == "" && c.NatsTLSKey != "" {
@@ -296,11 +301,24 @@ func (c Config) Validate() error {
 
 // How long the first connection to NATS is retried while the server is unreachable, when
 // DEDUPE_NATS_CONNECT_TIMEOUT is empty: the worker waits for a NATS started beside it (compose, Kubernetes); the
-// other commands are run by a person, who should hear soon that the server is not there.
+// other commands are run by a person, who should hear at once that the server is not there.
 const (
 	DefaultRunConnectTimeout     = 2 * time.Minute
-	DefaultCommandConnectTimeout = 10 * time.Second
+	DefaultCommandConnectTimeout = 0 // one attempt: a refused connection or an unknown host fails at once
 )
+
+// FormatDuration writes a duration as the settings and the docs do, without Go's zero units: 72h, 2m, 1m30s,
+// 250ms (Go writes 72h0m0s and 2m0s). Every duration the commands print goes through it.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // ConnectRetry is DEDUPE_NATS_CONNECT_TIMEOUT, or def when it is empty (or 0).
 func (c Config) ConnectRetry(def time.Duration) time.Duration {
@@ -340,7 +358,7 @@ const (
 func (c Config) LogValue() slog.Value { return slog.GroupValue(c.Attrs("")...) }
 
 // Attrs are the settings role reads (every one for ""), in the order of Variables, as LogValue logs them: by
-// variable name, empty strings left out, secrets redacted, durations as Go writes them.
+// variable name, empty strings left out, secrets redacted, durations as FormatDuration writes them.
 func (c Config) Attrs(role string) []slog.Attr {
 	v := reflect.ValueOf(c.Redacted())
 	t := v.Type()
@@ -356,7 +374,7 @@ func (c Config) Attrs(role string) []slog.Attr {
 		}
 		val := f.Interface()
 		if d, ok := val.(time.Duration); ok {
-			val = d.String()
+			val = FormatDuration(d)
 		}
 		attrs = append(attrs, slog.Any(names[i], val))
 	}
@@ -431,4 +449,45 @@ func ParsePlacement(s string) ([]jetstream.Placement, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// mostTouched are, per role, the ten settings people change first, in the order `run -h` and `ingest -h` show them
+// (the rest follow, in the order of Variables).
+var mostTouched = map[string][]string{
+	RoleRun: {"DEDUPE_NATS_URL", "DEDUPE_NATS_CREDS", "DEDUPE_SOURCES_FILE", "DEDUPE_DEFAULT_TTL", "DEDUPE_REPLICAS",
+		"DEDUPE_WINDOW_SHARDS", "DEDUPE_MAX_IN_FLIGHT", "DEDUPE_HTTP_ADDR", "DEDUPE_LOG_LEVEL", "DEDUPE_LOG_FORMAT"},
+	RoleIngest: {"DEDUPE_NATS_URL", "DEDUPE_NATS_CREDS", "DEDUPE_SOURCES_FILE", "DEDUPE_INGEST_ADDR",
+		"DEDUPE_INGEST_SECRETS_DIR", "DEDUPE_INGEST_MAX_BODY", "DEDUPE_INGEST_PUBLISH_TIMEOUT", "DEDUPE_INGEST_MAX_IN_FLIGHT",
+		"DEDUPE_LOG_LEVEL", "DEDUPE_LOG_FORMAT"},
+}
+
+// RoleUsage writes the settings role reads, as Usage does, in two groups: the ten most often changed, then the
+// others.
+func RoleUsage(w io.Writer, role string) error {
+	var sb strings.Builder
+	if err := envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}"); err != nil {
+		return err
+	}
+	lines := map[string]string{}
+	for _, l := range strings.Split(strings.TrimSpace(sb.String()), "\n") {
+		name, _, _ := strings.Cut(l, "\t")
+		lines[name] = l
+	}
+	reads := RoleVariables(role)
+	top := mostTouched[role]
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  The ten most often changed:")
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, name := range top {
+		if slices.Contains(reads, name) {
+			fmt.Fprintln(tw, "  "+lines[name])
+		}
+	}
+	fmt.Fprintln(tw, "\n  The others:")
+	for _, name := range reads {
+		if !slices.Contains(top, name) {
+			fmt.Fprintln(tw, "  "+lines[name])
+		}
+	}
+	return tw.Flush()
 }

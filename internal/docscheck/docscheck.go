@@ -3,6 +3,9 @@
 // four spaces, or fenced) directly after a marker line
 //
 //	<!-- docs-check: NAME -->            steps, run one after the other in one shell
+//	<!-- docs-check: NAME paced -->      steps, with a person's pause before each step after the first: the
+//	                                     reader acts on a change of the worker's state (a stream's new limit)
+//	                                     no sooner than a person would, and no later either
 //	<!-- docs-check: NAME terminals -->  one long-running command per line, each in a terminal of its own
 //
 // In a steps block, a line starting with "# " right after a command is what the command prints: its pieces between
@@ -18,6 +21,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Mode says how a block's commands run.
@@ -30,11 +34,17 @@ const (
 	Terminals Mode = "terminals"
 )
 
+// PersonPause is how long a person takes between two steps of a paced block: reading the output, typing the
+// next command. A step that works only when run at once (before the worker has seen what the previous one
+// changed) or only after a longer wait is not what a reader meets.
+const PersonPause = 2500 * time.Millisecond
+
 // Block is one marked walkthrough.
 type Block struct {
 	Name  string
 	Mode  Mode
-	Line  int // the marker's line, 1-based
+	Line  int  // the marker's line, 1-based
+	Paced bool // a steps block run at a person's pace: PersonPause before each step after the first
 	Steps []Step
 }
 
@@ -51,7 +61,7 @@ func (s Step) String() string {
 }
 
 var (
-	markerRE = regexp.MustCompile(`^<!--\s*docs-check:\s*([A-Za-z0-9_-]+)(?:\s+(steps|terminals))?\s*-->\s*$`)
+	markerRE = regexp.MustCompile(`^<!--\s*docs-check:\s*([A-Za-z0-9_-]+)(?:\s+(steps|paced|terminals))?\s*-->\s*$`)
 	fenceRE  = regexp.MustCompile("^(```+|~~~+)")
 )
 
@@ -76,11 +86,11 @@ func Parse(md []byte) ([]Block, error) {
 		}
 		m := markerRE.FindStringSubmatch(trimmed)
 		if m == nil {
-			return nil, fmt.Errorf("docscheck: line %d: marker %q is not <!-- docs-check: NAME [steps|terminals] -->", i+1, trimmed)
+			return nil, fmt.Errorf("docscheck: line %d: marker %q is not <!-- docs-check: NAME [steps|paced|terminals] -->", i+1, trimmed)
 		}
 		b := Block{Name: m[1], Mode: Mode(m[2]), Line: i + 1}
-		if b.Mode == "" {
-			b.Mode = Steps
+		if b.Mode == "" || b.Mode == "paced" {
+			b.Paced, b.Mode = b.Mode == "paced", Steps
 		}
 		if prev, ok := seen[b.Name]; ok {
 			return nil, fmt.Errorf("docscheck: line %d: block name %q already used on line %d", i+1, b.Name, prev)

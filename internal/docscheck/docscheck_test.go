@@ -32,6 +32,13 @@ func TestParse(t *testing.T) {
 			}}},
 		},
 		{
+			name: "paced steps",
+			md:   "<!-- docs-check: p paced -->\n    a\n    b\n",
+			want: []docscheck.Block{{Name: "p", Mode: docscheck.Steps, Paced: true, Line: 1, Steps: []docscheck.Step{
+				{Line: 2, Command: "a"}, {Line: 3, Command: "b"},
+			}}},
+		},
+		{
 			name: "unmarked blocks are not read",
 			md:   "    rm -rf /\n\n<!-- docs-check: a -->\n    true\n\n    false\n",
 			want: []docscheck.Block{{Name: "a", Mode: docscheck.Steps, Line: 3, Steps: []docscheck.Step{

@@ -40,6 +40,7 @@ type event struct{ key, subject string }
 // check is what the test verifies after a block, beyond each step's own "# " lines.
 type check struct {
 	events []event // the new messages of the output stream, in order
+	needs  string  // a block this one reads the effects of: skipped with it when its tool is missing
 	// subscriber: a terminal running `nats sub` must have shown these events' keys too.
 }
 
@@ -52,7 +53,7 @@ var checks = map[string]check{
 		{"acme:stripe:evt_1", "deduped.acme.stripe"},
 		{"acme:github:9f1c", "deduped.acme.github.push"},
 	}},
-	"window":            {},
+	"window":            {needs: "nats-publish"},                        // reads the claims nats-publish made
 	"dlq":               {events: []event{{"", "deduped.acme.stripe"}}}, // unkeyed: msg/<envelope>
 	"key":               {},
 	"webhook-terminals": {},
@@ -130,6 +131,7 @@ type walk struct {
 	subs       []*terminal // nats sub terminals
 	js         jetstream.JetStream
 	lastSeq    uint64 // of the output stream, read so far
+	skipped    map[string]bool
 }
 
 func TestReadmeWalkthroughs(t *testing.T) {
@@ -150,7 +152,7 @@ func TestReadmeWalkthroughs(t *testing.T) {
 
 func newWalk(t *testing.T) *walk {
 	dir := t.TempDir()
-	w := &walk{t: t, dir: dir, require: os.Getenv("DOCS_CHECK_REQUIRE") == "1"}
+	w := &walk{t: t, dir: dir, require: os.Getenv("DOCS_CHECK_REQUIRE") == "1", skipped: map[string]bool{}}
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("docscheck: go not on PATH: cannot build bin/dedupeworker")
@@ -176,21 +178,23 @@ func newWalk(t *testing.T) *walk {
 	}
 	w.env = append(w.env, "HOME="+home, "XDG_CONFIG_HOME="+filepath.Join(home, ".config"),
 		fmt.Sprintf("DEDUPE_EMBEDDED_LISTEN=127.0.0.1:%d", port), "DEDUPE_HTTP_ADDR="+w.httpAddr)
-	// The worker embeds its server only when no NATS is configured; everything else finds it through NATS_URL
-	// (the nats CLI) or DEDUPE_EMBEDDED_LISTEN (the dedupeworker commands), as on a machine with defaults.
-	w.workerEnv = slices.Clone(w.env)
+	// make run embeds the server whatever NATS_URL says (the worker sees the reader's NATS_URL, pointing at the
+	// embedded server's own address here); everything else finds it through NATS_URL (the nats CLI) or
+	// DEDUPE_EMBEDDED_LISTEN (the dedupeworker commands), as on a machine with defaults.
 	w.env = append(w.env, "NATS_URL="+w.natsURL)
+	w.workerEnv = slices.Clone(w.env)
 	w.sh = startShell(t, dir, w.env)
 	return w
 }
 
 // rewrite turns a README command into the one to run here: the addresses are this run's free ports, `make run`
-// is what the Makefile's run target execs, and `go run ./cmd/dedupeworker` the binary built from the same tree.
+// is what the Makefile's run target execs (without DEDUPE_NATS_URL: run --embedded), and `go run
+// ./cmd/dedupeworker` the binary built from the same tree.
 func (w *walk) rewrite(cmd string) string {
 	cmd = strings.ReplaceAll(cmd, "127.0.0.1:8080", w.ingestAddr)
 	cmd = strings.ReplaceAll(cmd, "go run ./cmd/dedupeworker", "./bin/dedupeworker")
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(cmd), "make run"); ok {
-		cmd = "exec ./bin/dedupeworker run" + rest
+		cmd = "exec ./bin/dedupeworker run --embedded" + rest
 	}
 	return cmd
 }
@@ -221,13 +225,23 @@ func (w *walk) block(t *testing.T, b docscheck.Block) {
 		w.terminals(t, b)
 		return
 	}
+	if needs := checks[b.Name].needs; w.skipped[needs] {
+		w.skipped[b.Name] = true
+		t.Skipf("docscheck: block %s reads what block %s did, which was skipped", b.Name, needs)
+	}
 	for _, s := range b.Steps {
 		if tool := missingTool(s.Command); tool != "" {
+			w.skipped[b.Name] = true
 			w.skipFor(t, tool, fmt.Sprintf("block %s (README.md line %d: %s)", b.Name, s.Line, s))
 		}
 	}
-	for _, s := range b.Steps {
+	for i, s := range b.Steps {
 		w.settle(t)
+		if b.Paced && i > 0 {
+			// A person reads the output and types the next command: not a wait for a condition, the pace the
+			// README's reader acts at (a worker that needs longer, or a step that works only at once, fails here).
+			time.Sleep(docscheck.PersonPause)
+		}
 		out, code, err := w.sh.run(w.rewrite(s.Command))
 		if err != nil || code != 0 {
 			t.Fatalf("README.md line %d: %s: exit %d, %v; it printed:\n%s", s.Line, s, code, err, out)
@@ -269,7 +283,7 @@ func (w *walk) terminals(t *testing.T, b docscheck.Block) {
 				if p.exited() {
 					return fmt.Errorf("exited: %v\n%s", p.err, p.out)
 				}
-				if !strings.Contains(p.out.String(), "Subscribing on") {
+				if !strings.Contains(p.out.String(), "Subscribing") {
 					return errors.New("not subscribed yet")
 				}
 				return nil

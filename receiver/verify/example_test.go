@@ -113,7 +113,7 @@ func ExampleNew_hmac() {
 	// Output:
 	// hmac X-Webhook-Signature sha512 "v1=" and base64 of 64 bytes (1 secret)
 	// verify: hmac: X-Webhook-Signature: header malformed: want "v1=" and base64 of 64 bytes
-	// verify: algorithm: not a known algorithm (want one of sha1, sha256, sha512; got 3 characters; the value is not shown)
+	// verify: algorithm: not a known algorithm (want one of sha1, sha256, sha512; got "md5")
 }
 
 func ExampleSchemes() {

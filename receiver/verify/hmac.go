@@ -137,7 +137,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	}
 	alg, ok := algorithms[algName]
 	if !ok {
-		return nil, &FieldError{"algorithm", fmt.Sprintf("not a known algorithm (%s; the value is not shown)", notShown(cfg.Algorithm, "sha1", "sha256", "sha512"))}
+		return nil, &FieldError{"algorithm", fmt.Sprintf("not a known algorithm (%s)", notShown(cfg.Algorithm, "sha1", "sha256", "sha512"))}
 	}
 	encName := strings.ToLower(cfg.Encoding)
 	if encName == "" {
@@ -145,7 +145,7 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	}
 	decode, ok := encodings[encName]
 	if !ok {
-		return nil, &FieldError{"encoding", fmt.Sprintf("not a known encoding (%s; the value is not shown)", notShown(cfg.Encoding, "hex", "base64", "base64url"))}
+		return nil, &FieldError{"encoding", fmt.Sprintf("not a known encoding (%s)", notShown(cfg.Encoding, "hex", "base64", "base64url"))}
 	}
 	if trimOWS(cfg.Prefix) != cfg.Prefix {
 		// Header values arrive with outer blanks removed, so such a prefix could never match.

@@ -99,7 +99,7 @@ func New(cfg Config) (Verifier, error) {
 			return nil, &FieldError{"scheme", "required (one of " + strings.Join(Schemes(), ", ") + ")"}
 		}
 		// The value is never shown: a secret pasted in the wrong place would end up in logs.
-		return nil, &FieldError{"scheme", fmt.Sprintf("not a known scheme (%s; the value is not shown)", notShown(cfg.Scheme, Schemes()...))}
+		return nil, &FieldError{"scheme", fmt.Sprintf("not a known scheme (%s)", notShown(cfg.Scheme, Schemes()...))}
 	}
 	// The generic fields belong to hmac; a provider scheme fixes them itself.
 	if cfg.Scheme != SchemeHMAC {
@@ -296,8 +296,27 @@ type noneVerifier struct{}
 func (noneVerifier) Verify(http.Header, []byte) error { return nil }
 func (noneVerifier) String() string                   { return "none (no verification)" }
 
-// notShown describes a configuration value that is not one of want without showing it (it could be a secret
-// pasted in the wrong place): "want one of a, b; got 28 characters".
+// notShown describes a configuration value that is not one of want: "want one of a, b; got "md5"" when the value
+// reads as a name (plainName), else without showing it, for it could be a secret pasted in the wrong place: "want
+// one of a, b; got 28 characters; the value is not shown".
 func notShown(got string, want ...string) string {
-	return fmt.Sprintf("want one of %s; got %d characters", strings.Join(want, ", "), len(got))
+	if plainName(got) {
+		return fmt.Sprintf("want one of %s; got %q", strings.Join(want, ", "), got)
+	}
+	return fmt.Sprintf("want one of %s; got %d characters; the value is not shown", strings.Join(want, ", "), len(got))
+}
+
+// plainName reports whether a configuration value reads as a name someone meant for the field (md5, hmac-sha256,
+// githb), not as a secret: at most 16 characters of lower-case letters, digits, '-', '_' and '.'. Secrets are
+// longer, or mix cases and symbols.
+func plainName(s string) bool {
+	if s == "" || len(s) > 16 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
 }

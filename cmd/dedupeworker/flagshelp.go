@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// printFlags writes fs's flags as the docs write them: --name for a long name, -s for a one-letter one, a flag
+// registered as "same as -s" folded into that line (-s, --server), the value's name and the default when it is
+// not the zero value.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	aliases := map[string][]string{} // flag name → the names registered as "same as -name"
+	fs.VisitAll(func(f *flag.Flag) {
+		if target, ok := strings.CutPrefix(f.Usage, "same as -"); ok {
+			aliases[target] = append(aliases[target], f.Name)
+		}
+	})
+	dash := func(name string) string {
+		if len(name) == 1 {
+			return "-" + name
+		}
+		return "--" + name
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fs.VisitAll(func(f *flag.Flag) {
+		if strings.HasPrefix(f.Usage, "same as -") {
+			return
+		}
+		names := []string{dash(f.Name)}
+		for _, a := range aliases[f.Name] {
+			names = append(names, dash(a))
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		switch arg {
+		case "", "bool":
+			arg = ""
+		case "value", "string": // a flag.Func, or a string flag, without a `name` in its usage
+			arg = "VALUE"
+		case "int", "uint", "uint64":
+			arg = "N"
+		default:
+			arg = strings.ToUpper(arg)
+		}
+		line := "  " + strings.Join(names, ", ")
+		if arg != "" {
+			line += " " + arg
+		}
+		if d := f.DefValue; d != "" && d != "false" && d != "0" {
+			usage += fmt.Sprintf(" (default %s)", d)
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", line, usage)
+	})
+	_ = tw.Flush()
+}
+
+// subcommandPage is the help page of one subcommand cut from its command's shared usage: of the synopsis (the
+// lines after "Usage:" up to the first blank line) it keeps the lines of cmd ("dlq rm"), and of the paragraphs
+// that describe the subcommands one by one (a line starting with a subcommand of others, then lines indented by
+// eight spaces) it keeps cmd's.
+func subcommandPage(usage, cmd string, others []string) string {
+	parent, sub, _ := strings.Cut(cmd, " ")
+	lines := strings.Split(usage, "\n")
+	var out []string
+	inSynopsis, skipping := false, false
+	for _, l := range lines {
+		switch {
+		case l == "Usage:":
+			inSynopsis = true
+			out = append(out, l)
+			continue
+		case inSynopsis && l == "":
+			inSynopsis = false
+		case inSynopsis:
+			if strings.Contains(l, "dedupeworker "+parent+" "+sub+" ") || strings.HasSuffix(l, "dedupeworker "+parent+" "+sub) {
+				out = append(out, l)
+			}
+			continue
+		}
+		if skipping && (strings.HasPrefix(l, "        ") || l == "") && l != "" {
+			continue
+		}
+		skipping = false
+		for _, o := range others {
+			if o != sub && strings.HasPrefix(l, o+" ") && strings.TrimSpace(l[len(o):]) != "" && strings.HasPrefix(l[len(o):], "  ") {
+				skipping = true
+			}
+		}
+		if !skipping && (l != "" || len(out) == 0 || out[len(out)-1] != "") {
+			out = append(out, l)
+		}
+	}
+	page := strings.Join(out, "\n")
+	if strings.HasSuffix(usage, "\n\n") && !strings.HasSuffix(page, "\n\n") {
+		page += "\n" // the blank line before the flags
+	}
+	return page
+}
