@@ -32,6 +32,9 @@ func (noWindow) Release(context.Context, string, string, string, uint64) (bool, 
 func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64) (uint64, bool, error) {
 	return 0, false, kvwindow.ErrUnavailable
 }
+func (noWindow) Get(context.Context, string, string, string) (kvwindow.Entry, bool, error) {
+	return kvwindow.Entry{}, false, kvwindow.ErrUnavailable
+}
 func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
 
 // NewHandler builds a pipeline from cfg (JetStream and Window may be nil) and returns one worker of it.

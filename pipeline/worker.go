@@ -159,6 +159,17 @@ func (s *step) do(plan protocol.Plan) {
 		default:
 			f.Input = protocol.InputGone
 		}
+	case protocol.Recheck:
+		entry, found, err := p.cfg.Window.Get(w.ctx, e.tenant, e.source, e.key)
+		switch {
+		case err != nil:
+			p.log.Debug("pipeline: claim of a copy not read again", "seq", e.seq, "key", e.key, "err", err)
+			f.Recheck = protocol.RecheckFailed
+		case found && entry.Revision == s.res.Revision:
+			f.Recheck = protocol.StillHeld
+		default:
+			f.Recheck = protocol.NoLongerHeld
+		}
 	case protocol.Publish:
 		if plan.Mark&protocol.PossibleDuplicate != 0 {
 			w.set(7, HeaderPossibleDuplicate, "true")
