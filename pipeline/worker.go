@@ -244,14 +244,16 @@ func (s *step) doClaim() {
 	w, p, e, d := s.w, s.w.p, &s.w.e, s.d
 	f := &s.f
 	start := time.Now()
+	// The claim's TTL starts when it is written, after now: a holding here expires no later than its claim.
+	now, ttl := p.clock(), p.ttl(e.src.spec)
 	s.hk = holderKey(e.tenant, e.source, e.key)
 	s.claim = kvwindow.Claim{
-		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
+		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: ttl,
 		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
 		FirstDelivery: d.delivered == 1,
 		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
-		Known: p.holders.known(s.hk),
+		Known: p.holders.known(s.hk, now),
 	}
 	res, err := p.cfg.Window.Claim(w.ctx, s.claim)
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
@@ -291,7 +293,7 @@ func (s *step) doClaim() {
 	if res.Status == kvwindow.Won || res.Status == kvwindow.Owned {
 		s.rev = res.Revision
 		if !res.Published {
-			s.hd = p.holders.begin(s.hk, e.seq, e.stamp)
+			s.hd = p.holders.begin(s.hk, e.seq, e.stamp, now+ttl)
 		}
 	}
 }
