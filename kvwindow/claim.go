@@ -316,5 +316,5 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 }
 
 func (w *shard) unavailable(op, subj string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
+	return w.bucketErr(fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err))
 }

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,8 @@ import (
 type Window struct {
 	cfg    Config
 	shards []*shard
+	req    *natsreq.Mux // the answer subscription of every bucket's claims and reads
+	closed atomic.Bool  // set by Close: every bucket refuses calls
 }
 
 // Bucket metadata keys recording, on every shard bucket, how many shards the window was created with and which
@@ -51,7 +54,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	w := &Window{cfg: cfg}
+	w := &Window{cfg: cfg, req: req}
 	for i := range cfg.Shards {
 		sc := cfg
 		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
@@ -60,10 +63,20 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 			_ = req.Close()
 			return nil, err
 		}
-		s.req = req
+		s.req, s.closed = req, &w.closed
 		w.shards = append(w.shards, s)
 	}
 	return w, nil
+}
+
+// Close ends the window: its answer subscription is dropped and every later call fails at once with an error
+// wrapping ErrUnavailable. Calls under way when it is called fail within their timeout. Close after Close does
+// nothing. The connection is the caller's and stays open.
+func (w *Window) Close() error {
+	if !w.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return w.req.Close()
 }
 
 // bucketConfig is what New creates bucket i of the window with (its name aside).

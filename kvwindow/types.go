@@ -164,3 +164,14 @@ var ErrUnavailable = errors.New("kvwindow: window unavailable")
 // claim until the worker is restarted after the operator decided (OPERATIONS.md, "The window bucket was lost or
 // re-created").
 var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)
+
+// BucketError is an error of one of the window's buckets, with the bucket as data (Bucket) beside what happened
+// (Err, which wraps the package's sentinels: errors.Is sees through it). Its text is Err's, which names the bucket
+// or the key.
+type BucketError struct {
+	Bucket string
+	Err    error
+}
+
+func (e *BucketError) Error() string { return e.Err.Error() }
+func (e *BucketError) Unwrap() error { return e.Err }

@@ -19,6 +19,9 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 	if err != nil {
 		return Entry{}, false, err
 	}
+	if w.closed != nil && w.closed.Load() {
+		return Entry{}, false, w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	m, err := w.latest(ctx, w.prefix+k)
@@ -180,6 +183,9 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 // deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
 // wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
+	if w.closed != nil && w.closed.Load() {
+		return w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	st, err := w.js.Stream(ctx, w.stream)
