@@ -97,7 +97,7 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan st
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd := h.m[k]
-	if hd == nil || hd.seq != seq || (stamp != 0 && hd.stamp != stamp) {
+	if hd == nil || hd.seq != seq || hd.stamp != stamp {
 		return nil, nil
 	}
 	if hd.finished {
