@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
 // Handler exposes the network-free part of handling an envelope (subject parsing, key extraction dispatch,
@@ -122,3 +123,7 @@ func (h *Holders) KnownAt(k string, now time.Duration) uint64 { return h.h.known
 
 // FinishedHoldings is how many finished holdings are remembered.
 const FinishedHoldings = finishedHoldings
+
+// SetDecide makes p's workers execute decide instead of protocol.Decide (a wrapper that alters plans: a test shows
+// that undoing a rule is caught). Call it before Run.
+func SetDecide(p *Pipeline, decide protocol.Decider) { p.decide = decide }

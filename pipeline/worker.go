@@ -99,9 +99,18 @@ func (w *worker) handle(d *delivery) {
 	case e.key == "":
 		s.f.Kind = protocol.Unkeyed
 	}
-	for {
+	for n := 0; ; n++ {
 		s.f.Hold = p.hold(e.received)
 		plan := p.decide(s.f)
+		if n == maxSteps {
+			// A protocol that never stops (a fault of the decision, never of the world): hand the envelope back
+			// rather than loop; the redelivery starts again.
+			p.log.Error("pipeline: the protocol did not stop; handing the envelope back", "seq", e.seq, "step", plan.String())
+			if !s.f.Naked && s.f.Ack == protocol.NotAcked {
+				w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+			}
+			break
+		}
 		s.note(plan)
 		if plan.Do == protocol.Stop {
 			break
@@ -112,6 +121,9 @@ func (w *worker) handle(d *delivery) {
 		p.holders.finish(s.hk, s.hd, s.f.Publish == protocol.PublishStored, s.rev)
 	}
 }
+
+// maxSteps bounds the steps of one delivery: the longest plan sequence is about a dozen.
+const maxSteps = 32
 
 // hold is how long a delivery received at received has been held, against the hold bound, and whether the
 // process was paused since (see tooOld).
