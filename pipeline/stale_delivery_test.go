@@ -39,7 +39,7 @@ func TestStaleDeliveryNeverAcksUnderLaterHolder(t *testing.T) {
 	w := &hookWindow{Window: e.kvWindow()}
 	cfg := e.config(w)
 	cfg.AckWait = 2 * time.Second
-	first := make(chan struct{})
+	first, measured := make(chan struct{}), make(chan struct{})
 	var inputWhileHeld atomic.Int64
 	inputWhileHeld.Store(-1)
 	var once sync.Once
@@ -72,7 +72,14 @@ func TestStaleDeliveryNeverAcksUnderLaterHolder(t *testing.T) {
 					t.Error(err)
 				}
 				inputWhileHeld.Store(int64(n))
+				close(measured)
 			})
+		default:
+			// A third delivery (a loaded machine let the ack wait pass again) waits until the input was counted.
+			select {
+			case <-measured:
+			case <-time.After(20 * time.Second):
+			}
 		}
 	})
 	e.start(cfg)
