@@ -19,6 +19,9 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 	if err != nil {
 		return Entry{}, false, err
 	}
+	if w.closed != nil && w.closed.Load() {
+		return Entry{}, false, w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	m, err := w.latest(ctx, w.prefix+k)
@@ -40,10 +43,9 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	e := Entry{Revision: rev, ClaimedAt: at}
 	if v, ok := decodeClaimValue(data); ok {
 		e.Claimant, e.Delivery = v.claimant(), v.delivery()
-		e.TTL = time.Duration(v.TTL) * time.Second
 		e.Key = v.Key
 		e.Published = v.Pub
-		e.FirstClaimed = v.firstClaimed(at)
+		e.FirstClaimed = v.firstClaimed()
 	}
 	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
 		e.TTL = time.Duration(ttl) * time.Second
@@ -180,6 +182,9 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 // deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
 // wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
+	if w.closed != nil && w.closed.Load() {
+		return w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	st, err := w.js.Stream(ctx, w.stream)
@@ -194,8 +199,9 @@ func (w *shard) Ping(ctx context.Context) error {
 // envelope that finds the mark gets Owned with Published and need not publish again, and a copy of the event
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
-// keeps the claim's first claim time: c.FirstClaimed when set (the Outcome's), else read from the claim first.
-func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64, bool, error) {
+// keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
+// reads it from the claim first (one more round trip to the stream leader). c.Known is not read.
+func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
 	}
@@ -208,7 +214,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64,
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	first := c.FirstClaimed
+	first := firstClaimed
 	if first.IsZero() {
 		m, err := w.latest(ctx, subj)
 		if err != nil {
@@ -217,8 +223,11 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64,
 		if m == nil || m.Sequence != rev || isTombstone(m) {
 			return 0, false, nil
 		}
-		v, _ := decodeClaimValue(m.Data)
-		first = v.firstClaimed(m.Time)
+		v, ok := decodeClaimValue(m.Data)
+		if !ok {
+			return 0, false, nil // not a claim of this package's: not the one at rev
+		}
+		first = v.firstClaimed()
 	}
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), true)
 	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	w := newWindow(t, js, kvwindow.DefaultConfig())
-	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return legacyWindow{w, js} })
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return w })
 }
 
 func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
@@ -32,7 +32,7 @@ func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
 		cfg := kvwindow.DefaultConfig()
 		cfg.Bucket = fmt.Sprintf("w%d", n.Add(1))
 		cfg.Storage = jetstream.MemoryStorage
-		return legacyWindow{newWindow(t, js, cfg), js}
+		return newWindow(t, js, cfg)
 	})
 }
 
@@ -349,22 +349,22 @@ func spyReads(t *testing.T, url string) (direct, get *atomic.Int64) {
 	return direct, get
 }
 
-// TestLosingClaimsReadFromLeader: unless a claim is marked FirstDelivery, deciding Owned/Stale/Duplicate (and a
+// TestLosingClaimsReadFromLeader: unless a claim is a first delivery, deciding Owned/Stale/Duplicate (and a
 // takeover) never uses direct gets (served by any replica).
 func TestLosingClaimsReadFromLeader(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(2)}
 	claim(t, w, c)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("same delivery: %v", got.Status)
 	}
-	c.Delivery = delivery(3)
+	c.Delivery = delivery(4)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("later delivery: %v", got.Status)
 	}
-	c.Delivery = delivery(2)
+	c.Delivery = delivery(3)
 	if got := claim(t, w, c); got.Status != kvwindow.Stale {
 		t.Fatalf("earlier delivery: %v", got.Status)
 	}
@@ -475,7 +475,7 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1), FirstDelivery: true}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
 	if got := claim(t, w, c); got.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", got.Status)
 	}
@@ -490,7 +490,7 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 		return nil
 	})
 	// A redelivery of the winner must be recognised, through the leader.
-	c.Claimant, c.Delivery, c.FirstDelivery = envelope(1), delivery(2), false
+	c.Claimant, c.Delivery = envelope(1), delivery(2)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("redelivery: %v", got.Status)
 	}
@@ -547,7 +547,7 @@ func TestStoredValue(t *testing.T) {
 			t.Fatalf("%s: stored claim: %+v", tc.name, m)
 		}
 		v, ok := kvwindow.DecodeValue(m.Data)
-		if !ok || v.Claimant != c.Claimant || v.Delivery != c.Delivery || v.Published || v.Legacy ||
+		if !ok || v.Claimant != c.Claimant || v.Delivery != c.Delivery || v.Published ||
 			v.FirstMs < before || v.FirstMs > time.Now().UnixMilli() || out.FirstClaimed.UnixMilli() != v.FirstMs {
 			t.Fatalf("%s: decoded %+v %v (outcome %+v)", tc.name, v, ok, out)
 		}
@@ -575,41 +575,6 @@ func TestStoredValue(t *testing.T) {
 			t.Fatalf("%s: Get: %+v %v %v", tc.name, e, ok, err)
 		}
 		t.Logf("%s: value %d bytes (%q)", tc.name, len(m.Data), m.Data)
-	}
-
-	for i, old := range []string{
-		`{"seq":7,"at":1717171717000,"ttl":60,"key":"old"}`, // before stamps and deliveries
-		`{"seq":7,"ts":0,"con":0,"dlv":0,"at":1717171717000,"ttl":60,"key":"old"}`,
-	} {
-		key := fmt.Sprint("old-", i)
-		k, _ := kvwindow.KVKey("acme", "s", key)
-		m := nats.NewMsg("$KV.dedupe-window." + k)
-		m.Data = []byte(old)
-		m.Header.Set(jetstream.MsgTTLHeader, "60")
-		pa, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := lastOn(t, st, "acme", "s", key).Time
-		e, ok, err := w.Get(ctx, "acme", "s", key)
-		if err != nil || !ok || e.Claimant != (kvwindow.Claimant{Seq: 7}) || e.Delivery != (kvwindow.Delivery{}) || e.Revision != pa.Sequence ||
-			!e.FirstClaimed.Equal(stored) || e.TTL != time.Minute {
-			t.Fatalf("Get of an old-format claim %s: %+v %v %v", old, e, ok, err)
-		}
-		c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: key, TTL: time.Minute, Claimant: envelope(8), Delivery: delivery(1)}
-		if got := claim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: pa.Sequence}) ||
-			!got.Published || got.HolderSeq != 7 || got.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("other sequence on an old-format claim: %+v, want Duplicate, Published (an older worker's claim counts as "+
-				"decided), holder 7, first claimed when stored (%s)", got, stored)
-		}
-		c.Claimant = envelope(7)
-		took := claim(t, w, c)
-		if took.Status != kvwindow.Owned || took.Revision <= pa.Sequence || took.Published || took.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("same sequence on an old-format claim: %+v, want Owned with a new revision, first claimed %s", took, stored)
-		}
-		if e, _, _ := w.Get(ctx, "acme", "s", key); e.Claimant != envelope(7) || e.Delivery != delivery(1) || e.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("after the takeover: %+v", e)
-		}
 	}
 
 	// A value that is no claim (an operator's put) is someone else's, and counts as decided.

@@ -123,9 +123,18 @@ type running struct {
 // start provisions and runs a pipeline until the test ends (or stop).
 func (e *env) start(cfg pipeline.Config) *running {
 	e.t.Helper()
+	return e.startWith(cfg, nil)
+}
+
+// startWith is start with before called on the pipeline before it runs (nil: nothing).
+func (e *env) startWith(cfg pipeline.Config, before func(*pipeline.Pipeline)) *running {
+	e.t.Helper()
 	p, err := pipeline.New(cfg)
 	if err != nil {
 		e.t.Fatal(err)
+	}
+	if before != nil {
+		before(p)
 	}
 	c, cancel := context.WithCancel(context.Background())
 	r := &running{p: p, cancel: cancel, done: make(chan error, 1)}

@@ -91,14 +91,14 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if first.Status != kvwindow.Won || first.Published {
 			t.Fatalf("first claim: %+v", first)
 		}
-		marked, ok, err := w.MarkPublished(testCtx(t), c, first.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), c, first.Revision, time.Time{})
 		if err != nil || !ok || marked <= first.Revision {
 			t.Fatalf("MarkPublished at the claim's revision %d: %d %v %v, want a later revision", first.Revision, marked, ok, err)
 		}
-		if rev, ok, err := w.MarkPublished(testCtx(t), c, first.Revision); err != nil || ok || rev != 0 {
+		if rev, ok, err := w.MarkPublished(testCtx(t), c, first.Revision, time.Time{}); err != nil || ok || rev != 0 {
 			t.Errorf("MarkPublished at a revision that moved on: %d %v %v, want false", rev, ok, err)
 		}
-		if again, ok, err := w.MarkPublished(testCtx(t), c, marked); err != nil || !ok || again <= marked {
+		if again, ok, err := w.MarkPublished(testCtx(t), c, marked, time.Time{}); err != nil || !ok || again <= marked {
 			t.Errorf("MarkPublished at the revision the mark returned: %d %v %v, want a later revision", again, ok, err)
 		}
 		c.Delivery = delivery(2)
@@ -130,7 +130,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("copy while the holder is undecided: %+v, want Duplicate, not Published, holder seq 51, first claimed %s",
 				dup, won.FirstClaimed)
 		}
-		marked, ok, err := w.MarkPublished(testCtx(t), holder, won.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), holder, won.Revision, time.Time{})
 		if err != nil || !ok {
 			t.Fatalf("MarkPublished: %v %v", ok, err)
 		}
@@ -170,7 +170,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		took := mustClaim(t, w, c)
 		check("takeover", took, kvwindow.Owned)
 		// A mark without the first claim time reads it from the claim; one with it writes it as given.
-		marked, ok, err := w.MarkPublished(testCtx(t), c, took.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), c, took.Revision, time.Time{})
 		if err != nil || !ok {
 			t.Fatalf("MarkPublished: %v %v", ok, err)
 		}
@@ -181,45 +181,15 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if !took.Published || took.Revision <= marked {
 			t.Fatalf("takeover after a mark: %+v, want Published after revision %d", took, marked)
 		}
-		c.FirstClaimed = took.FirstClaimed
-		if _, ok, err := w.MarkPublished(testCtx(t), c, took.Revision); err != nil || !ok {
+		if _, ok, err := w.MarkPublished(testCtx(t), c, took.Revision, took.FirstClaimed); err != nil || !ok {
 			t.Fatalf("MarkPublished with the first claim time: %v %v", ok, err)
 		}
-		c.FirstClaimed = time.Time{}
 		c.Delivery = delivery(4)
 		check("takeover after a second mark", mustClaim(t, w, c), kvwindow.Owned)
 		c.Delivery = delivery(2)
 		check("an earlier delivery", mustClaim(t, w, c), kvwindow.Stale)
 		c.Claimant = claimant(62)
 		check("a copy", mustClaim(t, w, c), kvwindow.Duplicate)
-	})
-
-	t.Run("LegacyClaimReadsAsPublished", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		lp, ok := w.(LegacyPutter)
-		if !ok {
-			t.Skip("the window cannot store a legacy claim")
-		}
-		tn := tenant(t)
-		before := time.Now().Add(-time.Second)
-		rev, err := lp.PutLegacyClaim(testCtx(t), tn, "s", "legacy", claimant(71), time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "legacy", TTL: time.Minute, Claimant: claimant(72), Delivery: delivery(1)}
-		dup := mustClaim(t, w, c)
-		if dup.Status != kvwindow.Duplicate || !dup.Published || dup.Revision != rev || dup.HolderSeq != 71 ||
-			dup.FirstClaimed.Before(before) || dup.FirstClaimed.After(time.Now().Add(time.Second)) {
-			t.Fatalf("copy of a legacy claim: %+v, want Duplicate, Published (decided), rev %d, holder seq 71, first claimed "+
-				"about when it was written", dup, rev)
-		}
-		// The holder's own redelivery takes it over; Owned keeps reporting only a recorded publish.
-		c.Claimant = claimant(71)
-		took := mustClaim(t, w, c)
-		if took.Status != kvwindow.Owned || took.Published || took.Revision <= rev || !took.FirstClaimed.Equal(dup.FirstClaimed) {
-			t.Fatalf("holder's redelivery on a legacy claim: %+v, want Owned, not Published, first claimed %s", took, dup.FirstClaimed)
-		}
 	})
 
 	t.Run("ArbitraryKeyBytes", func(t *testing.T) {
@@ -404,7 +374,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		t.Parallel()
 		w := newWindow(t)
 		tn := tenant(t)
-		oldFormat := kvwindow.Claimant{Seq: 7} // what a worker wrote before claims carried stamps and deliveries
+		unstamped := kvwindow.Claimant{Seq: 7} // a claimant is its sequence and stamp: the sequence alone never matches
 		for i, tc := range []struct {
 			name            string
 			held            kvwindow.Claimant
@@ -420,10 +390,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(1), kvwindow.Duplicate, false},
 			{"same sequence other stamp, later delivery", claimant(7), delivery(1),
 				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2), kvwindow.Duplicate, false},
-			{"old-format claim matches by sequence", oldFormat, kvwindow.Delivery{}, claimant(7), delivery(1), kvwindow.Owned, true},
-			{"old-format claim, unknown delivery", oldFormat, kvwindow.Delivery{}, claimant(7), kvwindow.Delivery{}, kvwindow.Owned, false},
-			{"old-format claim, other sequence", oldFormat, kvwindow.Delivery{}, claimant(8), delivery(1), kvwindow.Duplicate, false},
-			{"unstamped claimant against a stamped claim", claimant(7), delivery(1), oldFormat, delivery(2), kvwindow.Duplicate, false},
+			{"unstamped claim, same sequence", unstamped, delivery(1), claimant(7), delivery(2), kvwindow.Duplicate, false},
+			{"unstamped claimant against a stamped claim", claimant(7), delivery(1), unstamped, delivery(2), kvwindow.Duplicate, false},
 		} {
 			key := fmt.Sprintf("identity-%d", i)
 			held := mustClaim(t, w, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: tc.held, Delivery: tc.heldDelivery})
@@ -434,15 +402,6 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			if got.Status != tc.want || (got.Revision != held.Revision) != tc.wantNewRevision {
 				t.Errorf("%s: %+v, want %v (held revision %d, new revision %v)", tc.name, got, tc.want, held.Revision, tc.wantNewRevision)
 			}
-		}
-		// A takeover of an old-format claim records the stamp: the sequence alone no longer matches.
-		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "identity-upgraded", TTL: time.Minute, Claimant: oldFormat}
-		mustClaim(t, w, c)
-		c.Claimant, c.Delivery = claimant(7), delivery(1)
-		took := mustClaim(t, w, c)
-		c.Claimant, c.Delivery = kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2)
-		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
-			t.Fatalf("other stamp after the takeover of an old-format claim: %+v, want Duplicate rev %d", got, took.Revision)
 		}
 	})
 
