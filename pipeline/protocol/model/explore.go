@@ -1,0 +1,199 @@
+package model
+
+import (
+	"fmt"
+	"hash/maphash"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Report is what an exploration found.
+type Report struct {
+	Config     Config
+	States     int            // distinct states visited
+	Terminal   int            // of which end states (nothing enabled)
+	Violations int            // transitions (or end states) that broke an invariant
+	Rules      map[string]int // violations by invariant (the Rule* constants)
+	First      *Violation
+	Elapsed    time.Duration
+	Truncated  bool // MaxStates reached
+}
+
+func (r Report) String() string {
+	s := fmt.Sprintf("%s: %d states (%d end states), %d violations in %s", r.Config, r.States, r.Terminal, r.Violations,
+		r.Elapsed.Round(time.Millisecond))
+	if r.Truncated {
+		s += " (truncated)"
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Rules)) {
+		s += fmt.Sprintf("\n  %6d × %s", r.Rules[k], k)
+	}
+	return s
+}
+
+// Options of an exploration besides its bound.
+type Options struct {
+	StopAtFirst bool // end at the first violation (mutation tests)
+	MaxStates   int  // 0: no limit
+	// Rule, when set, is the only invariant that counts as a violation (a mutation's); the others are ignored.
+	Rule string
+}
+
+// Explore runs every interleaving of the world within c, driving d, depth first, skipping states already visited.
+// After each step it checks that no event was published twice while its claim lives (unless marked as a
+// possible duplicate of the same envelope) and that no envelope was acked without an outcome; in each end state,
+// that the event is not lost. The first violation comes with the steps that led to it.
+func Explore(c Config, d Decider, o Options) Report {
+	start := time.Now()
+	x := &explorer{c: c, d: d, o: o, seen: make(map[[2]uint64]struct{}, 1<<16),
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+	x.w = &world{c: &x.c, d: d}
+	x.dfs(Initial(c))
+	return Report{Config: c, States: len(x.seen), Terminal: x.terminal, Violations: x.violations, Rules: x.rules, First: x.first,
+		Elapsed: time.Since(start), Truncated: x.truncated}
+}
+
+type explorer struct {
+	c          Config
+	d          Decider
+	o          Options
+	w          *world
+	seen       map[[2]uint64]struct{}
+	seeds      [2]maphash.Seed
+	path       []Step
+	terminal   int
+	violations int
+	rules      map[string]int
+	first      *Violation
+	truncated  bool
+	done       bool
+}
+
+func (x *explorer) dfs(s State) {
+	s.canon()
+	id := x.id(s)
+	if x.c.Replicas == 2 {
+		// Replicas are interchangeable: a state and its mirror are one.
+		if mid := x.id(s.mirror()); mid[0] < id[0] || mid[0] == id[0] && mid[1] < id[1] {
+			id = mid
+		}
+	}
+	if _, ok := x.seen[id]; ok {
+		return
+	}
+	if x.o.MaxStates > 0 && len(x.seen) >= x.o.MaxStates {
+		x.truncated = true
+		return
+	}
+	x.seen[id] = struct{}{}
+	steps := s.steps(&x.c, x.d, make([]Step, 0, 24))
+	if len(steps) == 0 {
+		x.terminal++
+		if rule := s.lost(&x.c); rule != "" {
+			x.violate(rule)
+		}
+		return
+	}
+	for _, st := range steps {
+		if x.done {
+			return
+		}
+		next := s
+		x.path = append(x.path, st)
+		if rule := x.w.apply(&next, st); rule != "" {
+			x.violate(rule)
+		} else {
+			x.dfs(next)
+		}
+		x.path = x.path[:len(x.path)-1]
+	}
+}
+
+func (x *explorer) violate(rule string) {
+	if x.o.Rule != "" && !strings.HasPrefix(rule, x.o.Rule) {
+		return
+	}
+	x.violations++
+	if x.rules == nil {
+		x.rules = map[string]int{}
+	}
+	name, _, _ := strings.Cut(rule, ":")
+	x.rules[name]++
+	if x.first == nil {
+		x.first = &Violation{Rule: rule, Trace: Replay(x.c, x.d, x.path)}
+	}
+	if x.o.StopAtFirst {
+		x.done = true
+	}
+}
+
+// Initial is the world before the first step: every copy stored in the input stream, nothing delivered.
+func Initial(c Config) State {
+	var s State
+	for e := 0; e < c.Envelopes; e++ {
+		s.E[e].Present = true
+	}
+	return s
+}
+
+// Replay makes steps from the initial state and returns a line per step: the readable trace of an interleaving.
+func Replay(c Config, d Decider, steps []Step) []string {
+	var lines []string
+	w := &world{c: &c, d: d, log: func(l string) { lines = append(lines, l) }}
+	s := Initial(c)
+	for _, st := range steps {
+		if rule := w.apply(&s, st); rule != "" {
+			lines = append(lines, "  ⇒ "+rule)
+		}
+	}
+	if rule := s.lost(&c); rule != "" && len(s.steps(&c, d, nil)) == 0 {
+		lines = append(lines, "  ⇒ end state: "+rule)
+	}
+	return lines
+}
+
+func (x *explorer) id(s State) [2]uint64 {
+	return [2]uint64{maphash.Comparable(x.seeds[0], s), maphash.Comparable(x.seeds[1], s)}
+}
+
+// mirror is s with replicas 0 and 1 swapped.
+func (s State) mirror() State {
+	s.R[0], s.R[1] = s.R[1], s.R[0]
+	for i := range s.H {
+		if s.H[i].On {
+			s.H[i].Rep ^= 1
+		}
+	}
+	return s
+}
+
+// canon renumbers the revisions in s by their order: only their equality and order matter (a write takes the
+// next revision, above every one in use), so states that differ only in how many writes came before are one.
+func (s *State) canon() {
+	var revs [1 + len(s.H)]uint8
+	n := 0
+	add := func(r uint8) {
+		if r != 0 && !slices.Contains(revs[:n], r) {
+			revs[n] = r
+			n++
+		}
+	}
+	add(s.Key.Rev)
+	for i := range s.H {
+		add(s.H[i].Rev)
+	}
+	slices.Sort(revs[:n])
+	rank := func(r uint8) uint8 {
+		if r == 0 {
+			return 0
+		}
+		return uint8(slices.Index(revs[:n], r) + 1)
+	}
+	s.Key.Rev = rank(s.Key.Rev)
+	for i := range s.H {
+		s.H[i].Rev = rank(s.H[i].Rev)
+	}
+	s.RevCtr = uint8(n)
+}
