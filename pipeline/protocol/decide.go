@@ -71,6 +71,11 @@ func keyed(f Facts) Plan {
 			return Plan{Do: WaitHolder}
 		case f.Holder == HolderNotHere && f.Input == InputNotAsked && !f.Config.InputKeeps && c.HolderKnown:
 			return Plan{Do: LookupInput}
+		case f.Holder == HolderNotHere && f.Input == InputGone && f.Recheck == NotRechecked && !f.Config.InputKeeps && c.HolderKnown:
+			// The claim was read before the lookup: meanwhile the holder may have been refused, dead-lettered,
+			// released the claim and been acknowledged. Only a key still holding the very claim read shows that
+			// the holder left the input published.
+			return Plan{Do: Recheck}
 		}
 		// The holder has not published yet (or has just failed to): acknowledging this copy now would lose the
 		// event if the holder is refused, dead-lettered and releases the claim.
@@ -82,14 +87,14 @@ func keyed(f Facts) Plan {
 }
 
 // holderDone reports whether the holder of a Duplicate's claim is finished with its event: published in this
-// process, or gone from a work-queue input stream (acknowledged: published, since a dead letter releases its claim
-// before its ack and only the holder acknowledges).
+// process, or gone from a work-queue input stream with the key still holding the claim read (acknowledged:
+// published, since a dead letter releases its claim before its ack and only the holder acknowledges).
 func holderDone(f Facts) bool {
 	switch f.Holder {
 	case HolderPublished:
 		return true
 	case HolderNotHere:
-		return f.Input == InputGone && !f.Config.InputKeeps && f.Claim.HolderKnown
+		return f.Input == InputGone && f.Recheck == StillHeld && !f.Config.InputKeeps && f.Claim.HolderKnown
 	}
 	return false
 }

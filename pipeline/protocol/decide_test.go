@@ -161,10 +161,18 @@ func TestDecide(t *testing.T) {
 		{"holder elsewhere: look up the input", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere }), Plan{Do: LookupInput}},
 		{"holder elsewhere, unknown holder: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Claim.HolderKnown = false }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
 		{"holder elsewhere, input keeps: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; keeps(f) }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
-		{"holder gone from the input: ack", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone }), Plan{Do: Ack, Count: CountDuplicate}},
+		{"holder gone from the input: read the key again", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone }), Plan{Do: Recheck}},
+		{"holder gone, key still holds its claim: ack", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone; f.Recheck = StillHeld }), Plan{Do: Ack, Count: CountDuplicate}},
+		{"holder gone, claim released or moved on since: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone; f.Recheck = NoLongerHeld }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
+		{"holder gone, recheck failed: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone; f.Recheck = RecheckFailed }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
 		{"holder still in the input: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputPresent }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
 		{"holder look-up failed: nak", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputFailed }), Plan{Do: Nak, Nak: NakHolder, Delay: d250}},
-		{"holder gone, copies: copy", with(keyed(dupUndec), func(f *Facts) { f.Holder = HolderNotHere; f.Input = InputGone; f.Config.CopyDuplicates = true }), Plan{Do: PublishCopy}},
+		{"holder gone, still held, copies: copy", with(keyed(dupUndec), func(f *Facts) {
+			f.Holder = HolderNotHere
+			f.Input = InputGone
+			f.Recheck = StillHeld
+			f.Config.CopyDuplicates = true
+		}), Plan{Do: PublishCopy}},
 	}
 	for _, r := range rows {
 		if got := Decide(r.f); got != r.want {

@@ -31,8 +31,8 @@
 //  2. Ack only a durable outcome: the event stored in the output (its publish acknowledged by JetStream); or its
 //     dead letter stored and, when the delivery held the claim, the claim released by this very delivery; or a
 //     copy of an event whose holder's outcome is decided (the claim records the publish, the holder finished
-//     published in this process, or the holder is gone from a work-queue input stream); or an earlier delivery's
-//     recorded publish.
+//     published in this process, or the holder is gone from a work-queue input stream while the key, read again
+//     after that lookup, still holds the claim the copy found); or an earlier delivery's recorded publish.
 //  3. Only the holder acknowledges a claimed envelope. A keyed envelope is never dead-lettered and acknowledged
 //     without claiming first; a stale delivery, and a delivery whose release finds the key moved on, stop without
 //     ack or NAK (JetStream would take that ack from any delivery and drop the envelope while a later delivery
@@ -60,4 +60,8 @@
 //
 // The API is additive from its first version: new constants, fields and actions may be added (a zero field keeps
 // the earlier meaning); existing names and meanings stay. Additions are listed here.
+//
+//   - Recheck (action) and Facts.Recheck: a copy whose holder is gone from the input reads the key again before
+//     it is acknowledged as a duplicate (the model found a copy acknowledged while its holder was dead-lettered
+//     and released between the copy's claim and its input lookup).
 package protocol

@@ -19,6 +19,7 @@ type Facts struct {
 	Claim      ClaimResult   // Claim's result
 	Holder     HolderResult  // WaitHolder's result
 	Input      InputResult   // LookupInput's result
+	Recheck    RecheckResult // Recheck's result
 	Publish    PublishResult // Publish's result
 	Copy       PublishResult // PublishCopy's result
 	DeadLetter PublishResult // DeadLetter's result (PublishRefused counts as PublishFailed)
@@ -130,6 +131,20 @@ const (
 	InputGone                 // the holder envelope is no longer in the (work-queue) input stream: acknowledged
 	InputPresent              // it is still there: undecided
 	InputFailed               // no answer
+)
+
+// RecheckResult is what reading the key again found, once the input lookup found a Duplicate's holder gone.
+type RecheckResult uint8
+
+const (
+	NotRechecked RecheckResult = iota
+	// StillHeld: the key still holds the claim at the revision the Duplicate found. The holder left the input
+	// while holding it, so it finished published: a holder that dead-letters releases its claim first.
+	StillHeld
+	// NoLongerHeld: the key holds another revision, or nothing. The holder may have dead-lettered and released
+	// the claim after the Duplicate read it; or another delivery claimed, took over or recorded since.
+	NoLongerHeld
+	RecheckFailed // no answer
 )
 
 // PublishResult is the output stream's answer to a publish.

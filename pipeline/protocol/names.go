@@ -16,7 +16,7 @@ func name(names []string, i uint8) string {
 
 func (a Action) String() string {
 	return name([]string{"stop", "build", "claim", "wait-holder", "lookup-input", "publish", "publish-copy",
-		"dead-letter", "release", "record", "ack", "nak"}, uint8(a))
+		"dead-letter", "release", "record", "ack", "nak", "recheck"}, uint8(a))
 }
 
 func (k Kind) String() string { return name([]string{"", "keyed", "unkeyed", "malformed"}, uint8(k)) }
@@ -104,4 +104,8 @@ func (p Plan) String() string {
 		b.WriteString(" [" + p.Note.String() + "]")
 	}
 	return b.String()
+}
+
+func (r RecheckResult) String() string {
+	return name([]string{"not-rechecked", "still-held", "no-longer-held", "failed"}, uint8(r))
 }

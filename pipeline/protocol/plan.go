@@ -52,6 +52,9 @@ const (
 	Ack
 	// Nak hands the delivery back (Plan.Nak, Plan.Delay); set Facts.Naked.
 	Nak
+	// Recheck reads the key again once LookupInput found a Duplicate's holder gone: does it still hold the
+	// claim at the revision the Duplicate found (kvwindow.Outcome.Revision)? Report Facts.Recheck.
+	Recheck
 )
 
 // Mark is the set of marks a published output carries.

@@ -140,6 +140,10 @@ func outcomes(f Facts, p Plan) []result {
 		for r := InputGone; r <= InputFailed; r++ {
 			add("input "+r.String(), func(f *Facts) { f.Input = r })
 		}
+	case Recheck:
+		for r := StillHeld; r <= RecheckFailed; r++ {
+			add("recheck "+r.String(), func(f *Facts) { f.Recheck = r })
+		}
 	case Publish, PublishCopy, DeadLetter:
 		for r := PublishStored; r <= PublishCancelled; r++ {
 			add(p.Do.String()+" "+r.String(), func(f *Facts) {
@@ -235,7 +239,7 @@ func check(f Facts, trace []step) (violations []string) {
 		durable = true
 	case f.Kind == Keyed && f.Claim.Status == Duplicate:
 		durable = f.Claim.Published || f.Holder == HolderPublished ||
-			f.Input == InputGone && !f.Config.InputKeeps && f.Claim.HolderKnown
+			f.Input == InputGone && f.Recheck == StillHeld && !f.Config.InputKeeps && f.Claim.HolderKnown
 	}
 	if !durable {
 		fail("acknowledged an outcome that is not durable")
