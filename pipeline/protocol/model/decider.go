@@ -18,10 +18,10 @@ type Facts struct {
 	// envelope is still in the work-queue input stream.
 	Holder HolderAnswer
 	Input  Answer
-	// Reclaim is the key read again after the input lookup found the holder gone: Duplicate when the holder
-	// still holds it (it finished with a publish: a holder that dead-letters releases first), NotHeld, or
-	// ClaimFailed.
-	Reclaim ClaimAnswer
+	// Recheck is the key read again after the input lookup found the holder gone: StillHeld when it holds the
+	// claim the Duplicate found, at the same revision (the holder finished with a publish: a holder that
+	// dead-letters releases first).
+	Recheck RecheckAnswer
 	// TooOld: the delivery was held past the hold bound or across a pause of its process. The model sets it at
 	// the moment it asks, from the world's clock.
 	TooOld bool
@@ -44,11 +44,20 @@ const (
 	Owned
 	Duplicate
 	Stale
-	NotHeld // Reclaim: the key no longer holds the holder's claim
+)
+
+// RecheckAnswer is what reading the key again found.
+type RecheckAnswer uint8
+
+const (
+	RecheckNone RecheckAnswer = iota
+	StillHeld
+	NoLongerHeld
+	RecheckFailed
 )
 
 func (c ClaimAnswer) String() string {
-	return [...]string{"-", "failed", "won", "owned", "duplicate", "stale", "not held"}[c]
+	return [...]string{"-", "failed", "won", "owned", "duplicate", "stale"}[c]
 }
 
 // HolderAnswer is what waiting in memory for a Duplicate's holder found.
@@ -92,7 +101,7 @@ const (
 	Claim
 	WaitHolder
 	LookupInput
-	Reclaim
+	Recheck
 	Publish
 	Record
 	Ack
@@ -103,7 +112,7 @@ const (
 )
 
 func (k Kind) String() string {
-	return [...]string{"?", "inspect", "claim", "wait for holder", "look up input", "claim again", "publish", "record", "ack", "release", "dead letter", "nak", "stop"}[k]
+	return [...]string{"?", "inspect", "claim", "wait for holder", "look up input", "read the key again", "publish", "record", "ack", "release", "dead letter", "nak", "stop"}[k]
 }
 
 // Action is the next step of one delivery: Marked with Publish marks the output Dedupe-Possible-Duplicate; Reason

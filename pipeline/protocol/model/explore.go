@@ -12,10 +12,11 @@ import (
 // Report is what an exploration found.
 type Report struct {
 	Config     Config
-	States     int            // distinct states visited
-	Terminal   int            // of which end states (nothing enabled)
-	Violations int            // transitions (or end states) that broke an invariant
-	Rules      map[string]int // violations by invariant (the Rule* constants)
+	States     int                   // distinct states visited
+	Terminal   int                   // of which end states (nothing enabled)
+	Violations int                   // transitions (or end states) that broke an invariant
+	Rules      map[string]int        // violations by invariant (the Rule* constants)
+	Firsts     map[string]*Violation // the first violation of each invariant
 	First      *Violation
 	Elapsed    time.Duration
 	Truncated  bool // MaxStates reached
@@ -51,7 +52,7 @@ func Explore(c Config, d Decider, o Options) Report {
 		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	x.w = &world{c: &x.c, d: d}
 	x.dfs(Initial(c))
-	return Report{Config: c, States: len(x.seen), Terminal: x.terminal, Violations: x.violations, Rules: x.rules, First: x.first,
+	return Report{Config: c, States: len(x.seen), Terminal: x.terminal, Violations: x.violations, Rules: x.rules, Firsts: x.firsts, First: x.first,
 		Elapsed: time.Since(start), Truncated: x.truncated}
 }
 
@@ -66,6 +67,7 @@ type explorer struct {
 	terminal   int
 	violations int
 	rules      map[string]int
+	firsts     map[string]*Violation
 	first      *Violation
 	truncated  bool
 	done       bool
@@ -117,12 +119,15 @@ func (x *explorer) violate(rule string) {
 	}
 	x.violations++
 	if x.rules == nil {
-		x.rules = map[string]int{}
+		x.rules, x.firsts = map[string]int{}, map[string]*Violation{}
 	}
 	name, _, _ := strings.Cut(rule, ":")
 	x.rules[name]++
+	if x.firsts[name] == nil {
+		x.firsts[name] = &Violation{Rule: rule, Trace: Replay(x.c, x.d, x.path)}
+	}
 	if x.first == nil {
-		x.first = &Violation{Rule: rule, Trace: Replay(x.c, x.d, x.path)}
+		x.first = x.firsts[name]
 	}
 	if x.o.StopAtFirst {
 		x.done = true

@@ -26,7 +26,7 @@ func TestModelCore(t *testing.T) {
 		t.Logf("model: %s", r)
 		for rule, n := range r.Rules {
 			if !residual[rule] {
-				t.Errorf("%d × %s; the first:\n%s", n, rule, r.First)
+				t.Errorf("%d × %s; the first:\n%s", n, rule, r.Firsts[rule])
 			}
 		}
 	}

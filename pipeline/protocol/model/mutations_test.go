@@ -130,7 +130,7 @@ var mutations = []mutation{
 	},
 	{
 		name: "no connection fence (a frozen replica's buffered publish sent when it resumes)",
-		cfg:  func(c *model.Config) { c.NoFence = true },
+		cfg:  func(c *model.Config) { c.NoFence, c.Faults = true, 3 },
 		rule: model.RuleTwice,
 	},
 }

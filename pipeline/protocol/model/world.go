@@ -38,9 +38,9 @@ type envelope struct {
 	Stored   bool  // its Nats-Msg-Id was stored in the output stream (ever)
 	DLQ      bool  // dead-lettered
 	DupAcked bool  // acked as a duplicate of another copy
-	// Excused: a store of it may have been unknown to every delivery (its PubAck lost, the process dead between
-	// the PubAck and its ack, or its record failed): the README's condition for a second copy marked
-	// Dedupe-Possible-Duplicate.
+	// Excused: a store of it may have been unknown to every delivery (its PubAck lost, the process dead or held
+	// for a duplicate window between the PubAck and its ack, or its record failed): the README's condition for a
+	// second copy marked Dedupe-Possible-Duplicate.
 	Excused bool
 }
 
@@ -54,7 +54,7 @@ type handler struct {
 	Paused   bool  // its process was paused (frozen) since it was received
 	InFlight bool  // a publish handed to the client library, not yet answered
 	Marked   bool  // that publish is marked Dedupe-Possible-Duplicate
-	Rev      uint8 // the revision of the claim it holds (Won, Owned; after a record, the record's)
+	Rev      uint8 // the revision of the claim it holds (Won, Owned; after a record, the record's), or found (Duplicate)
 	Holder   uint8 // Duplicate: the claimant holding the key
 	F        Facts
 }
@@ -184,7 +184,7 @@ func (s *State) steps(c *Config, d Decider, out []Step) []Step {
 			switch a := s.next(d, slot); a.Kind {
 			case Claim, Record, Release, Ack:
 				out = append(out, Step{Op: opHandle, A: uint8(slot), V: 1}, Step{Op: opHandle, A: uint8(slot), V: 2})
-			case DeadLetter, Reclaim:
+			case DeadLetter, Recheck:
 				out = append(out, Step{Op: opHandle, A: uint8(slot), V: 1})
 			}
 		}
@@ -301,6 +301,13 @@ func (w *world) apply(s *State, st Step) string {
 		s.fault()
 		s.Epoch++
 		s.Win = 0
+		for i := range s.H {
+			// A delivery between a stored publish and its confirmed ack or record for a whole duplicate window:
+			// a redelivery meanwhile cannot tell whether the event was stored.
+			if h := &s.H[i]; h.On && h.F.Publish == OK && h.F.Ack != OK && h.F.Record != OK {
+				s.E[i/maxDel].Excused = true
+			}
+		}
 		w.say("FAULT a whole duplicate window passes (epoch %d): the output forgets the ids it stored, every delivery held since is past the hold bound", s.Epoch)
 	case opLower:
 		s.fault()
@@ -415,7 +422,7 @@ const (
 	RuleLost                 = "lost"
 	RuleTwice                = "published twice while its claim lives"
 	RuleMarkedUnexcused      = "published twice, marked, outside the README's conditions"
-	RuleTwiceAfterDeadLetter = "published twice: stored, dead-lettered, released, then a copy published"
+	RuleTwiceAfterDeadLetter = "published twice after a stored event was dead-lettered and released"
 	RuleNoOutcome            = "acked without an outcome"
 )
 
@@ -461,9 +468,9 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 	name := slotName(s, slot)
 	switch a.Kind {
 	case Claim:
-		w.claim(s, slot, v, false)
-	case Reclaim:
-		w.claim(s, slot, v, true)
+		w.claim(s, slot, v)
+	case Recheck:
+		w.recheck(s, slot, v)
 	case WaitHolder:
 		r := &s.R[h.Rep]
 		switch {
@@ -549,15 +556,11 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 	return ""
 }
 
-func (w *world) claim(s *State, slot int, v uint8, again bool) {
+func (w *world) claim(s *State, slot int, v uint8) {
 	h := &s.H[slot]
 	e := uint8(slot / maxDel)
 	name := slotName(s, slot)
 	k := &s.Key
-	if again {
-		w.recheck(s, slot, v)
-		return
-	}
 	var ans ClaimAnswer
 	write := false
 	switch {
@@ -597,7 +600,7 @@ func (w *world) claim(s *State, slot int, v uint8, again bool) {
 		h.F.PossibleDup = k.First < s.Epoch
 	case Duplicate:
 		h.F.Published = k.Pub
-		h.Holder = k.Env
+		h.Holder, h.Rev = k.Env, k.Rev
 	}
 	what := ans.String()
 	if ans == Owned && write {
@@ -645,15 +648,17 @@ func (w *world) recheck(s *State, slot int, v uint8) {
 	h := &s.H[slot]
 	k := &s.Key
 	name := slotName(s, slot)
-	// A read of the key, no write: does the holder still hold it?
-	h.F.Reclaim = NotHeld
-	if k.Kind == keyClaim && k.Env == h.Holder {
-		h.F.Reclaim = Duplicate
+	// A read of the key, no write: is the claim still the one the Duplicate found (same revision)? A holder
+	// that dead-lettered released it; a holder's later delivery may have claimed it again since.
+	h.F.Recheck = NoLongerHeld
+	if k.Kind == keyClaim && k.Rev == h.Rev {
+		h.F.Recheck = StillHeld
 	}
 	if v != 0 {
-		h.F.Reclaim = ClaimFailed
+		h.F.Recheck = RecheckFailed
 	}
-	w.say("%s reads the key again: %s (holder %s)", name, map[ClaimAnswer]string{Duplicate: "still the holder's", NotHeld: "no longer the holder's", ClaimFailed: "no answer"}[h.F.Reclaim], envName(h.Holder))
+	w.say("%s reads the key again: %s (holder %s, rev %d found by its claim)", name,
+		[...]string{"", "the same claim", "another revision or none", "no answer"}[h.F.Recheck], envName(h.Holder), h.Rev)
 }
 
 // end finishes a delivery: its holding, if it still is the replica's, is finished (published) or forgotten.
