@@ -503,14 +503,17 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 		switch {
 		case v != 0:
 			h.F.Record = Failed
-			s.E[e].Excused = s.E[e].Excused || h.F.Publish == OK
+			s.E[e].Excused = s.E[e].Excused || h.F.Publish == OK && h.F.Ack != OK
 			w.say("FAULT %s records the publish at rev %d: no answer (applied=%v)", name, h.Rev, applies && v == 2)
 		case applies:
 			h.Rev = s.RevCtr
 			h.F.Record = OK
 			w.say("%s records the publish in its claim (rev %d)", name, h.Rev)
 		default:
+			// A later delivery took the claim over: the record did not land, and that delivery may be held
+			// and handed back without publishing.
 			h.F.Record = Moved
+			s.E[e].Excused = s.E[e].Excused || h.F.Publish == OK && h.F.Ack != OK
 			w.say("%s records the publish at rev %d: the key moved on", name, h.Rev)
 		}
 	case Release:
