@@ -16,11 +16,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
-// sameEnvelope reports whether a claim stored by claimant held was made by the envelope c. A stored claim without
-// a stamp predates stamps: its sequence is all there is to compare.
-func sameEnvelope(held, c Claimant) bool {
-	return held.Seq == c.Seq && (held.Stamp == c.Stamp || held.Stamp == 0)
-}
+// sameEnvelope reports whether a claim stored by claimant held was made by the envelope c.
+func sameEnvelope(held, c Claimant) bool { return held == c }
 
 // Claim records that c's event was seen, with one atomic create of the key's subject ("expected last subject
 // sequence 0", TTL c.TTL). It returns Won when this call created the claim and Duplicate when another claimant
@@ -132,11 +129,15 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if !ok || !sameEnvelope(v.claimant(), c.Claimant) {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
-			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.decided(),
-				FirstClaimed: v.firstClaimed(m.Time).Truncate(time.Millisecond), HolderSeq: v.Seq, HolderStamp: v.Stamp}, nil
+			first := m.Time
+			if ok {
+				first = v.firstClaimed()
+			}
+			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.Pub,
+				FirstClaimed: first.Truncate(time.Millisecond), HolderSeq: v.Seq, HolderStamp: v.Stamp}, nil
 		}
 		held := v.delivery()
-		heldFirst := v.firstClaimed(m.Time).Truncate(time.Millisecond)
+		heldFirst := v.firstClaimed().Truncate(time.Millisecond)
 		switch {
 		case held == c.Delivery:
 			return Outcome{Status: Owned, Revision: m.Sequence, Published: v.Pub, FirstClaimed: heldFirst}, nil
@@ -185,10 +186,13 @@ func ttlHeader(sec int64) string {
 	return e.s
 }
 
-// parseTTLHeader reads a Nats-TTL value in whole seconds: "86400s" as claims write it, "86400" as older workers
-// (and the KV layer) do.
+// parseTTLHeader reads a Nats-TTL value in whole seconds, as claims write it ("86400s").
 func parseTTLHeader(v string) (int64, bool) {
-	sec, err := strconv.ParseInt(strings.TrimSuffix(v, "s"), 10, 64)
+	n, ok := strings.CutSuffix(v, "s")
+	if !ok {
+		return 0, false
+	}
+	sec, err := strconv.ParseInt(n, 10, 64)
 	return sec, err == nil && sec > 0
 }
 
@@ -316,5 +320,5 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 }
 
 func (w *shard) unavailable(op, subj string, err error) error {
-	return fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err)
+	return w.bucketErr(fmt.Errorf("%w: %s %s: %w", ErrUnavailable, op, strings.TrimPrefix(subj, w.prefix), err))
 }

@@ -45,14 +45,17 @@
 // is the unpadded base64url of the event key when it is at most 48 bytes and otherwise "=" followed by the unpadded
 // base64url of its SHA-256. Any key bytes are valid; tenant and source are 1–64 of [A-Za-z0-9_-] (checked in every
 // method), so no key can reach into another scope and a tenant or source is one subject-filtered purge away.
-// The value is compact binary (about 30 bytes): a version byte (0x01, which can never start JSON), then varints —
+// The value is compact binary (about 30 bytes): a version byte (0x01), then varints —
 // claimant sequence and stamp, consumer creation time, delivery count, first claim time in milliseconds relative to
 // the stamp — a flags byte ("published", "key follows") and, only when the KV key holds the event key's hash, the
-// event key itself. The claim time and TTL are the stored message's timestamp and Nats-TTL header. JSON values
-// written by older workers ({"seq","ts","con","dlv","at","ttl","key","pub"}) still read everywhere: as claimant
-// stamp 0 (matched by sequence alone) and the earliest delivery when those fields are missing, first claimed when
-// the server stored them, and — for a copy that finds one — as decided (published), because those workers recorded
-// only the publishes of redeliveries.
+// event key itself. The claim time and TTL are the stored message's timestamp and Nats-TTL header ("<seconds>s").
+//
+// Compatibility: from the first tagged release on, a release reads every claim value, bucket layout (shard count
+// and index in the metadata or the description) and Nats-TTL form that the previous release wrote, and a change
+// of any of them takes a new version byte read beside the old one for at least one release. Before that release
+// nothing was kept: values and buckets of untagged builds (JSON claim values, claims without a stamp or
+// consumer, shard buckets that record no index, Nats-TTL without a unit) are not read; start such a window
+// afresh.
 
 // The package windowtest holds an in-memory window with the same semantics and the conformance suite both pass.
 package kvwindow

@@ -56,7 +56,6 @@ type Value struct {
 	FirstMs   int64
 	Published bool
 	Key       string
-	Legacy    bool
 }
 
 // EncodeValue is the compact value a claim of c first claimed at firstMs stores.
@@ -64,10 +63,10 @@ func EncodeValue(c Claim, firstMs int64, published bool) []byte {
 	return appendClaimValue(nil, c, firstMs, published)
 }
 
-// DecodeValue reads a stored claim value, compact or JSON.
+// DecodeValue reads a stored claim value.
 func DecodeValue(b []byte) (Value, bool) {
 	v, ok := decodeClaimValue(b)
-	return Value{Claimant: v.claimant(), Delivery: v.delivery(), FirstMs: v.First, Published: v.Pub, Key: v.Key, Legacy: v.Legacy}, ok
+	return Value{Claimant: v.claimant(), Delivery: v.delivery(), FirstMs: v.First, Published: v.Pub, Key: v.Key}, ok
 }
 
 // ScopeOf splits a KV key (see scopeOf).

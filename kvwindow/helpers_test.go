@@ -2,10 +2,7 @@ package kvwindow_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -69,32 +66,4 @@ func claim(t testing.TB, w *kvwindow.Window, c kvwindow.Claim) kvwindow.Outcome 
 // holder's details.
 func decision(o kvwindow.Outcome) kvwindow.Outcome {
 	return kvwindow.Outcome{Status: o.Status, Revision: o.Revision}
-}
-
-// legacyWindow is a window whose conformance run can store a claim as a worker before the compact claim value
-// wrote it: JSON, published straight to the key's subject.
-type legacyWindow struct {
-	*kvwindow.Window
-	js jetstream.JetStream
-}
-
-func (w legacyWindow) PutLegacyClaim(ctx context.Context, tenant, source, key string, c kvwindow.Claimant, ttl time.Duration) (uint64, error) {
-	k, err := kvwindow.KVKey(tenant, source, key)
-	if err != nil {
-		return 0, err
-	}
-	b, err := w.BucketOf(tenant, source, key)
-	if err != nil {
-		return 0, err
-	}
-	sec := int64((ttl + time.Second - 1) / time.Second)
-	jk, _ := json.Marshal(key)
-	m := nats.NewMsg("$KV." + b + "." + k)
-	m.Data = fmt.Appendf(nil, `{"seq":%d,"ts":%d,"con":0,"dlv":0,"at":%d,"ttl":%d,"key":%s}`, c.Seq, c.Stamp, time.Now().UnixMilli(), sec, jk)
-	m.Header.Set(jetstream.MsgTTLHeader, strconv.FormatInt(sec, 10))
-	pa, err := w.js.PublishMsg(ctx, m)
-	if err != nil {
-		return 0, err
-	}
-	return pa.Sequence, nil
 }

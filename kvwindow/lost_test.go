@@ -167,7 +167,7 @@ func TestShardCountCheckedOnEveryBucket(t *testing.T) {
 		want string // "" = accepted
 	}{
 		{"index recorded", jetstream.KeyValueConfig{Metadata: map[string]string{"dedupeworker.shards": "2", "dedupeworker.shard": "1"}}, ""},
-		{"count only (created before the index was recorded)", jetstream.KeyValueConfig{Metadata: map[string]string{"dedupeworker.shards": "2"}}, ""},
+		{"count only without index", jetstream.KeyValueConfig{Metadata: map[string]string{"dedupeworker.shards": "2"}}, "records no shard count and index"},
 		{"description only (nats kv add)", jetstream.KeyValueConfig{Description: "dedupeworker claim window, shard 2 of 2"}, ""},
 		{"another index", jetstream.KeyValueConfig{Metadata: map[string]string{"dedupeworker.shards": "2", "dedupeworker.shard": "0"}},
 			"records that it is shard 0, not 1"},

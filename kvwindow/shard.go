@@ -39,6 +39,8 @@ type shard struct {
 	floor uint64
 	// lost is set once the bucket is known deleted or re-created; claims in it then fail at once (see observe).
 	lost atomic.Pointer[lostState]
+	// closed is the window's: set once it is closed.
+	closed *atomic.Bool
 	// readHook, in tests only, makes a claim's read of subj find the key empty (it returns true), as a claim that
 	// expired between the write and the read would.
 	readHook func(subj string) bool
@@ -154,8 +156,19 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 	}
 }
 
+// bucketErr is err of this shard's bucket.
+func (w *shard) bucketErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &BucketError{Bucket: w.cfg.Bucket, Err: err}
+}
+
 // usable fails with the bucket's ErrWindowLost error once it is known lost.
 func (w *shard) usable() error {
+	if w.closed != nil && w.closed.Load() {
+		return w.bucketErr(fmt.Errorf("%w: bucket %q: the window was closed", ErrUnavailable, w.cfg.Bucket))
+	}
 	if l := w.lost.Load(); l != nil {
 		return l.err
 	}
@@ -165,10 +178,10 @@ func (w *shard) usable() error {
 // markLost records that the bucket was deleted (recreated false: it may still come back as it was) or created
 // again (for good), and returns the error every claim in it now fails with.
 func (w *shard) markLost(reason string, recreated bool) error {
-	l := &lostState{recreated: recreated, err: fmt.Errorf("%w: bucket %q %s: the claims it held are gone, and a copy "+
+	l := &lostState{recreated: recreated, err: w.bucketErr(fmt.Errorf("%w: bucket %q %s: the claims it held are gone, and a copy "+
 		"of an event they covered would be published again; this worker claims nothing in it until it is restarted: "+
 		"restore the bucket, or accept the loss, then restart the worker (OPERATIONS.md, \"The window bucket was lost "+
-		"or re-created\")", ErrWindowLost, w.cfg.Bucket, reason)}
+		"or re-created\")", ErrWindowLost, w.cfg.Bucket, reason))}
 	for {
 		old := w.lost.Load()
 		if old != nil && old.recreated {
@@ -196,7 +209,7 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		return w.markLost("was deleted under the running worker", false)
 	case err != nil:
-		return fmt.Errorf("%w: ping bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
+		return w.bucketErr(fmt.Errorf("%w: ping bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err))
 	case !info.Created.Equal(w.created):
 		return w.markLost(fmt.Sprintf("was deleted and created again under the running worker (now created %s; the "+
 			"worker bound to the one created %s)", info.Created.UTC().Format(time.RFC3339Nano),

@@ -7,6 +7,7 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,8 @@ import (
 type Window struct {
 	cfg    Config
 	shards []*shard
+	req    *natsreq.Mux // the answer subscription of every bucket's claims and reads
+	closed atomic.Bool  // set by Close: every bucket refuses calls
 }
 
 // Bucket metadata keys recording, on every shard bucket, how many shards the window was created with and which
@@ -51,7 +54,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
-	w := &Window{cfg: cfg}
+	w := &Window{cfg: cfg, req: req}
 	for i := range cfg.Shards {
 		sc := cfg
 		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
@@ -60,10 +63,20 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 			_ = req.Close()
 			return nil, err
 		}
-		s.req = req
+		s.req, s.closed = req, &w.closed
 		w.shards = append(w.shards, s)
 	}
 	return w, nil
+}
+
+// Close ends the window: its answer subscription is dropped and every later call fails at once with an error
+// wrapping ErrUnavailable. Calls under way when it is called fail within their timeout. Close after Close does
+// nothing. The connection is the caller's and stays open.
+func (w *Window) Close() error {
+	if !w.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return w.req.Close()
 }
 
 // bucketConfig is what New creates bucket i of the window with (its name aside).
@@ -162,15 +175,15 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 		used = used || info.State.LastSeq > 0
 		n, idx, ok := shardRecord(info)
 		switch {
-		case !ok:
-			return nil, fmt.Errorf("kvwindow: bucket %s records no shard count (neither %s metadata nor a description %q): "+
+		case !ok || idx < 0:
+			return nil, fmt.Errorf("kvwindow: bucket %s records no shard count and index (neither %s and %s metadata nor a description %q): "+
 				"it is not a shard of the window %q as dedupeworker creates it; move it away or set DEDUPE_WINDOW_BUCKET to "+
-				"another name", bucket, metaShards, shardDescription(i, k), cfg.Bucket)
+				"another name", bucket, metaShards, metaShard, shardDescription(i, k), cfg.Bucket)
 		case n != k:
 			return nil, fmt.Errorf("kvwindow: the window %q was created with %d shards, not %d (bucket %s records %d): keys are "+
 				"spread by their number, so it cannot change in place; set DEDUPE_WINDOW_SHARDS=%d, or move as OPERATIONS.md "+
 				"describes", cfg.Bucket, n, k, bucket, n, n)
-		case idx >= 0 && idx != i:
+		case idx != i:
 			return nil, fmt.Errorf("kvwindow: bucket %s records that it is shard %d, not %d: it was renamed or copied from "+
 				"another bucket, and its keys are not the ones this name holds", bucket, idx, i)
 		}
@@ -221,7 +234,7 @@ func lostShards(cfg Config, missing []string, present int, infos []*jetstream.St
 }
 
 // shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
-// it records none: buckets created before the index was recorded, identified by their name). The metadata is
+// it records none). The metadata is
 // read first, then the description New writes; ok is false when neither records the count.
 func shardRecord(info *jetstream.StreamInfo) (k, index int, ok bool) {
 	index = -1

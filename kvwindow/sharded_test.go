@@ -23,7 +23,7 @@ func TestConformanceSharded(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	w := newWindow(t, js, shardedConfig(4))
-	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return legacyWindow{w, js} })
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return w })
 }
 
 func TestShardsSpreadKeys(t *testing.T) {

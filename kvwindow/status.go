@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,7 +60,7 @@ func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
 // stream offline (its servers gone from the cluster for now). That is what a bucket's server that is stopping, or
 // is back but still recovering its streams, and a bucket whose stream has no leader, give until they are back: it
 // passes by itself. An error of a disconnected connection is not one
-// (the request never left the client). bucket is the bucket err names (as Ping's errors do), or "".
+// (the request never left the client). bucket is the bucket of err (a *BucketError, as Ping's errors are), or "".
 func NotAnswering(err error) (bucket string, ok bool) {
 	if err == nil {
 		return "", false
@@ -76,27 +75,16 @@ func NotAnswering(err error) (bucket string, ok bool) {
 	default:
 		return "", false
 	}
-	return bucketNamed(err.Error()), true
+	var be *BucketError
+	if errors.As(err, &be) {
+		return be.Bucket, true
+	}
+	return "", true
 }
 
 // errStreamOffline is the server's answer for a stream whose replicas' servers are all gone for now ("stream is
 // offline", 500): a bucket of one replica whose server is down or not yet back in the cluster.
 const errStreamOffline jetstream.ErrorCode = 10118
-
-// bucketNamed is the bucket an error message of this package names (`bucket "dedupe-window-02"`), or "". Bucket
-// names are letters, digits, '-' and '_' (Config.Validate), so %q quotes them as they are.
-func bucketNamed(msg string) string {
-	const mark = `bucket "`
-	_, rest, ok := strings.Cut(msg, mark)
-	if !ok {
-		return ""
-	}
-	name, _, ok := strings.Cut(rest, `"`)
-	if !ok {
-		return ""
-	}
-	return name
-}
 
 // Move is one leader change Rebalance makes (or would make): the bucket's stream leader moves from From to To.
 type Move struct {

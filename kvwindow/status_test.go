@@ -13,10 +13,12 @@ import (
 )
 
 // TestNotAnswering tells a server that does not answer (yet) from one that refuses, and from a connection that
-// never sent the request; the bucket comes from the error's text as Ping writes it.
+// never sent the request; the bucket comes from the error as data (a *BucketError, as Ping's errors are), never
+// from its text.
 func TestNotAnswering(t *testing.T) {
 	ping := func(bucket string, err error) error {
-		return fmt.Errorf("%w: ping bucket %q: %w", kvwindow.ErrUnavailable, bucket, err)
+		return fmt.Errorf("readiness: %w", &kvwindow.BucketError{Bucket: bucket,
+			Err: fmt.Errorf("%w: ping bucket %q: %w", kvwindow.ErrUnavailable, bucket, err)})
 	}
 	for _, tc := range []struct {
 		name   string
@@ -38,6 +40,7 @@ func TestNotAnswering(t *testing.T) {
 		{"not sent while disconnected", ping("w", nats.ErrReconnectBufExceeded), "", false},
 		{"other API error", ping("w", &jetstream.APIError{Code: 400, ErrorCode: 10003}), "", false},
 		{"plain", errors.New("boom"), "", false},
+		{"a bucket named in the text only", fmt.Errorf(`ping bucket "w": %w`, nats.ErrTimeout), "", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bucket, ok := kvwindow.NotAnswering(tc.err)

@@ -11,18 +11,17 @@ import (
 // re-created (sequences restart at 1; timestamps do not repeat).
 type Claimant struct {
 	Seq   uint64
-	Stamp int64 // unix nanoseconds of the stored message; 0 = unknown (a claim written before this field existed)
+	Stamp int64 // unix nanoseconds of the stored message
 }
 
 // Delivery orders the deliveries of one envelope: first by the consumer's creation time (a re-created consumer
 // restarts its delivery counts), then by JetStream's delivery count.
 type Delivery struct {
-	Consumer int64  // unix nanoseconds of the consumer's creation time (ConsumerInfo.Created); 0 = unknown
+	Consumer int64  // unix nanoseconds of the consumer's creation time (ConsumerInfo.Created)
 	Count    uint64 // delivery count (1 = first delivery)
 }
 
-// Before reports whether d is an earlier delivery than o. An unknown consumer (0, a claim written before this
-// field existed) sorts before every known one, so any delivery that knows its consumer takes over such a claim.
+// Before reports whether d is an earlier delivery than o.
 func (d Delivery) Before(o Delivery) bool {
 	if d.Consumer != o.Consumer {
 		return d.Consumer < o.Consumer
@@ -39,8 +38,7 @@ type Claim struct {
 	// TTL is how long the claim suppresses later copies; whole seconds, at least 1s.
 	TTL time.Duration
 	// Claimant identifies the envelope that makes the claim. A redelivery of the same envelope carries the same
-	// claimant and so recognises the claim as its own. A stored claim without a Stamp (written before Stamp
-	// existed) is recognised by Seq alone.
+	// claimant and so recognises the claim as its own.
 	Claimant Claimant
 	// Delivery is which delivery of the envelope makes the claim. When the claim is already the envelope's, the
 	// latest delivery holds it: a later delivery takes the claim over (Owned, with a new revision) and an earlier
@@ -115,19 +113,17 @@ type Outcome struct {
 	Revision uint64
 	// Published, with Owned, says that an earlier delivery of this envelope recorded that it published the event
 	// (MarkPublished): the event is in the output and need not be published again. With Duplicate it says that the
-	// holder's outcome is decided: its claim records the publish, or it was written by an older worker that did not
-	// record publishes (such a claim counts as published, so that an upgrade never holds duplicates back until
-	// their TTL). A Duplicate without Published is a copy of an event whose holder may still fail and release the
+	// holder's outcome is decided: its claim records the publish (or the key holds a value that is no claim, an
+	// operator's write, which will never record one). A Duplicate without Published is a copy of an event whose holder may still fail and release the
 	// claim: acknowledging it now could lose the event.
 	Published bool
 	// FirstClaimed is when the envelope holding the claim first claimed the key (the claiming worker's clock,
 	// millisecond precision): for Won, now; for Owned and Stale, kept across takeovers and MarkPublished, so that a
 	// takeover can tell whether an earlier delivery may have published longer ago than the output remembers; for
-	// Duplicate, the holder's. A claim that does not record it (written by an older worker) reports the time the
-	// server stored it, the latest write of the claim.
+	// Duplicate, the holder's (for a value that is no claim, the time the server stored it).
 	FirstClaimed time.Time
 	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (its input sequence and
-	// stored-at time, as in Claimant; HolderStamp 0 for a claim that does not record it): the pipeline looks it up
+	// stored-at time, as in Claimant): the pipeline looks it up
 	// in the input stream to learn whether the holder is done with it.
 	HolderSeq   uint64
 	HolderStamp int64
@@ -139,12 +135,11 @@ type Entry struct {
 	// KVKey is the key under which the bucket stores the claim (see KVKey), for `nats kv get|history`.
 	KVKey     string
 	Claimant  Claimant
-	Delivery  Delivery // zero for a claim written before deliveries were recorded
+	Delivery  Delivery
 	Revision  uint64
 	ClaimedAt time.Time // when the server stored the claim's latest write
 	TTL       time.Duration
-	// FirstClaimed is when the envelope first claimed the key (kept across takeovers and marks); for a claim that
-	// does not record it, ClaimedAt.
+	// FirstClaimed is when the envelope first claimed the key (kept across takeovers and marks).
 	FirstClaimed time.Time
 	// Published says the claim records that its event was published (MarkPublished).
 	Published bool
@@ -164,3 +159,14 @@ var ErrUnavailable = errors.New("kvwindow: window unavailable")
 // claim until the worker is restarted after the operator decided (OPERATIONS.md, "The window bucket was lost or
 // re-created").
 var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)
+
+// BucketError is an error of one of the window's buckets, with the bucket as data (Bucket) beside what happened
+// (Err, which wraps the package's sentinels: errors.Is sees through it). Its text is Err's, which names the bucket
+// or the key.
+type BucketError struct {
+	Bucket string
+	Err    error
+}
+
+func (e *BucketError) Error() string { return e.Err.Error() }
+func (e *BucketError) Unwrap() error { return e.Err }

@@ -2,13 +2,11 @@ package kvwindow
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"time"
 )
 
-// valueV1 starts a compact claim value. JSON (what older workers wrote) starts with '{' or white space, never with
-// a control byte, so the first byte alone tells the two encodings apart, and a later encoding takes the next
-// version byte.
+// valueV1 starts a compact claim value; a later encoding takes the next version byte. A value that starts with
+// anything else is no claim this package wrote.
 //
 // Layout after the version byte, each integer a varint (encoding/binary; signed ones zigzag):
 //
@@ -22,8 +20,7 @@ import (
 //	key        rest     the event key, only with flagKey: only when the KV key holds its hash (longer than
 //	                    MaxRawKey); a raw key is in the KV key already
 //
-// The claim time and TTL that the JSON value carried are left out: the stored message's timestamp and its
-// Nats-TTL header say the same.
+// The claim time and TTL are left out: the stored message's timestamp and its Nats-TTL header say them.
 const valueV1 = 0x01
 
 const (
@@ -37,43 +34,16 @@ type claimValue struct {
 	Stamp int64
 	Con   int64
 	Dlv   uint64
-	First int64 // unix milliseconds; 0 = not recorded (a JSON value)
+	First int64 // unix milliseconds
 	Pub   bool
 	Key   string // "" when the KV key holds the key itself
-	// Legacy marks a JSON value, written by a worker that recorded a publish only on redeliveries.
-	Legacy bool
-	TTL    int64 // seconds, JSON values only (the Nats-TTL header says it for every value)
-}
-
-// jsonValue is the JSON claim older workers wrote. Claims written before ts, con and dlv existed lack them; they
-// read as zero (unknown stamp, earliest delivery).
-type jsonValue struct {
-	Seq uint64 `json:"seq"`
-	TS  int64  `json:"ts"`
-	Con int64  `json:"con"`
-	Dlv uint64 `json:"dlv"`
-	At  int64  `json:"at"`
-	TTL int64  `json:"ttl"`
-	Key string `json:"key"`
-	Pub bool   `json:"pub"`
 }
 
 func (v claimValue) claimant() Claimant { return Claimant{Seq: v.Seq, Stamp: v.Stamp} }
 func (v claimValue) delivery() Delivery { return Delivery{Consumer: v.Con, Count: v.Dlv} }
 
-// firstClaimed is when the claim was first made: recorded, or else the best bound there is, the time the server
-// stored its latest write.
-func (v claimValue) firstClaimed(stored time.Time) time.Time {
-	if v.First != 0 {
-		return time.UnixMilli(v.First)
-	}
-	return stored
-}
-
-// decided reports whether the holder's outcome is settled for a copy that finds its claim: the publish is
-// recorded, or the claim comes from a worker that never recorded first publishes (counting it as published keeps
-// an upgrade from holding copies back until their TTL).
-func (v claimValue) decided() bool { return v.Pub || v.Legacy }
+// firstClaimed is when the claim was first made.
+func (v claimValue) firstClaimed() time.Time { return time.UnixMilli(v.First) }
 
 // appendClaimValue appends c's claim, first claimed at firstMs (unix milliseconds), in the compact encoding.
 func appendClaimValue(dst []byte, c Claim, firstMs int64, published bool) []byte {
@@ -106,18 +76,10 @@ func valueSize(c Claim) int {
 	return n
 }
 
-// decodeClaimValue reads a compact or a JSON claim value; false when it is neither (not a claim this package
-// wrote).
+// decodeClaimValue reads a compact claim value; false when it is none (not a claim this package wrote).
 func decodeClaimValue(data []byte) (claimValue, bool) {
-	if len(data) == 0 {
+	if len(data) == 0 || data[0] != valueV1 {
 		return claimValue{}, false
-	}
-	if data[0] != valueV1 {
-		var j jsonValue
-		if json.Unmarshal(data, &j) != nil {
-			return claimValue{}, false
-		}
-		return claimValue{Seq: j.Seq, Stamp: j.TS, Con: j.Con, Dlv: j.Dlv, Pub: j.Pub, Key: j.Key, TTL: j.TTL, Legacy: true}, true
 	}
 	var v claimValue
 	b := data[1:]

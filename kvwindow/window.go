@@ -19,6 +19,9 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 	if err != nil {
 		return Entry{}, false, err
 	}
+	if w.closed != nil && w.closed.Load() {
+		return Entry{}, false, w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	m, err := w.latest(ctx, w.prefix+k)
@@ -40,10 +43,9 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	e := Entry{Revision: rev, ClaimedAt: at}
 	if v, ok := decodeClaimValue(data); ok {
 		e.Claimant, e.Delivery = v.claimant(), v.delivery()
-		e.TTL = time.Duration(v.TTL) * time.Second
 		e.Key = v.Key
 		e.Published = v.Pub
-		e.FirstClaimed = v.firstClaimed(at)
+		e.FirstClaimed = v.firstClaimed()
 	}
 	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
 		e.TTL = time.Duration(ttl) * time.Second
@@ -180,6 +182,9 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 // deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
 // wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
+	if w.closed != nil && w.closed.Load() {
+		return w.usable()
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	st, err := w.js.Stream(ctx, w.stream)
@@ -217,8 +222,11 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64,
 		if m == nil || m.Sequence != rev || isTombstone(m) {
 			return 0, false, nil
 		}
-		v, _ := decodeClaimValue(m.Data)
-		first = v.firstClaimed(m.Time)
+		v, ok := decodeClaimValue(m.Data)
+		if !ok {
+			return 0, false, nil // not a claim of this package's: not the one at rev
+		}
+		first = v.firstClaimed()
 	}
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), true)
 	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)

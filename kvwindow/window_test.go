@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	w := newWindow(t, js, kvwindow.DefaultConfig())
-	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return legacyWindow{w, js} })
+	windowtest.Run(t, func(t *testing.T) windowtest.Claimer { return w })
 }
 
 func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
@@ -32,7 +32,7 @@ func TestConformanceMemoryStorageFreshBuckets(t *testing.T) {
 		cfg := kvwindow.DefaultConfig()
 		cfg.Bucket = fmt.Sprintf("w%d", n.Add(1))
 		cfg.Storage = jetstream.MemoryStorage
-		return legacyWindow{newWindow(t, js, cfg), js}
+		return newWindow(t, js, cfg)
 	})
 }
 
@@ -547,7 +547,7 @@ func TestStoredValue(t *testing.T) {
 			t.Fatalf("%s: stored claim: %+v", tc.name, m)
 		}
 		v, ok := kvwindow.DecodeValue(m.Data)
-		if !ok || v.Claimant != c.Claimant || v.Delivery != c.Delivery || v.Published || v.Legacy ||
+		if !ok || v.Claimant != c.Claimant || v.Delivery != c.Delivery || v.Published ||
 			v.FirstMs < before || v.FirstMs > time.Now().UnixMilli() || out.FirstClaimed.UnixMilli() != v.FirstMs {
 			t.Fatalf("%s: decoded %+v %v (outcome %+v)", tc.name, v, ok, out)
 		}
@@ -575,41 +575,6 @@ func TestStoredValue(t *testing.T) {
 			t.Fatalf("%s: Get: %+v %v %v", tc.name, e, ok, err)
 		}
 		t.Logf("%s: value %d bytes (%q)", tc.name, len(m.Data), m.Data)
-	}
-
-	for i, old := range []string{
-		`{"seq":7,"at":1717171717000,"ttl":60,"key":"old"}`, // before stamps and deliveries
-		`{"seq":7,"ts":0,"con":0,"dlv":0,"at":1717171717000,"ttl":60,"key":"old"}`,
-	} {
-		key := fmt.Sprint("old-", i)
-		k, _ := kvwindow.KVKey("acme", "s", key)
-		m := nats.NewMsg("$KV.dedupe-window." + k)
-		m.Data = []byte(old)
-		m.Header.Set(jetstream.MsgTTLHeader, "60")
-		pa, err := js.PublishMsg(ctx, m)
-		if err != nil {
-			t.Fatal(err)
-		}
-		stored := lastOn(t, st, "acme", "s", key).Time
-		e, ok, err := w.Get(ctx, "acme", "s", key)
-		if err != nil || !ok || e.Claimant != (kvwindow.Claimant{Seq: 7}) || e.Delivery != (kvwindow.Delivery{}) || e.Revision != pa.Sequence ||
-			!e.FirstClaimed.Equal(stored) || e.TTL != time.Minute {
-			t.Fatalf("Get of an old-format claim %s: %+v %v %v", old, e, ok, err)
-		}
-		c := kvwindow.Claim{Tenant: "acme", Source: "s", Key: key, TTL: time.Minute, Claimant: envelope(8), Delivery: delivery(1)}
-		if got := claim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: pa.Sequence}) ||
-			!got.Published || got.HolderSeq != 7 || got.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("other sequence on an old-format claim: %+v, want Duplicate, Published (an older worker's claim counts as "+
-				"decided), holder 7, first claimed when stored (%s)", got, stored)
-		}
-		c.Claimant = envelope(7)
-		took := claim(t, w, c)
-		if took.Status != kvwindow.Owned || took.Revision <= pa.Sequence || took.Published || took.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("same sequence on an old-format claim: %+v, want Owned with a new revision, first claimed %s", took, stored)
-		}
-		if e, _, _ := w.Get(ctx, "acme", "s", key); e.Claimant != envelope(7) || e.Delivery != delivery(1) || e.FirstClaimed.UnixMilli() != stored.UnixMilli() {
-			t.Fatalf("after the takeover: %+v", e)
-		}
 	}
 
 	// A value that is no claim (an operator's put) is someone else's, and counts as decided.

@@ -116,9 +116,9 @@ const (
 	descriptionHeader = "Description"
 )
 
-// inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp; stamp 0 = any
-// time): one message-get request to the stream's leader, no direct get (a replica could still hold a message the
-// leader has removed). Only a copy waiting for its claim's holder asks.
+// inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp): one message-get
+// request to the stream's leader, no direct get (a replica could still hold a message the leader has removed).
+// Only a copy waiting for its claim's holder asks.
 func (p *Pipeline) inputHolds(ctx context.Context, seq uint64, stamp int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -150,5 +150,5 @@ func (p *Pipeline) inputHolds(ctx context.Context, seq uint64, stamp int64) (boo
 	if r.Message == nil {
 		return false, fmt.Errorf("pipeline: message get %s/%d: empty answer", p.cfg.InputStream, seq)
 	}
-	return stamp == 0 || r.Message.Time.UnixNano() == stamp, nil
+	return r.Message.Time.UnixNano() == stamp, nil
 }

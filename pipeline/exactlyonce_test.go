@@ -137,9 +137,9 @@ func TestIdempotencyKeysAreInjective(t *testing.T) {
 	}
 }
 
-// TestUnpublishableCopyNeverClaims: a copy the output stream can never take is dead-lettered before it claims, so
-// a well-formed copy of the same event arriving meanwhile is published, not dropped as a duplicate.
-func TestUnpublishableCopyNeverClaims(t *testing.T) {
+// TestUnpublishableCopyGivesWay: a copy the output stream can never take is dead-lettered and releases the claim it
+// made, so a well-formed copy of the same event arriving meanwhile is published, not dropped as a duplicate.
+func TestUnpublishableCopyGivesWay(t *testing.T) {
 	e := newEnv(t)
 	w := &spyWindow{Window: e.kvWindow()}
 	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
@@ -148,14 +148,9 @@ func TestUnpublishableCopyNeverClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.start(e.config(w))
-	big := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), []byte("small"))
 	e.drained(10 * time.Second)
-	for _, c := range w.claimsOf("big-1") {
-		if c.Claimant.Seq == big {
-			t.Errorf("the copy the output stream cannot take claimed the key: %+v", c)
-		}
-	}
 	out := e.messages(pipeline.DefaultOutputStream)
 	if len(out) != 1 || string(out[0].Data) != "small" {
 		t.Fatalf("output %d events, want the small copy", len(out))

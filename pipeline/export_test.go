@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"math"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +33,9 @@ func (noWindow) Release(context.Context, string, string, string, uint64) (bool, 
 }
 func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64) (uint64, bool, error) {
 	return 0, false, kvwindow.ErrUnavailable
+}
+func (noWindow) Get(context.Context, string, string, string) (kvwindow.Entry, bool, error) {
+	return kvwindow.Entry{}, false, kvwindow.ErrUnavailable
 }
 func (noWindow) Ping(context.Context) error { return kvwindow.ErrUnavailable }
 
@@ -84,13 +89,18 @@ func NewHolders() *Holders { return &Holders{newHolders()} }
 
 // Hold begins and finishes a published holding of key k by envelope seq, as a worker that wins a claim does.
 func (h *Holders) Hold(k string, seq uint64) {
-	hd := h.h.begin(k, seq, 1)
+	hd := h.h.begin(k, seq, 1, math.MaxInt64)
 	h.h.finish(k, hd, true, seq)
 }
 
 // Begin records that envelope seq holds k's claim; the function returned finishes the holding.
 func (h *Holders) Begin(k string, seq uint64) (finish func(published bool)) {
-	hd := h.h.begin(k, seq, 1)
+	return h.BeginUntil(k, seq, math.MaxInt64)
+}
+
+// BeginUntil is Begin of a claim whose TTL runs out at expires (on the clock KnownAt reads).
+func (h *Holders) BeginUntil(k string, seq uint64, expires time.Duration) (finish func(published bool)) {
+	hd := h.h.begin(k, seq, 1, expires)
 	return func(published bool) { h.h.finish(k, hd, published, seq) }
 }
 
@@ -105,7 +115,10 @@ func (h *Holders) Wait(k string, seq uint64) (found bool, wait func() bool) {
 }
 
 // Known is the revision a claim of k may be decided by without a read (0: none).
-func (h *Holders) Known(k string) uint64 { return h.h.known(k).Revision }
+func (h *Holders) Known(k string) uint64 { return h.h.known(k, 0).Revision }
+
+// KnownAt is Known at now.
+func (h *Holders) KnownAt(k string, now time.Duration) uint64 { return h.h.known(k, now).Revision }
 
 // FinishedHoldings is how many finished holdings are remembered.
 const FinishedHoldings = finishedHoldings

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"sync"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -22,8 +23,10 @@ type holders struct {
 // holding is one envelope holding one key's claim in this process. Its fields after seq and stamp are written
 // under holders.mu, and read under it or once the channel wait returned.
 type holding struct {
-	seq      uint64
-	stamp    int64
+	seq   uint64
+	stamp int64
+	// expires (p.clock) is no later than the claim's TTL runs out: the claim began before it was written.
+	expires  time.Duration
 	finished bool
 	// done is made by the first copy that waits (most holdings have none: a channel for each would be a third of
 	// the bookkeeping's cost) and closed when the holder finishes.
@@ -50,9 +53,10 @@ func holderKey(tenant, source, key string) string {
 	return tenant + "\x00" + source + "\x00" + key
 }
 
-// begin records that the envelope (seq, stamp) holds k's claim here.
-func (h *holders) begin(k string, seq uint64, stamp int64) *holding {
-	hd := &holding{seq: seq, stamp: stamp}
+// begin records that the envelope (seq, stamp) holds k's claim here, a claim whose TTL runs out no earlier than
+// expires (p.clock).
+func (h *holders) begin(k string, seq uint64, stamp int64, expires time.Duration) *holding {
+	hd := &holding{seq: seq, stamp: stamp, expires: expires}
 	h.mu.Lock()
 	h.m[k] = hd
 	h.mu.Unlock()
@@ -93,7 +97,7 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan st
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd := h.m[k]
-	if hd == nil || hd.seq != seq || (stamp != 0 && hd.stamp != stamp) {
+	if hd == nil || hd.seq != seq || hd.stamp != stamp {
 		return nil, nil
 	}
 	if hd.finished {
@@ -105,9 +109,13 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan st
 	return hd, hd.done
 }
 
-// known is what a claim of k may be decided by without a read: the last finished, published holding of k here,
-// with the revision of its last write (see kvwindow.Claim.Known). The zero Known when there is none.
-func (h *holders) known(k string) kvwindow.Known {
+// known is what a claim of k may be decided by without a read at now (p.clock): the last finished, published
+// holding of k here, with the revision of its last write (see kvwindow.Claim.Known), while its claim's TTL runs.
+// The zero Known when there is none. Within the TTL a copy of k is a duplicate of the event this process published
+// whatever the bucket holds now; past it, a key whose last revision is still that number can only be another
+// bucket's (the claim's expiry would have written a marker): the bucket was deleted and created again, and the
+// number matches by chance.
+func (h *holders) known(k string, now time.Duration) kvwindow.Known {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	hd := h.m[k]
@@ -117,7 +125,7 @@ func (h *holders) known(k string) kvwindow.Known {
 	if !hd.finished {
 		return kvwindow.Known{} // still being decided: the claim's answer and the wait in memory decide
 	}
-	if !hd.published || hd.rev == 0 {
+	if !hd.published || hd.rev == 0 || now >= hd.expires {
 		return kvwindow.Known{}
 	}
 	return kvwindow.Known{Revision: hd.rev, Claimant: kvwindow.Claimant{Seq: hd.seq, Stamp: hd.stamp}}

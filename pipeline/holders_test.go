@@ -3,6 +3,7 @@ package pipeline_test
 import (
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -68,5 +69,16 @@ func TestHolders(t *testing.T) {
 	finishAgain(true)
 	if h.Known("again") != 11 {
 		t.Errorf("Known(again) = %d, want 11", h.Known("again"))
+	}
+
+	// Past its claim's TTL a finished holding decides nothing: a key whose last revision is still its number can
+	// only be another bucket's (the bucket deleted and created again, the number matching by chance).
+	finishTTL := h.BeginUntil("ttl", 12, 10*time.Second)
+	finishTTL(true)
+	if got := h.KnownAt("ttl", 9*time.Second); got != 12 {
+		t.Errorf("KnownAt(ttl, within the TTL) = %d, want 12", got)
+	}
+	if got := h.KnownAt("ttl", 10*time.Second); got != 0 {
+		t.Errorf("KnownAt(ttl, past the TTL) = %d, want 0: a re-created bucket's revision would be taken for the claim", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
 // Pipeline turns the input stream's deliveries into unique events on the output stream. Create it with New and
@@ -60,6 +61,8 @@ type Pipeline struct {
 	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld, nakHolder, nakRecord prometheus.Counter
 
 	holders *holders // claims held by this process's workers, and the last ones they published
+	// decide is the protocol the workers execute (protocol.Decide; a test may wrap it).
+	decide protocol.Decider
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
 
@@ -131,6 +134,7 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	p.inputKeeps.Store(true)
 	p.holders = newHolders()
+	p.decide = protocol.Decide
 	p.maxHold.Store(int64(p.holdBound(cfg.OutputDuplicates)))
 	for _, r := range []string{AckRefused, AckError, AckNoConsumer, AckUnconfirmed} {
 		p.m.ackFailures.WithLabelValues(r)

@@ -42,17 +42,6 @@ func (b *backoff) sleep(ctx context.Context) bool {
 	}
 }
 
-// nakDelay is the redelivery delay of an envelope handed back after delivered attempts: 250ms, doubling, at most
-// 5s.
-func nakDelay(delivered uint64) time.Duration {
-	const first, limit = 250 * time.Millisecond, 5 * time.Second
-	d := first
-	for i := uint64(1); i < delivered && d < limit; i++ {
-		d *= 2
-	}
-	return min(d, limit)
-}
-
 // rateLog lets one log line through every logEvery and counts what it held back.
 type rateLog struct {
 	mu         sync.Mutex

@@ -3,11 +3,14 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
 // outMsg is one outbound message with the storage of the header values the worker sets. Once handed to the client
@@ -20,25 +23,24 @@ type outMsg struct {
 
 func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header, 16)}} }
 
-// worker processes one envelope at a time. Its buffers (the outbound message and header map, the value slices)
-// are reused from one envelope to the next once JetStream has answered the publish that used them.
+// worker executes the protocol's plans for one envelope at a time. Its buffers (the outbound message and header
+// map, the value slices) are reused from one envelope to the next once JetStream has answered the publish that
+// used them.
 type worker struct {
 	p   *Pipeline
 	ctx context.Context
-	e   envelope
-	out *outMsg
-	buf []byte
+	// durable is ctx without its cancellation: the steps that follow a stored outcome (its record, release and
+	// ack) still go out during a shutdown, each bounded by its own timeout.
+	durable context.Context
+	e       envelope
+	out     *outMsg
+	buf     []byte
 	// ackOut is the ack request, reused: natsreq writes it to the connection before waiting.
 	ackOut nats.Msg
-	// stored says the last keyed forward stored its event in the output stream; storedRev is the revision of
-	// its last write on the key (the claim, or the publish mark), 0 when unknown.
-	stored    bool
-	storedRev uint64
-	hk        string // holderKey of the envelope being handled (keyed envelopes)
 }
 
 func (p *Pipeline) newWorker(ctx context.Context) *worker {
-	return &worker{p: p, ctx: ctx, out: newOutMsg(), buf: make([]byte, 0, 256)}
+	return &worker{p: p, ctx: ctx, durable: context.WithoutCancel(ctx), out: newOutMsg(), buf: make([]byte, 0, 256)}
 }
 
 func (w *worker) loop(rs *runState) {
@@ -52,9 +54,29 @@ func (w *worker) loop(rs *runState) {
 	}
 }
 
-// handle takes one envelope through inspect → claim → publish → record → ack. Every path ends in exactly one of
-// Ack (the outcome is durable), NakWithDelay (retry later), Nak (shutdown), or — for a stale delivery, one that a
-// later delivery of the same envelope has taken over — nothing: that later delivery decides.
+// step is one delivery being handled: the facts the protocol decides on, and what the executor needs to carry
+// out the next plan (the claim it holds, the revision of its last write on the key, why a dead letter is written).
+type step struct {
+	w     *worker
+	d     *delivery
+	f     protocol.Facts
+	claim kvwindow.Claim
+	res   kvwindow.Outcome
+	hk    string   // holderKey of the envelope (keyed envelopes)
+	hd    *holding // this process's record that the delivery holds the claim, while it does
+	// rev is the revision of the delivery's last write on the key (its claim, or its record), 0 when unknown.
+	rev        uint64
+	unstorable string // why the output can never be stored
+	claimErr   error
+	publishErr error
+	recordErr  error
+	// dead and deadWhy are the reason token and readable reason of the dead letter written.
+	dead, deadWhy string
+}
+
+// handle takes one envelope through inspection and then the protocol's plans, one step at a time, until the plan
+// is to stop. The protocol ends every delivery in exactly one Ack or NAK, or — for a stale delivery, one that a
+// later delivery of the same envelope has taken over — in nothing: that later delivery decides.
 func (w *worker) handle(d *delivery) {
 	p := w.p
 	p.m.inFlight.Inc()
@@ -63,158 +85,338 @@ func (w *worker) handle(d *delivery) {
 	e := &w.e
 	p.inspect(e, m.Subject, m.Header, m.Data, d.seq, d.stamp)
 	e.received = d.at
-	if e.dead != "" {
-		w.deadLetter(d, e.dead, e.deadErr)
-		return
+	s := step{w: w, d: d}
+	s.f = protocol.Facts{Kind: protocol.Keyed, Delivered: d.delivered, Config: protocol.Config{
+		ForwardWhenWindowDown: p.cfg.ForwardWhenWindowDown,
+		CopyDuplicates:        p.dupPrefixDot != "",
+		InputKeeps:            p.inputKeeps.Load(),
+		DupWindow:             time.Duration(p.outDupWindow.Load()),
+		PublishTimeout:        p.cfg.PublishTimeout,
+	}}
+	switch {
+	case e.dead != "":
+		s.f.Kind = protocol.Malformed
+	case e.key == "":
+		s.f.Kind = protocol.Unkeyed
 	}
-	if e.key == "" {
-		w.forward(d, nil, kvwindow.Outcome{})
-		return
+	for {
+		s.f.Hold = p.hold(e.received)
+		plan := p.decide(s.f)
+		s.note(plan)
+		if plan.Do == protocol.Stop {
+			break
+		}
+		s.do(plan)
 	}
-	// Decide before claiming whether the output stream can take the event at all: a copy that can never be
-	// published must not hold the claim, or a well-formed copy arriving meanwhile would wait for it in vain.
-	out := w.buildOutput(m.Subject, m.Header, m.Data, true)
-	unpublishable := p.unpublishable(out)
-	if unpublishable != "" && d.delivered == 1 {
-		w.deadLetter(d, DeadOutputReject, unpublishable)
-		return
+	if s.hd != nil {
+		p.holders.finish(s.hk, s.hd, s.f.Publish == protocol.PublishStored, s.rev)
 	}
+}
 
+// hold is how long a delivery received at received has been held, against the hold bound, and whether the
+// process was paused since (see tooOld).
+func (p *Pipeline) hold(received time.Duration) protocol.Hold {
+	now := p.clock()
+	last := time.Duration(p.lastTick.Load())
+	return protocol.Hold{
+		Held:   now - received,
+		Bound:  time.Duration(p.maxHold.Load()),
+		Paused: received < time.Duration(p.pauseTill.Load()) || last > 0 && now-last > p.pauseThreshold(),
+	}
+}
+
+// do carries out one plan and writes its result into the facts.
+func (s *step) do(plan protocol.Plan) {
+	w, p, e, d, m := s.w, s.w.p, &s.w.e, s.d, s.d.msg
+	f := &s.f
+	switch plan.Do {
+	case protocol.Build:
+		var out *nats.Msg
+		if plan.Keyed {
+			out = w.buildOutput(m.Subject, m.Header, m.Data, true)
+			f.Output.Built = protocol.BuiltKeyed
+		} else {
+			if plan.Fallback {
+				e.reason = ReasonWindowUnavailable
+			}
+			out = w.buildOutput(m.Subject, m.Header, m.Data, false)
+			f.Output.Built = protocol.BuiltUnkeyed
+		}
+		s.unstorable = p.unpublishable(out)
+		f.Output.Unstorable = s.unstorable != ""
+	case protocol.Claim:
+		s.doClaim()
+	case protocol.WaitHolder:
+		f.Holder = s.waitHolder()
+	case protocol.LookupInput:
+		present, err := p.inputHolds(w.ctx, s.res.HolderSeq, s.res.HolderStamp)
+		switch {
+		case err != nil:
+			p.log.Debug("pipeline: holder of a claim not looked up", "holder_seq", s.res.HolderSeq, "err", err)
+			f.Input = protocol.InputFailed
+		case present:
+			f.Input = protocol.InputPresent
+		default:
+			f.Input = protocol.InputGone
+		}
+	case protocol.Recheck:
+		entry, found, err := p.cfg.Window.Get(w.ctx, e.tenant, e.source, e.key)
+		switch {
+		case err != nil:
+			p.log.Debug("pipeline: claim of a copy not read again", "seq", e.seq, "key", e.key, "err", err)
+			f.Recheck = protocol.RecheckFailed
+		case found && entry.Revision == s.res.Revision:
+			f.Recheck = protocol.StillHeld
+		default:
+			f.Recheck = protocol.NoLongerHeld
+		}
+	case protocol.Publish:
+		if plan.Mark&protocol.PossibleDuplicate != 0 {
+			w.set(7, HeaderPossibleDuplicate, "true")
+		}
+		out := &w.out.msg
+		err := w.publish(out)
+		f.Publish = w.publishResult(err)
+		s.publishErr = err
+		if err == nil && p.log.Enabled(w.ctx, slog.LevelDebug) {
+			p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
+				"msg_id", out.Header.Get(HeaderMsgID))
+		}
+	case protocol.PublishCopy:
+		out := w.buildDuplicate(m.Subject, m.Header, m.Data)
+		err := w.publish(out)
+		f.Copy = w.publishResult(err)
+		if f.Copy == protocol.PublishRefused {
+			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
+		}
+	case protocol.DeadLetter:
+		s.dead, s.deadWhy = s.deadReason(plan.Dead)
+		f.DeadLetter = w.deadLetter(d, s.dead, s.deadWhy)
+	case protocol.Release:
+		ok, err := p.cfg.Window.Release(w.durable, e.tenant, e.source, e.key, s.rev)
+		switch {
+		case err != nil:
+			p.log.Warn("pipeline: claim of a dead-lettered event not released; handing the envelope back",
+				"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "err", err)
+			p.windowDown(err)
+			f.Release = protocol.ReleaseFailed
+		case ok:
+			f.Release = protocol.Released
+		default:
+			f.Release = protocol.ReleaseMoved
+		}
+	case protocol.Record:
+		s.claim.FirstClaimed = s.res.FirstClaimed
+		newRev, ok, err := p.cfg.Window.MarkPublished(w.durable, s.claim, s.rev)
+		s.rev = 0
+		switch {
+		case err != nil:
+			p.windowDown(err)
+			s.recordErr = err
+			f.Record = protocol.RecordFailed
+		case ok:
+			s.rev = newRev
+			f.Record = protocol.Recorded
+		default:
+			f.Record = protocol.RecordMoved
+		}
+	case protocol.Ack:
+		if w.ack(d) {
+			f.Ack = protocol.AckConfirmed
+		} else {
+			f.Ack = protocol.AckUnconfirmed
+		}
+		s.count(plan.Count)
+	case protocol.Nak:
+		w.nak(d, plan.Delay, p.nakCounter(plan.Nak))
+		f.Naked = true
+	default:
+		p.log.Error("pipeline: the protocol asked for an unknown step; handing the envelope back", "step", plan.Do)
+		w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+		f.Naked = true
+	}
+}
+
+// doClaim claims the envelope's key and writes the window's answer into the facts. A delivery that wins or takes
+// over the claim is made known to this process's other workers while it holds it (holders), so that a copy
+// arriving meanwhile waits for it here.
+func (s *step) doClaim() {
+	w, p, e, d := s.w, s.w.p, &s.w.e, s.d
+	f := &s.f
 	start := time.Now()
-	w.hk = holderKey(e.tenant, e.source, e.key)
-	claim := kvwindow.Claim{
-		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: p.ttl(e.src.spec),
+	// The claim's TTL starts when it is written, after now: a holding here expires no later than its claim.
+	now, ttl := p.clock(), p.ttl(e.src.spec)
+	s.hk = holderKey(e.tenant, e.source, e.key)
+	s.claim = kvwindow.Claim{
+		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: ttl,
 		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
 		FirstDelivery: d.delivered == 1,
 		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
-		Known: p.holders.known(w.hk),
+		Known: p.holders.known(s.hk, now),
 	}
-	res, err := p.cfg.Window.Claim(w.ctx, claim)
+	res, err := p.cfg.Window.Claim(w.ctx, s.claim)
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
+	s.res, s.claimErr = res, err
 	if err != nil {
 		switch {
 		case w.ctx.Err() != nil:
-			w.nak(d, 0, p.nakShutdown)
+			f.Claim.Status = protocol.ClaimCancelled
 		case errors.Is(err, kvwindow.ErrInvalid):
-			w.deadLetter(d, DeadBadClaim, err.Error())
+			f.Claim.Status = protocol.ClaimInvalid
+		case errors.Is(err, kvwindow.ErrWindowLost):
+			p.windowDown(err)
+			f.Claim.Status = protocol.ClaimLost
 		default:
 			p.windowDown(err)
-			if p.cfg.ForwardWhenWindowDown && !errors.Is(err, kvwindow.ErrWindowLost) {
-				e.reason = ReasonWindowUnavailable
-				w.forward(d, nil, kvwindow.Outcome{})
-				return
-			}
-			w.nak(d, nakDelay(d.delivered), p.nakWindow)
+			f.Claim.Status = protocol.ClaimUnavailable
 		}
 		return
 	}
 	p.windowUp()
-	if unpublishable != "" && res.Status != kvwindow.Stale {
-		// A redelivery that can no longer be published (the output's limits were lowered meanwhile): an earlier
-		// delivery of it may hold the claim, which must be released with the dead letter — left in place it would
-		// look like a finished holder's and its copies would be dropped.
-		if res.Status == kvwindow.Won || res.Status == kvwindow.Owned && !res.Published {
-			w.deadLetterAndRelease(d, DeadOutputReject, unpublishable, true, res.Revision)
-		} else {
-			w.deadLetter(d, DeadOutputReject, unpublishable)
-		}
-		return
+	f.Claim = protocol.ClaimResult{Published: res.Published, HolderKnown: res.HolderSeq != 0}
+	if !res.FirstClaimed.IsZero() {
+		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
 	}
 	switch res.Status {
-	case kvwindow.Owned:
-		if res.Published {
-			// An earlier delivery of this envelope published the event and recorded it: publishing again could
-			// outlive the output's duplicate window (a lost ack, then an outage). Only the ack is missing.
-			w.ack(d)
-			e.src.unique.Inc()
-			return
-		}
-		if w.possibleDuplicate(res) {
-			// An earlier delivery may have stored the event and lost its record, longer ago than the output's
-			// duplicate window remembers: nobody can tell, so publish (never lose it) and say so.
-			w.set(7, HeaderPossibleDuplicate, "true")
-			p.m.possibleDuplicates.Inc()
-			p.log.Warn("pipeline: publishing a possible second copy: an earlier delivery of this envelope may have stored it "+
-				"longer ago than the output's duplicate window", "seq", e.seq, "tenant", e.tenant, "source", e.source,
-				"key", e.key, "first_claimed", res.FirstClaimed, "duplicate_window", time.Duration(p.outDupWindow.Load()))
-		}
-		w.forwardHolding(d, &claim, res)
 	case kvwindow.Won:
-		w.forwardHolding(d, &claim, res)
+		f.Claim.Status = protocol.Won
+	case kvwindow.Owned:
+		f.Claim.Status = protocol.Owned
 	case kvwindow.Duplicate:
-		if !res.Published && !w.holderDone(res) {
-			// The holder has claimed but not yet published (or has just failed to): acking this copy now would
-			// lose the event if the holder is refused, dead-lettered and releases the claim. Ask again later.
-			w.nak(d, nakDelay(d.delivered), p.nakHolder)
+		f.Claim.Status = protocol.Duplicate
+	case kvwindow.Stale:
+		f.Claim.Status = protocol.Stale
+	default:
+		f.Claim.Status = protocol.ClaimUnknown
+	}
+	if res.Status == kvwindow.Won || res.Status == kvwindow.Owned {
+		s.rev = res.Revision
+		if !res.Published {
+			s.hd = p.holders.begin(s.hk, e.seq, e.stamp, now+ttl)
+		}
+	}
+}
+
+// waitHolder waits, bounded, for the holder of a Duplicate's claim if one of this process's workers holds it.
+func (s *step) waitHolder() protocol.HolderResult {
+	w, p := s.w, s.w.p
+	hd, done := p.holders.lookup(s.hk, s.res.HolderSeq, s.res.HolderStamp)
+	if hd == nil {
+		return protocol.HolderNotHere
+	}
+	t := time.NewTimer(p.cfg.PublishTimeout + p.ackTimeout())
+	defer t.Stop()
+	select {
+	case <-done:
+		if hd.published {
+			return protocol.HolderPublished
+		}
+		return protocol.HolderUnpublished
+	case <-t.C:
+	case <-w.ctx.Done():
+	}
+	return protocol.HolderTimedOut
+}
+
+// deadReason is the dead-letter reason token and readable reason of a plan's dead letter.
+func (s *step) deadReason(why protocol.Dead) (string, string) {
+	e := &s.w.e
+	switch why {
+	case protocol.DeadMalformed:
+		return e.dead, e.deadErr
+	case protocol.DeadBadClaim:
+		return DeadBadClaim, fmt.Sprint(s.claimErr)
+	}
+	if s.unstorable != "" {
+		return DeadOutputReject, s.unstorable
+	}
+	return DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", s.w.p.cfg.OutputStream, s.publishErr)
+}
+
+// count counts an acknowledged envelope.
+func (s *step) count(c protocol.Count) {
+	p, e := s.w.p, &s.w.e
+	switch c {
+	case protocol.CountUnique:
+		e.src.unique.Inc()
+	case protocol.CountUnkeyed:
+		e.src.unkeyedN.Inc()
+		e.src.reason(e.reason).Inc()
+	case protocol.CountDuplicate:
+		e.src.duplicate.Inc()
+		if p.log.Enabled(s.w.ctx, slog.LevelDebug) {
+			p.log.Debug("pipeline: duplicate", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key)
+		}
+	case protocol.CountDeadLetter:
+		e.src.deadLetters.Inc()
+		p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", s.d.msg.Subject, "reason", s.dead, "error", s.deadWhy)
+	}
+}
+
+// note logs and counts what a plan says beside its step.
+func (s *step) note(plan protocol.Plan) {
+	p, e, d := s.w.p, &s.w.e, s.d
+	switch plan.Do {
+	case protocol.Stop:
+		switch plan.Stop {
+		case protocol.StaleDelivery:
+			p.m.stale.Inc()
+			p.log.Debug("pipeline: stale delivery skipped: a later delivery of the envelope holds its claim",
+				"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source)
+		case protocol.Superseded:
+			p.m.stale.Inc()
+			p.log.Warn("pipeline: dead letter stored, but a later delivery of the envelope holds its claim now; leaving the envelope to it",
+				"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source, "key", e.key)
+		}
+	case protocol.Nak:
+		switch plan.Nak {
+		case protocol.NakHolder:
 			if ok, n := p.holderLog.allow(); ok {
 				p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
-					"holder_seq", res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
+					"holder_seq", s.res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
 			}
-			return
-		}
-		w.duplicate(d)
-	case kvwindow.Stale:
-		p.m.stale.Inc()
-		p.log.Debug("pipeline: stale delivery skipped: a later delivery of the envelope holds its claim",
-			"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source)
-	default:
-		p.log.Error("pipeline: window returned an unknown claim status", "status", res.Status)
-		w.nak(d, nakDelay(d.delivered), p.nakWindow)
-	}
-}
-
-// forwardHolding is forward for the envelope that holds its key's claim, known to this process's other workers
-// while it does (holders), so that a copy arriving meanwhile waits for it here.
-func (w *worker) forwardHolding(d *delivery, claim *kvwindow.Claim, res kvwindow.Outcome) {
-	k := w.hk
-	hd := w.p.holders.begin(k, claim.Claimant.Seq, claim.Claimant.Stamp)
-	w.stored, w.storedRev = false, 0
-	w.forward(d, claim, res)
-	w.p.holders.finish(k, hd, w.stored, w.storedRev)
-}
-
-// holderDone reports whether the envelope holding a Duplicate's claim is finished with it: published by this
-// process (waiting for it while one of this process's workers holds it), gone from a work-queue input stream
-// (acknowledged — published, since a dead letter releases its claim before its ack — or removed), or replaced
-// under its sequence (the stream re-created). An unknown answer is "not done": the copy is asked again.
-func (w *worker) holderDone(res kvwindow.Outcome) bool {
-	p := w.p
-	if hd, done := p.holders.lookup(w.hk, res.HolderSeq, res.HolderStamp); hd != nil {
-		t := time.NewTimer(p.cfg.PublishTimeout + p.ackTimeout())
-		defer t.Stop()
-		select {
-		case <-done:
-			return hd.published
-		case <-t.C:
-			return false
-		case <-w.ctx.Done():
-			return false
 		}
 	}
-	if p.inputKeeps.Load() || res.HolderSeq == 0 {
-		return false // a keeping stream: only the claim's record says so
+	switch plan.Note {
+	case protocol.NotePossibleDuplicate:
+		p.m.possibleDuplicates.Inc()
+		p.log.Warn("pipeline: publishing a possible second copy: an earlier delivery of this envelope may have stored it "+
+			"longer ago than the output's duplicate window", "seq", e.seq, "tenant", e.tenant, "source", e.source,
+			"key", e.key, "first_claimed", s.res.FirstClaimed, "duplicate_window", s.f.Config.DupWindow)
+	case protocol.NoteStoredTwice:
+		p.m.possibleDuplicates.Inc()
+		p.log.Warn("pipeline: published after another delivery took the claim over; the output may hold this event twice",
+			"seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "why", p.tooOld(e.received))
+	case protocol.NoteMovedOn:
+		p.log.Debug("pipeline: published, but the claim had moved on before the publish was recorded", "seq", e.seq, "key", e.key)
+	case protocol.NoteUnrecorded:
+		p.log.Warn("pipeline: publish not recorded in its claim after an unconfirmed ack; a redelivery later than the output's "+
+			"duplicate window would be published again, marked as a possible duplicate", "seq", e.seq, "key", e.key, "err", s.recordErr)
+	case protocol.NoteUnknownStatus:
+		p.log.Error("pipeline: window returned an unknown claim status", "status", s.res.Status)
+	case protocol.NoteHeld:
+		if ok, n := p.heldLog.allow(); ok {
+			p.log.Warn("pipeline: delivery handed back instead of published", "seq", e.seq, "why", p.tooOld(e.received), "since_last_log", n)
+		}
 	}
-	present, err := p.inputHolds(w.ctx, res.HolderSeq, res.HolderStamp)
-	if err != nil {
-		p.log.Debug("pipeline: holder of a claim not looked up", "holder_seq", res.HolderSeq, "err", err)
-		return false
-	}
-	return !present
 }
 
-// possibleDuplicate reports whether publishing res's claim now could store a second copy of the event: an earlier
-// delivery of the envelope held the claim (this one took it over) and may have stored the event without recording
-// it, so long ago that the output's duplicate window no longer catches the same Nats-Msg-Id.
-func (w *worker) possibleDuplicate(res kvwindow.Outcome) bool {
-	if res.FirstClaimed.IsZero() {
-		return false
+// nakCounter is the counter of a NAK reason.
+func (p *Pipeline) nakCounter(r protocol.NakReason) interface{ Inc() } {
+	switch r {
+	case protocol.NakShutdown:
+		return p.nakShutdown
+	case protocol.NakPublish:
+		return p.nakPublish
+	case protocol.NakDeadLetter:
+		return p.nakDeadLetter
+	case protocol.NakHeld:
+		return p.nakHeld
+	case protocol.NakHolder:
+		return p.nakHolder
+	case protocol.NakRecord:
+		return p.nakRecord
 	}
-	dup := time.Duration(w.p.outDupWindow.Load())
-	if dup <= 0 {
-		return false
-	}
-	// The earlier publish was stored no earlier than the first claim; this one is stored within the publish
-	// timeout; a second of slack covers clock differences between replicas.
-	return time.Since(res.FirstClaimed)+w.p.cfg.PublishTimeout+time.Second >= dup
+	return p.nakWindow
 }

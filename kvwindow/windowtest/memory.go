@@ -18,13 +18,6 @@ type Claimer interface {
 	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (uint64, bool, error)
 }
 
-// LegacyPutter is implemented by windows whose test can store a claim as a worker before the compact claim value
-// wrote it (JSON, no first claim time, a publish recorded only by redeliveries). The suite's legacy case runs
-// only for those.
-type LegacyPutter interface {
-	PutLegacyClaim(ctx context.Context, tenant, source, key string, claimant kvwindow.Claimant, ttl time.Duration) (rev uint64, err error)
-}
-
 type scopeKey struct{ tenant, source, key string }
 
 type memEntry struct {
@@ -35,7 +28,6 @@ type memEntry struct {
 	ttl       time.Duration
 	published bool
 	first     time.Time // when the envelope first claimed the key, kept across takeovers and marks
-	legacy    bool      // written as an older worker would (PutLegacyClaim)
 }
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
@@ -136,8 +128,8 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 	first := m.now().Truncate(time.Millisecond) // the real window records milliseconds
 	if e, ok := m.live(k); ok {
 		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
-		if e.claimant.Seq != c.Claimant.Seq || (e.claimant.Stamp != c.Claimant.Stamp && e.claimant.Stamp != 0) {
-			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published || e.legacy,
+		if e.claimant != c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published,
 				FirstClaimed: e.first, HolderSeq: e.claimant.Seq, HolderStamp: e.claimant.Stamp}, nil
 		}
 		switch {
@@ -186,24 +178,6 @@ func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64
 	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
 		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true, first: e.first}
 	return m.rev, true, nil
-}
-
-// PutLegacyClaim stores a claim of claimant on key as a worker before the compact claim value wrote it: no
-// delivery, no first claim time (it reads as the time of the write), no record of a publish.
-func (m *Memory) PutLegacyClaim(ctx context.Context, tenant, source, key string, claimant kvwindow.Claimant, ttl time.Duration) (uint64, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
-		return 0, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return 0, err
-	}
-	m.rev++
-	now := m.now()
-	m.entries[scopeKey{tenant, source, key}] = memEntry{claimant: claimant, revision: m.rev, at: now,
-		ttl: (ttl + time.Second - 1) / time.Second * time.Second, first: now.Truncate(time.Millisecond), legacy: true}
-	return m.rev, nil
 }
 
 // Release drops the claim on key only while it is still revision rev, as kvwindow.Window.Release: true when it

@@ -194,34 +194,6 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		check("a copy", mustClaim(t, w, c), kvwindow.Duplicate)
 	})
 
-	t.Run("LegacyClaimReadsAsPublished", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		lp, ok := w.(LegacyPutter)
-		if !ok {
-			t.Skip("the window cannot store a legacy claim")
-		}
-		tn := tenant(t)
-		before := time.Now().Add(-time.Second)
-		rev, err := lp.PutLegacyClaim(testCtx(t), tn, "s", "legacy", claimant(71), time.Minute)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "legacy", TTL: time.Minute, Claimant: claimant(72), Delivery: delivery(1)}
-		dup := mustClaim(t, w, c)
-		if dup.Status != kvwindow.Duplicate || !dup.Published || dup.Revision != rev || dup.HolderSeq != 71 ||
-			dup.FirstClaimed.Before(before) || dup.FirstClaimed.After(time.Now().Add(time.Second)) {
-			t.Fatalf("copy of a legacy claim: %+v, want Duplicate, Published (decided), rev %d, holder seq 71, first claimed "+
-				"about when it was written", dup, rev)
-		}
-		// The holder's own redelivery takes it over; Owned keeps reporting only a recorded publish.
-		c.Claimant = claimant(71)
-		took := mustClaim(t, w, c)
-		if took.Status != kvwindow.Owned || took.Published || took.Revision <= rev || !took.FirstClaimed.Equal(dup.FirstClaimed) {
-			t.Fatalf("holder's redelivery on a legacy claim: %+v, want Owned, not Published, first claimed %s", took, dup.FirstClaimed)
-		}
-	})
-
 	t.Run("ArbitraryKeyBytes", func(t *testing.T) {
 		t.Parallel()
 		w := newWindow(t)
@@ -404,7 +376,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		t.Parallel()
 		w := newWindow(t)
 		tn := tenant(t)
-		oldFormat := kvwindow.Claimant{Seq: 7} // what a worker wrote before claims carried stamps and deliveries
+		unstamped := kvwindow.Claimant{Seq: 7} // a claimant is its sequence and stamp: the sequence alone never matches
 		for i, tc := range []struct {
 			name            string
 			held            kvwindow.Claimant
@@ -420,10 +392,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(1), kvwindow.Duplicate, false},
 			{"same sequence other stamp, later delivery", claimant(7), delivery(1),
 				kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2), kvwindow.Duplicate, false},
-			{"old-format claim matches by sequence", oldFormat, kvwindow.Delivery{}, claimant(7), delivery(1), kvwindow.Owned, true},
-			{"old-format claim, unknown delivery", oldFormat, kvwindow.Delivery{}, claimant(7), kvwindow.Delivery{}, kvwindow.Owned, false},
-			{"old-format claim, other sequence", oldFormat, kvwindow.Delivery{}, claimant(8), delivery(1), kvwindow.Duplicate, false},
-			{"unstamped claimant against a stamped claim", claimant(7), delivery(1), oldFormat, delivery(2), kvwindow.Duplicate, false},
+			{"unstamped claim, same sequence", unstamped, delivery(1), claimant(7), delivery(2), kvwindow.Duplicate, false},
+			{"unstamped claimant against a stamped claim", claimant(7), delivery(1), unstamped, delivery(2), kvwindow.Duplicate, false},
 		} {
 			key := fmt.Sprintf("identity-%d", i)
 			held := mustClaim(t, w, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: tc.held, Delivery: tc.heldDelivery})
@@ -434,15 +404,6 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			if got.Status != tc.want || (got.Revision != held.Revision) != tc.wantNewRevision {
 				t.Errorf("%s: %+v, want %v (held revision %d, new revision %v)", tc.name, got, tc.want, held.Revision, tc.wantNewRevision)
 			}
-		}
-		// A takeover of an old-format claim records the stamp: the sequence alone no longer matches.
-		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "identity-upgraded", TTL: time.Minute, Claimant: oldFormat}
-		mustClaim(t, w, c)
-		c.Claimant, c.Delivery = claimant(7), delivery(1)
-		took := mustClaim(t, w, c)
-		c.Claimant, c.Delivery = kvwindow.Claimant{Seq: 7, Stamp: claimant(7).Stamp + 1}, delivery(2)
-		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
-			t.Fatalf("other stamp after the takeover of an old-format claim: %+v, want Duplicate rev %d", got, took.Revision)
 		}
 	})
 
