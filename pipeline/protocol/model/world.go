@@ -452,10 +452,12 @@ func (w *world) handle(s *State, slot int, v uint8) string {
 		a = w.d.Next(s.facts(slot))
 	}
 	rule := w.do(s, slot, v, a)
-	// A delivery with nothing left to do ends in the same step: its end changes only its replica's memory.
+	// A delivery whose next step is to end (Stop) or to be handed back (Nak) takes it in the same step: an end
+	// changes only its replica's memory, and a NAK only lets the envelope be delivered again, which a later
+	// delivery step does anyway.
 	if h.On && !h.InFlight {
-		if a := w.d.Next(s.facts(slot)); a.Kind == Stop {
-			w.end(s, slot)
+		if a := w.d.Next(s.facts(slot)); a.Kind == Stop || a.Kind == Nak {
+			w.do(s, slot, 0, a)
 		}
 	}
 	return rule
