@@ -553,7 +553,9 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 		w.say("%s is NAKed (%s)", name, a.Reason)
 		w.end(s, slot)
 	case Stop:
-		w.say("%s ends without ack or nak", name)
+		if h.F.Ack == None {
+			w.say("%s stops without ack or nak (a later delivery decides)", name)
+		}
 		w.end(s, slot)
 	case Inspect:
 		panic("model: the decider asked for a second inspection")
