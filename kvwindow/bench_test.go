@@ -63,7 +63,7 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 				for pb.Next() {
 					i := n.Add(1) % keys
 					c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute,
-						Claimant: envelope(keys + 1 + i), Delivery: delivery(1), FirstDelivery: mode.first}
+						Claimant: envelope(keys + 1 + i), Delivery: deliveryOf(mode.first)}
 					out, err := w.Claim(ctx, c)
 					if err != nil || out.Status != kvwindow.Duplicate {
 						b.Errorf("copy of %d: %+v %v", i, out, err)
@@ -73,4 +73,12 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 			})
 		})
 	}
+}
+
+// deliveryOf is a first delivery (read from any replica) or a redelivery (read from the leader).
+func deliveryOf(first bool) kvwindow.Delivery {
+	if first {
+		return delivery(1)
+	}
+	return delivery(2)
 }

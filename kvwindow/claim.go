@@ -100,7 +100,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		}
 		// The key is taken, or holds a marker. Decide on what the stream leader holds (a direct get could be
 		// answered by a replica that has not applied the winning write yet), unless this is a first delivery.
-		m, err := w.read(ctx, c.FirstDelivery, subj, deadline)
+		m, err := w.read(ctx, c.Delivery.Count == 1, subj, deadline)
 		if err != nil {
 			return Outcome{}, w.unavailable("claim: read", subj, err)
 		}

@@ -8,7 +8,7 @@
 //     revision of the expiry marker it replaces): the server admits exactly one writer per key, however many
 //     workers and goroutines race, on single-node and replicated buckets alike. Won is reported only when this
 //     call's create was stored; Owned, Stale and Duplicate are decided from the stored claim, read from the
-//     stream leader (never a possibly stale replica) — except for a Claim marked FirstDelivery, which cannot be
+//     stream leader (never a possibly stale replica) — except for a first delivery (Delivery.Count 1), which cannot be
 //     Owned: its losing create is read back by direct get, where a stale answer can at worst suppress a copy of
 //     an event whose claim is just expiring.
 //   - Crash recovery via the claimant. The claim records its claimant — the envelope's sequence in the input

@@ -16,7 +16,7 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 		cfg := kvwindow.DefaultConfig()
 		cfg.Bucket, cfg.Shards = "known-"+string(rune('0'+shards)), shards
 		w := newWindow(t, jsFor(t, srv.ClientURL()), cfg)
-		first := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "evt-1", TTL: time.Minute, Claimant: envelope(10), Delivery: delivery(1), FirstDelivery: true}
+		first := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "evt-1", TTL: time.Minute, Claimant: envelope(10), Delivery: delivery(1)}
 		won := claim(t, w, first)
 		if won.Status != kvwindow.Won {
 			t.Fatalf("K=%d: first claim %+v", shards, won)
@@ -36,7 +36,7 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 		}
 
 		// The key moved on (the publish was recorded in the claim: a new revision): the stale knowledge reads.
-		newRev, ok, err := w.MarkPublished(ctxT(t, 10*time.Second), first, won.Revision)
+		newRev, ok, err := w.MarkPublished(ctxT(t, 10*time.Second), first, won.Revision, time.Time{})
 		if err != nil || !ok {
 			t.Fatalf("K=%d: mark: %v %v", shards, ok, err)
 		}
@@ -47,7 +47,7 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 
 		// The claimant itself never takes its own claim for a copy (a redelivery is Owned).
 		self := first
-		self.FirstDelivery, self.Delivery = false, delivery(2)
+		self.Delivery = delivery(2)
 		self.Known = kvwindow.Known{Revision: newRev, Claimant: first.Claimant}
 		if got := claim(t, w, self); got.Status != kvwindow.Owned {
 			t.Fatalf("K=%d: the holder's redelivery with Known: %+v, want Owned", shards, got)

@@ -237,7 +237,7 @@ func TestBucketLostUnderRunningWorker(t *testing.T) {
 	if won, errs := retried(t, running, []string{"k-1", "k-5", "k-19"}); won != 0 || len(errs) != 3 || !errors.Is(errs[0], kvwindow.ErrWindowLost) {
 		t.Fatalf("retries in the re-created bucket: %d Won, errors %v, want ErrWindowLost for each", won, errs)
 	}
-	if _, _, err := running.MarkPublished(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1); !errors.Is(err, kvwindow.ErrWindowLost) {
+	if _, _, err := running.MarkPublished(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1, time.Time{}); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("MarkPublished in a lost bucket: %v", err)
 	}
 	if _, err := running.Release(ctx, "acme", "gh", "k-1", 1); !errors.Is(err, kvwindow.ErrWindowLost) {

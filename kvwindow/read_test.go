@@ -30,7 +30,7 @@ func TestFirstDeliveryWithoutDirect(t *testing.T) {
 	}
 	w := newWindow(t, js, kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1), FirstDelivery: true}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
 	if got := claim(t, w, c); got.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", got.Status)
 	}
@@ -59,7 +59,7 @@ func TestReadsUnderDomain(t *testing.T) {
 	}
 	w := newWindow(t, js, kvwindow.DefaultConfig())
 	ctx := ctxT(t, 30*time.Second)
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1), FirstDelivery: true}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
 	won := claim(t, w, c)
 	if won.Status != kvwindow.Won {
 		t.Fatalf("first claim: %+v", won)
@@ -69,7 +69,7 @@ func TestReadsUnderDomain(t *testing.T) {
 	if got := claim(t, w, dup); got.Status != kvwindow.Duplicate || got.Revision != won.Revision {
 		t.Fatalf("copy, first delivery (direct get): %+v", got)
 	}
-	dup.FirstDelivery = false
+	dup.Delivery = delivery(2)
 	if got := claim(t, w, dup); got.Status != kvwindow.Duplicate || got.Revision != won.Revision {
 		t.Fatalf("copy, redelivered (leader): %+v", got)
 	}
@@ -80,7 +80,7 @@ func TestReadsUnderDomain(t *testing.T) {
 	if err != nil || !ok || e.Revision != won.Revision || e.Claimant != c.Claimant || e.TTL != time.Minute {
 		t.Fatalf("Get = %+v, %v, %v", e, ok, err)
 	}
-	rev, ok, err := w.MarkPublished(ctx, c, won.Revision) // no FirstClaimed: reads the claim first
+	rev, ok, err := w.MarkPublished(ctx, c, won.Revision, time.Time{}) // no first claim time: reads the claim first
 	if err != nil || !ok || rev <= won.Revision {
 		t.Fatalf("MarkPublished = %d, %v, %v", rev, ok, err)
 	}

@@ -329,16 +329,16 @@ func (w *Window) Release(ctx context.Context, tenant, source, key string, rev ui
 	return s.Release(ctx, tenant, source, key, rev)
 }
 
-// MarkPublished records in the claim c made (at revision rev) that its event was published, and returns the
-// claim's new revision; false when the key moved on. See shard.MarkPublished.
-func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64, bool, error) {
+// MarkPublished records in the claim c made (at revision rev, first claimed at firstClaimed) that its event was
+// published, and returns the claim's new revision; false when the key moved on. See shard.MarkPublished.
+func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if len(w.shards) == 1 {
-		return w.shards[0].MarkPublished(ctx, c, rev)
+		return w.shards[0].MarkPublished(ctx, c, rev, firstClaimed)
 	}
 	if err := c.Validate(); err != nil {
 		return 0, false, err
 	}
-	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).MarkPublished(ctx, c, rev)
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).MarkPublished(ctx, c, rev, firstClaimed)
 }
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the

@@ -40,21 +40,14 @@ type Claim struct {
 	// Claimant identifies the envelope that makes the claim. A redelivery of the same envelope carries the same
 	// claimant and so recognises the claim as its own.
 	Claimant Claimant
-	// Delivery is which delivery of the envelope makes the claim. When the claim is already the envelope's, the
+	// Delivery is which delivery of the envelope makes the claim. A first delivery (Count 1) cannot find its own
+	// claim made by an earlier one of the same consumer, so the window may read its losing create's claim from any
+	// replica (a direct get, far cheaper for the server than a read through the stream leader): a stale answer can
+	// only mistake an expiring claim for a live one. Later deliveries always read from the leader. When the claim is already the envelope's, the
 	// latest delivery holds it: a later delivery takes the claim over (Owned, with a new revision) and an earlier
 	// one is told Stale, so that of two deliveries alive at once (a worker that stalled past the ack wait, and
 	// the redelivery) only one publishes.
 	Delivery Delivery
-	// FirstClaimed, for MarkPublished only, is the Outcome.FirstClaimed this delivery's Claim returned: the mark
-	// rewrites the claim and must keep when the envelope first claimed the key. Zero makes MarkPublished read the
-	// claim first (one more round trip to the stream leader). Claim ignores it.
-	FirstClaimed time.Time
-	// FirstDelivery says the envelope has never been delivered before (JetStream's delivery count is 1), so no
-	// earlier attempt of it can hold the claim and Owned is impossible. The window may then read a losing
-	// create's claim from any replica (a direct get, far cheaper for the server than a read through the stream
-	// leader's API): a stale answer can only mistake an expiring claim for a live one, i.e. suppress a copy of
-	// an event already published. Leave it false when unsure; redeliveries always read from the leader.
-	FirstDelivery bool
 	// Known, when its Revision is set, is a claim the caller knows to be stored on this key by another envelope
 	// (Known.Claimant) at that revision, with its event published: the caller's own process made and published it
 	// (see Known's type). A create refused because the key's last revision is exactly that one is then a

@@ -199,8 +199,9 @@ func (w *shard) Ping(ctx context.Context) error {
 // envelope that finds the mark gets Owned with Published and need not publish again, and a copy of the event
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
-// keeps the claim's first claim time: c.FirstClaimed when set (the Outcome's), else read from the claim first.
-func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64, bool, error) {
+// keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
+// reads it from the claim first (one more round trip to the stream leader). c.Known is not read.
+func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
 	}
@@ -213,7 +214,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64) (uint64,
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	first := c.FirstClaimed
+	first := firstClaimed
 	if first.IsZero() {
 		m, err := w.latest(ctx, subj)
 		if err != nil {

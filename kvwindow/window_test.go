@@ -349,22 +349,22 @@ func spyReads(t *testing.T, url string) (direct, get *atomic.Int64) {
 	return direct, get
 }
 
-// TestLosingClaimsReadFromLeader: unless a claim is marked FirstDelivery, deciding Owned/Stale/Duplicate (and a
+// TestLosingClaimsReadFromLeader: unless a claim is a first delivery, deciding Owned/Stale/Duplicate (and a
 // takeover) never uses direct gets (served by any replica).
 func TestLosingClaimsReadFromLeader(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(2)}
 	claim(t, w, c)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("same delivery: %v", got.Status)
 	}
-	c.Delivery = delivery(3)
+	c.Delivery = delivery(4)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("later delivery: %v", got.Status)
 	}
-	c.Delivery = delivery(2)
+	c.Delivery = delivery(3)
 	if got := claim(t, w, c); got.Status != kvwindow.Stale {
 		t.Fatalf("earlier delivery: %v", got.Status)
 	}
@@ -475,7 +475,7 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 	s := natstest.Run(t)
 	w := newWindow(t, jsFor(t, s.URL()), kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1), FirstDelivery: true}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
 	if got := claim(t, w, c); got.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", got.Status)
 	}
@@ -490,7 +490,7 @@ func TestFirstDeliveryReadsAnyReplica(t *testing.T) {
 		return nil
 	})
 	// A redelivery of the winner must be recognised, through the leader.
-	c.Claimant, c.Delivery, c.FirstDelivery = envelope(1), delivery(2), false
+	c.Claimant, c.Delivery = envelope(1), delivery(2)
 	if got := claim(t, w, c); got.Status != kvwindow.Owned {
 		t.Fatalf("redelivery: %v", got.Status)
 	}

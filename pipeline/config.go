@@ -26,7 +26,7 @@ type Window interface {
 	// MarkPublished records in the claim (still at revision rev) that its event was published, so that a later
 	// delivery finds Owned with Published and does not publish again, and a copy waiting for the holder (a
 	// Duplicate without Published) is acknowledged. The pipeline calls it after every keyed publish, before the ack.
-	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (newRev uint64, ok bool, err error)
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, firstClaimed time.Time) (newRev uint64, ok bool, err error)
 	// Get reads the live claim on the key from the stream leader. The pipeline calls it for a copy whose claim's
 	// holder has left the input stream, before acknowledging the copy: only a key still holding the claim the copy
 	// found shows that the holder left published (a holder that dead-letters releases its claim first).

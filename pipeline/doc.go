@@ -67,9 +67,16 @@
 // ack.
 //
 // Shutdown (Run's context cancelled): pulling stops; envelopes pulled but not started are NAKed; in-flight ones get
-// up to ShutdownTimeout to finish, after which they are NAKed (never acked); Run waits for outstanding publishes
-// and returns. A NATS restart or leader change pauses the pipeline; the pull consumer re-pulls after reconnects and
+// up to ShutdownTimeout to finish, after which those not yet stored are NAKed (never acked) and those whose event
+// or dead letter is stored still send their record, release and ack (each bounded by its own timeout); Run waits
+// for outstanding publishes and returns. A NATS restart or leader change pauses the pipeline; the pull consumer re-pulls after reconnects and
 // missed heartbeats and is re-created if it stops.
+//
+// # Decisions
+//
+// Every decision above is made by one pure function, protocol.Decide (package pipeline/protocol, with its glossary
+// and invariants; docs/architecture.md draws it): a worker inspects the envelope, then carries out the step Decide
+// returns and reports its result, until Decide says to stop.
 //
 // # Concurrency
 //

@@ -20,8 +20,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// These tests each pin one way an event could be lost or published twice under ordinary operations (issue
-// "exactly once through leader changes, operator actions and hostile headers"); each failed on the code before it.
+// These tests each pin one way an event could be lost or published twice under ordinary operations (leader
+// changes, operator actions, hostile headers); each failed on the code before it.
 
 // spyWindow records every claim and can hold chosen claims back, before or after the real claim is made.
 type spyWindow struct {

@@ -31,7 +31,7 @@ func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error)
 func (noWindow) Release(context.Context, string, string, string, uint64) (bool, error) {
 	return false, kvwindow.ErrUnavailable
 }
-func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64) (uint64, bool, error) {
+func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64, time.Time) (uint64, bool, error) {
 	return 0, false, kvwindow.ErrUnavailable
 }
 func (noWindow) Get(context.Context, string, string, string) (kvwindow.Entry, bool, error) {

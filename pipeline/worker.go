@@ -206,8 +206,7 @@ func (s *step) do(plan protocol.Plan) {
 			f.Release = protocol.ReleaseMoved
 		}
 	case protocol.Record:
-		s.claim.FirstClaimed = s.res.FirstClaimed
-		newRev, ok, err := p.cfg.Window.MarkPublished(w.durable, s.claim, s.rev)
+		newRev, ok, err := p.cfg.Window.MarkPublished(w.durable, s.claim, s.rev, s.res.FirstClaimed)
 		s.rev = 0
 		switch {
 		case err != nil:
@@ -249,9 +248,8 @@ func (s *step) doClaim() {
 	s.hk = holderKey(e.tenant, e.source, e.key)
 	s.claim = kvwindow.Claim{
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: ttl,
-		Claimant:      kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
-		Delivery:      kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
-		FirstDelivery: d.delivered == 1,
+		Claimant: kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
+		Delivery: kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
 		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
 		Known: p.holders.known(s.hk, now),
 	}

@@ -15,7 +15,7 @@ import (
 type Claimer interface {
 	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
 	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
-	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (uint64, bool, error)
+	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error)
 }
 
 type scopeKey struct{ tenant, source, key string }
@@ -157,7 +157,7 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 
 // MarkPublished records that c's event was published while the claim is still revision rev, as
 // kvwindow.Window.MarkPublished (a new revision, returned, and the full TTL from now; the first claim time kept).
-func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64) (uint64, bool, error) {
+func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, _ time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
 	}

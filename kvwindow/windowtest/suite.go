@@ -91,14 +91,14 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if first.Status != kvwindow.Won || first.Published {
 			t.Fatalf("first claim: %+v", first)
 		}
-		marked, ok, err := w.MarkPublished(testCtx(t), c, first.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), c, first.Revision, time.Time{})
 		if err != nil || !ok || marked <= first.Revision {
 			t.Fatalf("MarkPublished at the claim's revision %d: %d %v %v, want a later revision", first.Revision, marked, ok, err)
 		}
-		if rev, ok, err := w.MarkPublished(testCtx(t), c, first.Revision); err != nil || ok || rev != 0 {
+		if rev, ok, err := w.MarkPublished(testCtx(t), c, first.Revision, time.Time{}); err != nil || ok || rev != 0 {
 			t.Errorf("MarkPublished at a revision that moved on: %d %v %v, want false", rev, ok, err)
 		}
-		if again, ok, err := w.MarkPublished(testCtx(t), c, marked); err != nil || !ok || again <= marked {
+		if again, ok, err := w.MarkPublished(testCtx(t), c, marked, time.Time{}); err != nil || !ok || again <= marked {
 			t.Errorf("MarkPublished at the revision the mark returned: %d %v %v, want a later revision", again, ok, err)
 		}
 		c.Delivery = delivery(2)
@@ -130,7 +130,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("copy while the holder is undecided: %+v, want Duplicate, not Published, holder seq 51, first claimed %s",
 				dup, won.FirstClaimed)
 		}
-		marked, ok, err := w.MarkPublished(testCtx(t), holder, won.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), holder, won.Revision, time.Time{})
 		if err != nil || !ok {
 			t.Fatalf("MarkPublished: %v %v", ok, err)
 		}
@@ -170,7 +170,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		took := mustClaim(t, w, c)
 		check("takeover", took, kvwindow.Owned)
 		// A mark without the first claim time reads it from the claim; one with it writes it as given.
-		marked, ok, err := w.MarkPublished(testCtx(t), c, took.Revision)
+		marked, ok, err := w.MarkPublished(testCtx(t), c, took.Revision, time.Time{})
 		if err != nil || !ok {
 			t.Fatalf("MarkPublished: %v %v", ok, err)
 		}
@@ -181,11 +181,9 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if !took.Published || took.Revision <= marked {
 			t.Fatalf("takeover after a mark: %+v, want Published after revision %d", took, marked)
 		}
-		c.FirstClaimed = took.FirstClaimed
-		if _, ok, err := w.MarkPublished(testCtx(t), c, took.Revision); err != nil || !ok {
+		if _, ok, err := w.MarkPublished(testCtx(t), c, took.Revision, took.FirstClaimed); err != nil || !ok {
 			t.Fatalf("MarkPublished with the first claim time: %v %v", ok, err)
 		}
-		c.FirstClaimed = time.Time{}
 		c.Delivery = delivery(4)
 		check("takeover after a second mark", mustClaim(t, w, c), kvwindow.Owned)
 		c.Delivery = delivery(2)

@@ -1,0 +1,145 @@
+package pipeline_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline"
+)
+
+// hookWindow wraps a window with hooks the tests use to place an operator's action or a failure at an exact step.
+type hookWindow struct {
+	pipeline.Window
+	mu sync.Mutex
+	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
+	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
+	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
+	markFails atomic.Bool
+	marks     atomic.Int64
+}
+
+func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+	out, err := w.Window.Claim(ctx, c)
+	w.mu.Lock()
+	hook := w.afterClaim
+	w.mu.Unlock()
+	if hook != nil && err == nil {
+		hook(c, out)
+	}
+	return out, err
+}
+
+func (w *hookWindow) setAfterClaim(f func(c kvwindow.Claim, out kvwindow.Outcome)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.afterClaim = f
+}
+
+func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, first time.Time) (uint64, bool, error) {
+	w.marks.Add(1)
+	if w.markFails.Load() {
+		return 0, false, fmt.Errorf("%w: test: mark refused", kvwindow.ErrUnavailable)
+	}
+	return w.Window.MarkPublished(ctx, c, rev, first)
+}
+
+// ackDeniedConn is a connection to srv (started with ackDeniedUsers) whose acknowledgements the server refuses.
+func ackDeniedUsers(o *server.Options) {
+	o.Users = []*server.User{
+		{Username: "noack", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}},
+		{Username: "ok", Password: "pw"},
+	}
+}
+
+// TestLostFirstAckPastDuplicateWindow: the delivery that published first loses its ack, and the fleet is
+// down for longer than the output's duplicate window; the redelivery must find the publish recorded in the claim
+// and only ack. Before: the first publish was never recorded (MarkPublished only for redeliveries), so the
+// redelivery took the live claim over and stored the event again — output held 2 copies.
+func TestLostFirstAckPastDuplicateWindow(t *testing.T) {
+	// Work-queue input (the default): the unconfirmed ack makes the worker record the publish. An input stream that
+	// keeps acknowledged envelopes: every keyed publish is recorded before the ack.
+	for _, keeps := range []bool{false, true} {
+		t.Run(fmt.Sprintf("input keeps envelopes=%v", keeps), func(t *testing.T) { testLostFirstAck(t, keeps) })
+	}
+}
+
+func testLostFirstAck(t *testing.T, keeps bool) {
+	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
+	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvOn(t, srv, nc, js)
+	e.shortDupWindow(time.Second)
+	if keeps {
+		if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := e.config(e.kvWindow())
+	r := e.start(cfg)
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "first-ack-lost"), []byte("x"))
+	e.waitCount(pipeline.DefaultOutputStream, 1, 10*time.Second)
+	r.stop(t) // the fleet goes down before the ack wait (5s) redelivers the envelope
+	// The outage outlasts the output's 1s duplicate window (the scenario being tested; no condition to poll).
+	time.Sleep(1500 * time.Millisecond)
+
+	nc2 := natstest.Connect(t, srv.URL(), nats.UserInfo("ok", "pw"))
+	js2, err := jetstream.New(nc2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2 := newEnvOn(t, srv, nc2, js2)
+	cfg2 := e2.config(e2.kvWindow())
+	e2.start(cfg2)
+	e2.drained(20 * time.Second)
+	if n := e2.count(pipeline.DefaultOutputStream); n != 1 {
+		t.Errorf("output holds %d copies after the first ack was lost past the duplicate window, want 1", n)
+	}
+}
+
+// TestAckToDeletedConsumerCounted: an operator deletes the consumer between the publish and the ack; the
+// ack vanishes. It must be counted as an ack failure, and the re-created consumer's delivery must not store the
+// event again. Before: no failure was counted (ack_failures 0).
+func TestAckToDeletedConsumerCounted(t *testing.T) {
+	e := newEnv(t)
+	w := &hookWindow{Window: e.kvWindow()}
+	var once sync.Once
+	w.setAfterClaim(func(c kvwindow.Claim, out kvwindow.Outcome) {
+		if c.Key != "deleted-consumer" {
+			return
+		}
+		once.Do(func() {
+			if err := e.js.DeleteConsumer(context.Background(), pipeline.DefaultInputStream, pipeline.DefaultConsumer); err != nil {
+				t.Errorf("delete consumer: %v", err)
+			}
+		})
+	})
+	cfg := e.config(w)
+	e.start(cfg)
+	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "deleted-consumer"), []byte("x"))
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if got := e.metric("dedupeworker_ack_failures_total"); got < 1 {
+			return fmt.Errorf("ack failures %v", got)
+		}
+		return nil
+	})
+	e.drained(20 * time.Second)
+	if n := e.count(pipeline.DefaultOutputStream); n != 1 {
+		t.Errorf("output holds %d copies, want 1", n)
+	}
+}
