@@ -112,6 +112,11 @@ var mutations = []mutation{
 		rule: model.RuleLost,
 	},
 	{
+		name: "no second read of the key when the holder left the input (a copy acked on the holder's absence alone)",
+		wrap: skip(model.Recheck, func(f *model.Facts) { f.Recheck = model.StillHeld }),
+		rule: model.RuleLost,
+	},
+	{
 		name: "no possible-duplicate marking",
 		wrap: wrap(func(d model.Decider, f model.Facts) model.Action {
 			a := d.Next(f)
