@@ -1,0 +1,58 @@
+package model_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol/model"
+)
+
+// The bounds. make test explores the small one; make model (DEDUPE_MODEL=full) the full one.
+var (
+	smallBound = model.Config{Envelopes: 2, Deliveries: 2, Replicas: 2, Faults: 1}
+	fullBound  = model.Config{Envelopes: 2, Deliveries: 3, Replicas: 2, Faults: 2}
+)
+
+func full() bool { return os.Getenv("DEDUPE_MODEL") == "full" }
+
+// TestModelCore explores protocol.Decide. Within the small bound no invariant may break. The full bound reports
+// what it finds (make model): the violations left there are the open holes listed in RELIABILITY.md.
+func TestModelCore(t *testing.T) {
+	bounds := []model.Config{smallBound, keeps(smallBound)}
+	if full() {
+		bounds = []model.Config{fullBound}
+	}
+	for _, c := range bounds {
+		r := model.Explore(c, core, model.Options{})
+		t.Logf("model: protocol.Decide, %s", r)
+		for rule, n := range r.Rules {
+			if full() {
+				t.Logf("%d × %s; the first:\n%s", n, rule, r.Firsts[rule])
+				continue
+			}
+			t.Errorf("%d × %s; the first:\n%s", n, rule, r.Firsts[rule])
+		}
+	}
+}
+
+// keeps is c with an input stream that keeps acknowledged envelopes.
+func keeps(c model.Config) model.Config {
+	c.InputKeeps = true
+	return c
+}
+
+// TestModelFindsHolesInOldDecisions: the worker's decisions before the decision core (Legacy) lose an event
+// within the small bound.
+func TestModelFindsHolesInOldDecisions(t *testing.T) {
+	r := model.Explore(smallBound, model.Legacy, model.Options{StopAtFirst: true, Rule: model.RuleLost})
+	if r.First == nil {
+		t.Fatalf("no loss found in the old decisions: %s", r)
+	}
+	if testing.Verbose() {
+		t.Logf("old decisions: %s\n%s", r, r.First)
+	}
+	if !strings.HasPrefix(r.First.Rule, model.RuleLost) {
+		t.Fatalf("violation %q", r.First.Rule)
+	}
+}
