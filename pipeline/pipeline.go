@@ -46,6 +46,8 @@ type Pipeline struct {
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
 	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)
 	link        link                    // the NATS connection's last outage (status.go)
+	pulls       pullHealth              // what the consumer answers to the pull requests (pull.go)
+	pullSub     atomic.Pointer[pullSub] // the pull subscription of the consumer bound now (nil: none)
 	readyMu     sync.Mutex              // orders updateReady's read of the state above and its gauge write
 
 	consumerCreated atomic.Int64 // creation time (unix ns) of the consumer bound now: orders deliveries in claims

@@ -60,7 +60,8 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 		p.link.backAt.Store(now)
 		p.link.recovering.Store(true)
 	}
-	p.updateReady() // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
+	p.pulls.restart(time.Duration(now)) // the pull requests are sent again on the new connection
+	p.updateReady()                     // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
 }
 
 // offline reports whether err is the connection's, not the server's: the request was never sent (no reconnect
@@ -94,6 +95,8 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		p.m.consumerPending.Set(float64(info.NumPending))
 		if p.bound.Load() && info.Created.UnixNano() != p.consumerCreated.Load() {
 			p.rebind.Store(true) // deleted and created again since it was bound
+		} else if sub := p.pullSub.Load(); sub != nil {
+			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
 	}
 	p.refreshStreams(ctx)
