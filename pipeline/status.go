@@ -167,3 +167,19 @@ func (p *Pipeline) checkDupWindow(dup time.Duration) {
 		p.log.Info("pipeline: the output stream's duplicate window changed", "stream", p.cfg.OutputStream, "duplicate_window", dup)
 	}
 }
+
+// outputLimitNow reports whether an event of size bytes is over the output stream's maximum message size (limit) as
+// the stream states it now. The status poll's copy may be older than an operator's raise (nats stream edit, then dlq
+// replay at once): an event is never dead-lettered on that copy alone. The read also refreshes the copy; when it
+// fails the answer is no, and the server refuses the publish if the event is too large after all.
+func (p *Pipeline) outputLimitNow(size int64) (limit int64, over bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := p.js.Stream(ctx, p.cfg.OutputStream)
+	if err != nil {
+		return 0, false
+	}
+	limit = int64(max(st.CachedInfo().Config.MaxMsgSize, 0))
+	p.outMaxMsgSize.Store(limit)
+	return limit, limit > 0 && size > limit
+}
