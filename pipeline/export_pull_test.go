@@ -45,3 +45,6 @@ func (e errorString) Error() string { return string(e) }
 
 // PullStuckAfter is how long pulls may go without a sign of acceptance for heartbeat.
 func PullStuckAfter(heartbeat time.Duration) time.Duration { return pullStuckAfter(heartbeat) }
+
+// LeaderCutOff says why a leader describing its replicas as ci has lost its quorum ("" when it has not).
+func LeaderCutOff(ci *jetstream.ClusterInfo) string { return leaderCutOff(ci) }

@@ -42,6 +42,7 @@ type Pipeline struct {
 	running     atomic.Bool
 	bound       atomic.Bool
 	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
+	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
 	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)

@@ -14,7 +14,8 @@ import (
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
 // is bound, accepts the pull requests (a refusal or silence longer than four heartbeats, at least 5s, is not
-// ready) and answers, and the window is reachable. It only reads state kept up to date by Run (claims, the
+// ready) and answers, its leader and the input and output streams' have their quorum (as the last status poll
+// found them: leaderCutOff), and the window is reachable. It only reads state kept up to date by Run (claims, the
 // consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	_ = ctx
@@ -39,6 +40,9 @@ func (p *Pipeline) readiness() error {
 	}
 	if err := p.pulls.stuck(p.clock()); err != nil {
 		return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, err)
+	}
+	if e := p.quorumErr.Load(); e != nil {
+		return *e
 	}
 	consumerErr := p.consumerErr.Load()
 	if consumerErr != nil {
