@@ -2,8 +2,10 @@
 // inside them work too), user and password, a token, a creds file, an nkey seed, TLS with a CA and a client
 // certificate. The first connection is retried, within a bound, while the server cannot be reached (compose and
 // Kubernetes start NATS and the worker together) and refused at once when the server rejects the credentials or the
-// TLS setup; once connected the client reconnects for ever. It logs connection events without ever printing a
-// secret. It also reads the nats CLI's saved contexts (context.go).
+// TLS setup; once connected the client reconnects for ever, with no reconnect buffer (a publish made while
+// disconnected fails at once). With PauseFence, nothing the client buffered before a pause of the process is sent
+// after it (fence.go). It logs connection events without ever printing a secret. It also reads the nats CLI's saved
+// contexts (context.go).
 package natsconn
 
 import (
