@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,7 +43,12 @@ func TestFrozenReplica(t *testing.T) {
 	_, r := c.finish(t, envs, pubDone)
 	stale := ws.Sum(t, "dedupeworker_stale_deliveries_total")
 	held := ws.SumLabel(t, "dedupeworker_naks_total", "reason", "held-too-long")
-	t.Logf("FIGURES scenario=frozen envelopes=%d freeze=%s stale_skipped=%v handed_back=%v ledger=%q", n, freeze, stale, held, r.Summary())
+	// Events stored twice (the frozen replica's buffered publishes sent after the other published them), and how
+	// often the frozen replica's connection was fenced instead of sending them.
+	doubled := max(r.Unique-r.WantUnique, 0)
+	fenced := strings.Count(ws[0].Log(), "fenced instead of written to")
+	t.Logf("FIGURES scenario=frozen envelopes=%d freeze=%s stale_skipped=%v handed_back=%v doubled=%d fenced=%d ledger=%q",
+		n, freeze, stale, held, doubled, fenced, r.Summary())
 }
 
 // Scenario 11: leader changes of the output stream under steady load on a three-node cluster (every stream at

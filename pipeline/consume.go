@@ -35,6 +35,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		if nc.IsClosed() {
 			return errConnClosed
 		}
+		p.pulls.restart(p.clock()) // readiness counts the pulls' silence from this binding on
 		sub, err := p.bind(ctx, handler)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -110,9 +111,14 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	if err != nil {
 		return nil, err
 	}
-	p.consumerCreated.Store(c.CachedInfo().Created.UnixNano())
+	info := c.CachedInfo()
+	p.consumerCreated.Store(info.Created.UnixNano())
 	p.rebind.Store(false)
-	return p.newPullSub(handler)
+	sub, err := p.newPullSub(handler, limitsOf(info.Config))
+	if err == nil {
+		p.pullSub.Store(sub)
+	}
+	return sub, err
 }
 
 // pullTimes are the consume loop's pull expiry and heartbeat: short against the ack wait (and so against the output

@@ -25,8 +25,10 @@ func (p *Pipeline) unpublishable(out *nats.Msg) string {
 			size, hdr, len(out.Data), mp)
 	}
 	if mm := p.outMaxMsgSize.Load(); mm > 0 && size > mm {
-		return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over stream %s's maximum message size of %d",
-			size, hdr, len(out.Data), p.cfg.OutputStream, mm)
+		if mm, over := p.outputLimitNow(size); over {
+			return fmt.Sprintf("the event would be %d bytes (headers %d, body %d), over stream %s's maximum message size of %d",
+				size, hdr, len(out.Data), p.cfg.OutputStream, mm)
+		}
 	}
 	return ""
 }

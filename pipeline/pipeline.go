@@ -43,10 +43,13 @@ type Pipeline struct {
 	running     atomic.Bool
 	bound       atomic.Bool
 	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
+	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
 	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)
 	link        link                    // the NATS connection's last outage (status.go)
+	pulls       pullHealth              // what the consumer answers to the pull requests (pull.go)
+	pullSub     atomic.Pointer[pullSub] // the pull subscription of the consumer bound now (nil: none)
 	readyMu     sync.Mutex              // orders updateReady's read of the state above and its gauge write
 
 	consumerCreated atomic.Int64 // creation time (unix ns) of the consumer bound now: orders deliveries in claims

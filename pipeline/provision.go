@@ -209,6 +209,17 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 			"from", got.MaxAckPending, "to", cfg.MaxAckPending)
 		got.MaxAckPending = cfg.MaxAckPending
 	}
+	// A pull request over one of the consumer's request limits is refused every time: the worker cuts its requests
+	// down to them (pull.go), at a cost in throughput worth knowing.
+	if _, clamped := shapePull(cfg.MaxInFlight, cfg.AckWait, limitsOf(got)); clamped != "" {
+		warn("limits pull requests; the worker's are cut down to them: "+clamped+"; raise them (nats consumer edit) for full throughput",
+			"max_request_batch", got.MaxRequestBatch, "max_request_expires", got.MaxRequestExpires, "max_waiting", got.MaxWaiting)
+	}
+	if got.MaxWaiting > 1 && got.MaxWaiting < 2*DefaultFleet {
+		warn("lets few pull requests wait: each replica keeps up to two waiting, and the server silently drops the requests of "+
+			"replicas beyond MaxWaiting/2, which then report not ready; MaxWaiting cannot be edited, re-create the consumer to raise it",
+			"max_waiting", got.MaxWaiting)
+	}
 	if got.MaxAckPending > 0 && got.MaxAckPending < cfg.MaxInFlight {
 		warn("MaxAckPending is below MaxInFlight: fewer envelopes will be in flight",
 			"max_ack_pending", got.MaxAckPending, "max_in_flight", cfg.MaxInFlight)

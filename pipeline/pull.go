@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,47 +22,71 @@ import (
 // errConsumerDeleted ends a pull subscription whose consumer the server reports deleted.
 var errConsumerDeleted = errors.New("pipeline: the consumer was deleted")
 
+// pullHealth is what the consumer's answers to the pull requests say, kept across pull subscriptions for
+// readiness: a consumer that refuses every request, or drops them, leaves the pipeline unable to consume while
+// everything else looks fine.
+type pullHealth struct {
+	answered atomic.Int64            // p.clock() of the last sign a request was accepted: a delivery, a heartbeat, an expiry
+	refusal  atomic.Pointer[failure] // the last refusal (nil: none since the pipeline started)
+	busy     atomic.Bool             // the handler is running: silence meanwhile is ours, not the server's
+	limits   atomic.Pointer[consumerLimits]
+	bound    atomic.Int64 // pullStuckAfter of the pull requests' heartbeat (ns)
+}
+
+// restart starts the count afresh: the requests are sent again (a new run, a reconnect, a new binding).
+func (h *pullHealth) restart(now time.Duration) { h.answered.Store(int64(now)) }
+
+// stuck is readiness's view of the pulls (nil: fine).
+func (h *pullHealth) stuck(now time.Duration) error {
+	if h.bound.Load() == 0 {
+		return nil // no pull subscription yet
+	}
+	var l consumerLimits
+	if lp := h.limits.Load(); lp != nil {
+		l = *lp
+	}
+	return pullsStuck(now, time.Duration(h.answered.Load()), h.busy.Load(), h.refusal.Load(), time.Duration(h.bound.Load()), l)
+}
+
 // pullSub is one pull subscription on the consumer. It keeps up to batch deliveries requested: a new request for
 // what is missing whenever half the batch has arrived or expired, and a fresh start whenever the server has been
-// silent for two heartbeats (a leader change, a restart, a reconnect: the server forgot the requests).
+// silent for two heartbeats (a leader change, a restart, a reconnect: the server forgot the requests). Its
+// requests are cut down to the consumer's limits (shapePull), read when the consumer is bound, at every status
+// poll, and from a refusal that names one.
 type pullSub struct {
 	p       *Pipeline
 	nc      *nats.Conn
 	next    string // the consumer's "next messages" API subject
 	inbox   string
-	batch   int
-	expiry  time.Duration
-	hb      time.Duration
 	handle  func(*delivery)
 	sub     *nats.Subscription
 	closed  chan struct{} // closed when the subscription is gone (stopped, drained, or the connection closed)
-	failed  chan error    // one terminal error: the consumer deleted, a request the server refuses
+	failed  chan error    // one terminal error: the consumer deleted
 	stopped chan struct{} // stops the heartbeat watch
 	stopper sync.Once
 	closer  sync.Once
 
 	mu      sync.Mutex
 	pending int // deliveries requested and neither received nor expired
+	limits  consumerLimits
+	shape   pullShape
 
 	lastSeen atomic.Int64 // p.clock() of the last message from the server, or of the end of the last handler call
-	busy     atomic.Bool  // the handler is running: silence meanwhile is ours, not the server's
+	refusals rateLog
 }
 
-func (p *Pipeline) newPullSub(handle func(*delivery)) (*pullSub, error) {
-	expiry, hb := pullTimes(p.cfg.AckWait)
+func (p *Pipeline) newPullSub(handle func(*delivery), limits consumerLimits) (*pullSub, error) {
 	s := &pullSub{
 		p:       p,
 		nc:      p.nc,
 		next:    p.apiPrefix + "CONSUMER.MSG.NEXT." + p.cfg.InputStream + "." + p.cfg.Consumer,
 		inbox:   p.nc.NewInbox(),
-		batch:   p.cfg.MaxInFlight,
-		expiry:  expiry,
-		hb:      hb,
 		handle:  handle,
 		closed:  make(chan struct{}),
 		failed:  make(chan error, 1),
 		stopped: make(chan struct{}),
 	}
+	s.setLimits(limits, "")
 	sub, err := p.nc.Subscribe(s.inbox, s.onMsg)
 	if err != nil {
 		return nil, err
@@ -78,9 +103,53 @@ func (p *Pipeline) newPullSub(handle func(*delivery)) (*pullSub, error) {
 	return s, nil
 }
 
+// setLimits cuts the requests down to the consumer's limits l (from its configuration, or from a refusal: why)
+// and logs what changed. The requests sent from now on follow; those waiting are left to expire or fill.
+func (s *pullSub) setLimits(l consumerLimits, why string) {
+	p := s.p
+	shape, clamped := shapePull(p.cfg.MaxInFlight, p.cfg.AckWait, l)
+	s.mu.Lock()
+	first := s.shape.batch == 0
+	changed := shape != s.shape
+	s.limits, s.shape = l, shape
+	s.mu.Unlock()
+	p.pulls.limits.Store(&l)
+	p.pulls.bound.Store(int64(pullStuckAfter(shape.heartbeat)))
+	if !changed {
+		return
+	}
+	args := []any{"stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "batch", shape.batch, "expiry", shape.expiry,
+		"heartbeat", shape.heartbeat}
+	if why != "" {
+		args = append(args, "refusal", why)
+	}
+	switch {
+	case first && clamped != "":
+		p.log.Info("pipeline: pull requests cut down to the consumer's limits: "+clamped, args...)
+	case clamped != "":
+		p.log.Warn("pipeline: pull requests cut down to the consumer's limits: "+clamped, args...)
+	case !first:
+		p.log.Info("pipeline: pull requests follow the consumer's limits", args...)
+	}
+}
+
+// heartbeat is the idle heartbeat the requests ask for now.
+func (s *pullSub) heartbeat() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shape.heartbeat
+}
+
+// accepted records a sign that the server accepts the requests.
+func (s *pullSub) accepted() { s.p.pulls.answered.Store(int64(s.p.clock())) }
+
+// refused records a refusal of the requests, for readiness to report once it persists.
+func (s *pullSub) refused(err error) { s.p.pulls.refusal.Store(&failure{err, s.p.clock()}) }
+
 func (s *pullSub) onMsg(m *nats.Msg) {
 	s.lastSeen.Store(int64(s.p.clock()))
 	if strings.HasPrefix(m.Reply, ackPrefix) {
+		s.accepted()
 		s.mu.Lock()
 		s.pending = max(s.pending-1, 0)
 		s.topUp()
@@ -90,10 +159,11 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 			s.p.log.Error("pipeline: delivery with an unreadable ack subject; left for redelivery", "reply", m.Reply, "subject", m.Subject)
 			return
 		}
-		s.busy.Store(true)
+		s.p.pulls.busy.Store(true)
 		s.handle(&delivery{msg: m, at: s.p.clock(), stream: stream, seq: seq, delivered: delivered, stamp: stamp})
-		s.busy.Store(false)
+		s.p.pulls.busy.Store(false)
 		s.lastSeen.Store(int64(s.p.clock()))
+		s.accepted() // the time spent handing it over was ours
 		return
 	}
 	s.status(m)
@@ -105,8 +175,10 @@ func (s *pullSub) status(m *nats.Msg) {
 	descr := m.Header.Get(descriptionHeader)
 	switch code {
 	case "100": // idle heartbeat
+		s.accepted()
 		return
 	case "404", "408": // a request expired (or found nothing): what it did not deliver is no longer requested
+		s.accepted()
 		s.mu.Lock()
 		if n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages")); err == nil && n > 0 {
 			s.pending = max(s.pending-n, 0)
@@ -124,35 +196,53 @@ func (s *pullSub) status(m *nats.Msg) {
 			s.p.log.Debug("pipeline: pull requests ended by the server; pulling again", "status", code, "description", descr)
 			s.restart()
 		default:
-			// Exceeded MaxWaiting, MaxRequestBatch and the like: the request was refused; try again on the next
-			// heartbeat check rather than at once.
-			s.p.log.Warn("pipeline: pull request refused by the server", "status", code, "description", descr)
-			s.mu.Lock()
-			s.pending = 0
-			s.mu.Unlock()
+			s.refusedNow(code, descr)
 		}
 	case "503": // no responders: the consumer has no leader (yet); the heartbeat check pulls again
+		s.refused(errors.New("503 no responders: the consumer has no leader"))
 		s.mu.Lock()
 		s.pending = 0
 		s.mu.Unlock()
 	default:
-		s.fail(errors.New("pipeline: pull request refused: " + strings.TrimSpace(code+" "+descr)))
+		s.refusedNow(code, descr)
+	}
+}
+
+// refusedNow handles a refused request: Exceeded MaxRequestBatch or MaxRequestExpires (edited since the last
+// status poll read the limits), a request the consumer does not take (400: a priority group it requires) and the
+// like. A refusal that names a limit cuts the requests down to it at once; any other is tried again on the next
+// heartbeat check (binding again would only repeat it), and readiness reports it once it persists.
+func (s *pullSub) refusedNow(code, descr string) {
+	p := s.p
+	if ok, n := s.refusals.allow(); ok {
+		p.log.Warn("pipeline: pull request refused by the server", "status", code, "description", descr,
+			"stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "refusals_since_last_log", n)
+	}
+	s.refused(fmt.Errorf("%s (nats consumer info %s %s)", strings.TrimSpace(code+" "+descr), p.cfg.InputStream, p.cfg.Consumer))
+	s.mu.Lock()
+	s.pending = 0
+	l, named := limitFromRefusal(descr, s.limits)
+	s.mu.Unlock()
+	if named {
+		s.setLimits(l, descr)
+		s.restart()
 	}
 }
 
 // topUp requests what is missing from the batch once half of it has arrived or expired. Called with s.mu held.
 func (s *pullSub) topUp() {
-	if s.pending > s.batch/2 || !s.nc.IsConnected() {
+	sh := &s.shape
+	if s.pending > sh.batch/2 || sh.single && s.pending > 0 || !s.nc.IsConnected() {
 		return
 	}
-	n := s.batch - s.pending
+	n := sh.batch - s.pending
 	req := make([]byte, 0, 96)
 	req = append(req, `{"batch":`...)
 	req = strconv.AppendInt(req, int64(n), 10)
 	req = append(req, `,"expires":`...)
-	req = strconv.AppendInt(req, int64(s.expiry), 10)
+	req = strconv.AppendInt(req, int64(sh.expiry), 10)
 	req = append(req, `,"idle_heartbeat":`...)
-	req = strconv.AppendInt(req, int64(s.hb), 10)
+	req = strconv.AppendInt(req, int64(sh.heartbeat), 10)
 	req = append(req, '}')
 	if err := s.nc.PublishRequest(s.next, s.inbox, req); err != nil {
 		s.p.log.Debug("pipeline: pull request not sent", "err", err)
@@ -171,7 +261,8 @@ func (s *pullSub) restart() {
 
 // watch pulls again when the server has been silent for two heartbeats while no handler call was running.
 func (s *pullSub) watch() {
-	t := time.NewTicker(s.hb)
+	hb := s.heartbeat()
+	t := time.NewTicker(hb)
 	defer t.Stop()
 	// A reconnect loses every pull request the server held for us: pull again at once rather than after two
 	// missed heartbeats.
@@ -189,10 +280,14 @@ func (s *pullSub) watch() {
 			continue
 		case <-t.C:
 		}
-		if s.busy.Load() || !s.nc.IsConnected() {
+		if now := s.heartbeat(); now != hb {
+			hb = now
+			t.Reset(hb)
+		}
+		if s.p.pulls.busy.Load() || !s.nc.IsConnected() {
 			continue
 		}
-		if silent := s.p.clock() - time.Duration(s.lastSeen.Load()); silent > 2*s.hb {
+		if silent := s.p.clock() - time.Duration(s.lastSeen.Load()); silent > 2*hb {
 			s.p.log.Debug("pipeline: no heartbeat from the consumer; pulling again", "silent", silent.Round(time.Millisecond))
 			s.lastSeen.Store(int64(s.p.clock()))
 			s.restart()

@@ -13,7 +13,9 @@ import (
 )
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
-// is bound and answering, and the window is reachable. It only reads state kept up to date by Run (claims, the
+// is bound, accepts the pull requests (a refusal or silence longer than four heartbeats, at least 5s, is not
+// ready) and answers, its leader and the input and output streams' have their quorum (as the last status poll
+// found them: leaderCutOff), and the window is reachable. It only reads state kept up to date by Run (claims, the
 // consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	_ = ctx
@@ -35,6 +37,12 @@ func (p *Pipeline) readiness() error {
 	}
 	if !p.bound.Load() {
 		return fmt.Errorf("pipeline: not consuming from %s > %s", p.cfg.InputStream, p.cfg.Consumer)
+	}
+	if err := p.pulls.stuck(p.clock()); err != nil {
+		return fmt.Errorf("pipeline: consumer %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, err)
+	}
+	if e := p.quorumErr.Load(); e != nil {
+		return *e
 	}
 	consumerErr := p.consumerErr.Load()
 	if consumerErr != nil {

@@ -3,6 +3,9 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,7 +63,8 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 		p.link.backAt.Store(now)
 		p.link.recovering.Store(true)
 	}
-	p.updateReady() // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
+	p.pulls.restart(time.Duration(now)) // the pull requests are sent again on the new connection
+	p.updateReady()                     // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
 }
 
 // offline reports whether err is the connection's, not the server's: the request was never sent (no reconnect
@@ -84,6 +88,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
+	var cutOff []string
 	if err != nil {
 		if !p.offline(err) {
 			p.consumerErr.Store(&err)
@@ -91,12 +96,19 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	} else {
 		p.consumerErr.Store(nil)
 		info := c.CachedInfo()
+		if why := leaderCutOff(info.Cluster); why != "" {
+			cutOff = append(cutOff, "consumer "+p.cfg.InputStream+" > "+p.cfg.Consumer+": "+why)
+			p.quorumChanged(cutOff) // at once: the streams' reads may wait seconds for a server out of reach
+		}
 		p.m.consumerPending.Set(float64(info.NumPending))
 		if p.bound.Load() && info.Created.UnixNano() != p.consumerCreated.Load() {
 			p.rebind.Store(true) // deleted and created again since it was bound
+		} else if sub := p.pullSub.Load(); sub != nil {
+			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
 	}
-	p.refreshStreams(ctx)
+	cutOff = append(cutOff, p.refreshStreams(ctx)...)
+	p.quorumChanged(cutOff)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := p.cfg.Window.Ping(wctx); err != nil {
@@ -114,16 +126,32 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 }
 
 // refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
-// message size (checked before a claim) and its duplicate window (the hold bound derives from it).
-func (p *Pipeline) refreshStreams(ctx context.Context) {
-	for _, name := range []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream} {
-		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := p.js.Stream(cctx, name)
-		cancel()
-		if err != nil {
+// message size (checked before a claim) and its duplicate window (the hold bound derives from it). It returns
+// what it found of the input or output stream's leader cut off from its replicas (leaderCutOff).
+func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff []string) {
+	// The three reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole
+	// timeout, and the poll should not wait for each in turn.
+	names := []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream}
+	infos := make([]*jetstream.StreamInfo, len(names))
+	var wg sync.WaitGroup
+	for i, name := range names {
+		wg.Go(func() {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if st, err := p.js.Stream(cctx, name); err == nil {
+				infos[i] = st.CachedInfo()
+			}
+		})
+	}
+	wg.Wait()
+	for i, name := range names {
+		info := infos[i]
+		if info == nil {
 			continue
 		}
-		info := st.CachedInfo()
+		if why := leaderCutOff(info.Cluster); why != "" && name != p.cfg.DLQStream {
+			cutOff = append(cutOff, "stream "+name+": "+why)
+		}
 		// The limits are stored before the gauges are set: a scrape that shows this poll's figures proves the
 		// worker acts on this poll's limits too.
 		if name == p.cfg.InputStream {
@@ -136,6 +164,58 @@ func (p *Pipeline) refreshStreams(ctx context.Context) {
 		}
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
+	}
+	return cutOff
+}
+
+// quorumSeen is how recently the leader of a replicated consumer or stream must have heard from a replica for the
+// replica to count towards its quorum: three of the leader's one-second heartbeats. A leader cut off from its
+// replicas (a network partition) goes on answering info requests and pulls, with heartbeats, for some 10s or more
+// before it steps down; what it says of its replicas tells it at once.
+const quorumSeen = 3 * time.Second
+
+// leaderCutOff says why the leader of a replicated consumer or stream, as its own answer describes its replicas,
+// cannot make progress ("" when it can): it has heard from too few of them within quorumSeen to have a quorum.
+func leaderCutOff(ci *jetstream.ClusterInfo) string {
+	if ci == nil || len(ci.Replicas) == 0 {
+		return ""
+	}
+	need := (len(ci.Replicas)+1)/2 + 1
+	heard := 1 // the leader itself
+	var lost []string
+	for _, r := range ci.Replicas {
+		switch {
+		case r == nil:
+		case r.Offline:
+			lost = append(lost, r.Name+" offline")
+		case r.Active > quorumSeen:
+			lost = append(lost, fmt.Sprintf("%s last heard %s ago", r.Name, r.Active.Round(100*time.Millisecond)))
+		default:
+			heard++
+		}
+	}
+	if heard >= need {
+		return ""
+	}
+	return fmt.Sprintf("its leader %s has lost its quorum (%s; %d of %d needed)", ci.Leader, strings.Join(lost, ", "), need, len(ci.Replicas)+1)
+}
+
+// quorumChanged records what the status poll found of leaders cut off from their replicas (nil: none) for
+// readiness, and logs the changes.
+func (p *Pipeline) quorumChanged(cutOff []string) {
+	if len(cutOff) == 0 {
+		if p.quorumErr.Swap(nil) != nil {
+			p.log.Info("pipeline: the consumer's and streams' leaders have their quorum again")
+			p.updateReady()
+		}
+		return
+	}
+	err := fmt.Errorf("pipeline: the NATS server this worker uses is cut off from its cluster's majority (a network "+
+		"partition, or the other servers down); nothing it leads can make progress until it rejoins them: %s",
+		strings.Join(cutOff, "; "))
+	if p.quorumErr.Swap(&err) == nil {
+		p.log.Warn("pipeline: lost quorum", "err", err)
+		p.updateReady()
 	}
 }
 
@@ -163,4 +243,20 @@ func (p *Pipeline) checkDupWindow(dup time.Duration) {
 	} else if prev != 0 {
 		p.log.Info("pipeline: the output stream's duplicate window changed", "stream", p.cfg.OutputStream, "duplicate_window", dup)
 	}
+}
+
+// outputLimitNow reports whether an event of size bytes is over the output stream's maximum message size (limit) as
+// the stream states it now. The status poll's copy may be older than an operator's raise (nats stream edit, then dlq
+// replay at once): an event is never dead-lettered on that copy alone. The read also refreshes the copy; when it
+// fails the answer is no, and the server refuses the publish if the event is too large after all.
+func (p *Pipeline) outputLimitNow(size int64) (limit int64, over bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	st, err := p.js.Stream(ctx, p.cfg.OutputStream)
+	if err != nil {
+		return 0, false
+	}
+	limit = int64(max(st.CachedInfo().Config.MaxMsgSize, 0))
+	p.outMaxMsgSize.Store(limit)
+	return limit, limit > 0 && size > limit
 }

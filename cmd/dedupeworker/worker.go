@@ -142,6 +142,9 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
 	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
+	// A publish buffered when the process is frozen must not go out after the freeze, when another replica may have
+	// published the event longer ago than the output's duplicate window.
+	natsCfg.PauseFence = natsconn.DefaultPauseFence
 	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
 	w.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
 	w.nc, err = natsconn.ConnectContext(ctx, natsCfg)

@@ -2,8 +2,10 @@
 // inside them work too), user and password, a token, a creds file, an nkey seed, TLS with a CA and a client
 // certificate. The first connection is retried, within a bound, while the server cannot be reached (compose and
 // Kubernetes start NATS and the worker together) and refused at once when the server rejects the credentials or the
-// TLS setup; once connected the client reconnects for ever. It logs connection events without ever printing a
-// secret. It also reads the nats CLI's saved contexts (context.go).
+// TLS setup; once connected the client reconnects for ever, with no reconnect buffer (a publish made while
+// disconnected fails at once). With PauseFence, nothing the client buffered before a pause of the process is sent
+// after it (fence.go). It logs connection events without ever printing a secret. It also reads the nats CLI's saved
+// contexts (context.go).
 package natsconn
 
 import (
@@ -40,11 +42,20 @@ type Config struct {
 	Logger *slog.Logger
 	// ConnectTimeout bounds each attempt of the first connection (default 5s).
 	ConnectTimeout time.Duration
+	// PauseFence, when positive, fences the connection after a pause of the process (SIGSTOP, a frozen container)
+	// longer than it: the first write after the pause closes the connection instead of sending what the client
+	// buffered before it (fence.go); with the reconnect buffer off, nothing buffered is sent on the next
+	// connection either. Zero: no fence.
+	PauseFence time.Duration
 	// RetryFor bounds how long the first connection is retried while the server cannot be reached (refused, timed
 	// out, unresolvable, closed during the handshake), with a backoff from 250ms to 5s between attempts. Zero: one
 	// attempt. Rejected credentials, a bad TLS setup and an unreadable creds or seed file fail at once.
 	RetryFor time.Duration
 }
+
+// DefaultPauseFence is the worker's PauseFence: a gap of 2s in a 100ms tick is no scheduling hiccup, even on a
+// loaded machine; a false alarm costs a reconnect and the redelivery of what was in flight.
+const DefaultPauseFence = 2 * time.Second
 
 // Connect is ConnectContext without cancellation.
 func Connect(cfg Config) (*nats.Conn, error) {
@@ -167,6 +178,11 @@ func (cfg Config) options(log *slog.Logger) ([]nats.Option, error) {
 			}
 			log.Warn("NATS asynchronous error", "subject", subj, "err", err)
 		}),
+	}
+	if cfg.PauseFence > 0 {
+		// A custom dialer gets no timeout from nats.go: each dial is bounded by ConnectTimeout here.
+		d := &net.Dialer{Timeout: cfg.ConnectTimeout}
+		opts = append(opts, nats.SetCustomDialer(newFence(cfg.PauseFence, log, d.Dial)))
 	}
 	if cfg.User != "" || cfg.Password != "" {
 		opts = append(opts, nats.UserInfo(cfg.User, cfg.Password))

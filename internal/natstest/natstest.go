@@ -1,5 +1,6 @@
 // Package natstest starts real NATS servers with JetStream for tests: a single server (memory or file backed,
-// restartable on the same port and store) and a three-node cluster on loopback. Nothing here mocks JetStream.
+// restartable on the same port and store), a three-node cluster on loopback, and a cluster whose routes a test can
+// cut as a network partition does (Partition). Nothing here mocks JetStream.
 // Beside them are the few helpers every package's tests share: Eventually (poll a condition with a deadline, never
 // sleep for it), FreePort and Buffer (a log that the code under test writes while the test reads it).
 package natstest
