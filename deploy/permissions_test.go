@@ -157,7 +157,7 @@ const credsDoc = "k8s/base/kustomization.yaml"
 
 // docs are the files that document the worker's NATS permissions (or may come to): each must agree with
 // permissionsFile wherever it lists them.
-var permissionDocs = []string{credsDoc, operationsMD, "../README.md", "../RELIABILITY.md", permissionsFile}
+var permissionDocs = []string{credsDoc, operationsMD, "../README.md", "../docs/deploying.md", "../docs/receiver.md", "../RELIABILITY.md", permissionsFile}
 
 var wildcardSubject = regexp.MustCompile(`\$?[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*\.>`)
 

@@ -6,7 +6,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/promreg"
 )
 
-// Metrics holds the pipeline's Prometheus collectors (names in docs/DESIGN.md, all prefixed dedupeworker_).
+// Metrics holds the pipeline's Prometheus collectors (names in docs/reference.md, all prefixed dedupeworker_).
 type Metrics struct {
 	envelopes            *prometheus.CounterVec
 	unkeyed              *prometheus.CounterVec

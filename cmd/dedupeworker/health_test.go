@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -200,14 +199,14 @@ func TestJetStreamNotEnabled(t *testing.T) {
 	}
 }
 
-// The metrics table of the README names the build gauge.
-func TestReadmeDocumentsBuildInfo(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// The metrics table of the reference names the build gauge.
+func TestReferenceDocumentsBuildInfo(t *testing.T) {
+	raw, err := os.ReadFile(referenceDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(string(raw), "| `dedupeworker_build_info` |") {
-		t.Error("README's metrics table does not list dedupeworker_build_info")
+		t.Error("docs/reference.md's metrics table does not list dedupeworker_build_info")
 	}
 }
 

@@ -12,16 +12,18 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// The README is the user's reference: every setting the worker reads and every metric it exports must be in it.
-func TestReadmeDocumentsSettingsAndMetrics(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+// referenceDoc is the user's reference: every setting the worker reads and every metric it exports must be in it.
+var referenceDoc = filepath.Join("..", "..", "docs", "reference.md")
+
+func TestReferenceDocumentsSettingsAndMetrics(t *testing.T) {
+	raw, err := os.ReadFile(referenceDoc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	readme := string(raw)
 	for _, v := range config.Variables() {
 		if !strings.Contains(readme, "`"+v+"`") {
-			t.Errorf("README does not document %s", v)
+			t.Errorf("docs/reference.md does not document %s", v)
 		}
 	}
 	reg := prometheus.NewRegistry()
@@ -38,7 +40,7 @@ func TestReadmeDocumentsSettingsAndMetrics(t *testing.T) {
 		name := s[start : start+strings.Index(s[start:], `"`)]
 		n++
 		if !strings.Contains(readme, "`"+name+"`") {
-			t.Errorf("README does not document metric %s", name)
+			t.Errorf("docs/reference.md does not document metric %s", name)
 		}
 	}
 	if n == 0 {
