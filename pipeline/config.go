@@ -93,7 +93,7 @@ type Config struct {
 	// OutputDuplicates is the duplicate window of the output stream Provision creates (an existing stream is never
 	// changed). Default max(2m, 4×AckWait); at least AckWait. A longer window catches a republish further apart
 	// from the first publish, at a cost in the server's memory: it keeps every Nats-Msg-Id published within the
-	// window (about 150–250 bytes each: README, "When never published twice holds").
+	// window (about 150–250 bytes each: docs/failures.md, "When never published twice holds").
 	OutputDuplicates time.Duration
 	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
 	// envelopes (any retention but work-queue) starts: "all", "new", "seq:<n>" or "time:<RFC 3339>". Empty (the

@@ -24,7 +24,7 @@ const (
 	HeaderInputStream    = "Dedupe-Input-Stream"
 	HeaderTruncated      = "Dedupe-Truncated"
 	HeaderVerified       = "Ingest-Verified"
-	// HeaderPossibleDuplicate marks an output that may be a second copy of its event (README, "When never
+	// HeaderPossibleDuplicate marks an output that may be a second copy of its event (docs/failures.md, "When never
 	// published twice holds"): consumers that must never act twice check it against their own records.
 	HeaderPossibleDuplicate = "Dedupe-Possible-Duplicate"
 	// HeaderOriginalStatus and HeaderOriginalDescription keep, in a dead letter, the Status and Description headers

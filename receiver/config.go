@@ -27,7 +27,7 @@ type Config struct {
 	// Policy says which requests are served and how they are verified (required; NewPolicy).
 	Policy *Policy
 	// Window is the claim window the replay guard records the verified bodies of Policy.Guarded's sources in
-	// (README, "The replay guard"): a kvwindow.Window on a bucket of the guard's own (`dedupeworker ingest` uses
+	// (docs/sources.md, "The replay guard"): a kvwindow.Window on a bucket of the guard's own (`dedupeworker ingest` uses
 	// <DEDUPE_BUCKET>-replay), not the worker's. nil turns the guard off for every source (New logs a warning
 	// naming them); `dedupeworker ingest` always sets it when a source is guarded.
 	Window ReplayWindow

@@ -1,8 +1,8 @@
 // Package receiver is the webhook receiver behind `dedupeworker ingest`: an HTTP handler that takes a provider's
 // delivery on POST /hooks/<tenant>/<source>, checks its signature with the source's verifier (package
-// receiver/verify), and publishes it to JetStream as an envelope of the worker's wire contract (README, "The wire
-// contract"): subject <input prefix>.<tenant>.<source>, the raw body as data, the request's end-to-end headers as
-// NATS headers, and exactly one Ingest-Verified header set by the receiver.
+// receiver/verify), and publishes it to JetStream as an envelope of the worker's wire contract (docs/sources.md,
+// docs/consuming.md): subject <input prefix>.<tenant>.<source>, the raw body as data, the request's end-to-end
+// headers as NATS headers, and exactly one Ingest-Verified header set by the receiver.
 //
 // Three parts, each built and tested on its own:
 //

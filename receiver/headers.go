@@ -10,8 +10,8 @@ import (
 	"golang.org/x/net/http/httpguts"
 )
 
-// HeaderVerified is the header the receiver sets on every envelope, "true" or "false" (README, "Unverified
-// deliveries"); the one a client sent, under any letter case, is always removed first.
+// HeaderVerified is the header the receiver sets on every envelope, "true" or "false" (docs/sources.md, "Publishing
+// deliveries to the worker"); the one a client sent, under any letter case, is always removed first.
 const HeaderVerified = "Ingest-Verified"
 
 // Values of HeaderVerified.

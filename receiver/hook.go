@@ -129,7 +129,7 @@ func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, 
 	return "", false
 }
 
-// guardReplay claims the body in the window under the id the worker will key it on (README, "The replay guard");
+// guardReplay claims the body in the window under the id the worker will key it on (docs/sources.md, "The replay guard");
 // done when it answered instead: 202 without publishing for a replay, 503 when the window did not answer (the
 // provider retries; nothing is published unguarded).
 func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,

@@ -60,8 +60,8 @@ type SourceInfo struct {
 	OnInvalid string   // keys.OnInvalidReject or keys.OnInvalidForward
 	AllTenant bool     // every tenant is served (with the source's secrets, or scheme none)
 	Tenants   []string // tenants with secrets of their own, sorted
-	// KeyHeader is the header the source's key reads, when it is bound to the verified id (README, "Keys bound
-	// to what was signed"); "" otherwise.
+	// KeyHeader is the header the source's key reads, when it is bound to the verified id (docs/sources.md, "Keys
+	// bound to what was signed"); "" otherwise.
 	KeyHeader string
 	// ReplayGuard says that the replay guard records the source's verified bodies.
 	ReplayGuard bool

@@ -42,7 +42,7 @@ or last took over the claim (0: not recorded). forget removes claims, so that th
 published again (a deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
 
 Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context, else
-the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in the README). The window is DEDUPE_BUCKET
+the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in docs/reference.md). The window is DEDUPE_BUCKET
 (and DEDUPE_WINDOW_SHARDS).
 
 `
