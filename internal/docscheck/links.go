@@ -26,8 +26,12 @@ func Links(md []byte) []Link {
 	var out []Link
 	fence := ""
 	comment := false
+	pending, pendingAt, at := "", 0, 0
 	for i, line := range strings.Split(string(md), "\n") {
 		trimmed := strings.TrimSpace(line)
+		if trimmed == "" {
+			pending = "" // a paragraph ends: an unclosed [ was no link
+		}
 		if fence != "" {
 			if strings.HasPrefix(trimmed, fence) {
 				fence = ""
@@ -57,8 +61,17 @@ func Links(md []byte) []Link {
 			out = append(out, Link{Line: i + 1, Target: m[1]})
 			continue
 		}
+		if pending != "" { // a link's text broken over lines: read it whole, on the line it starts
+			line, at, pending = pending+" "+line, pendingAt, ""
+		} else {
+			at = i + 1
+		}
+		if strings.Count(line, "[") > strings.Count(line, "]") && trimmed != "" {
+			pending, pendingAt = line, at
+			continue
+		}
 		for _, m := range inlineLink.FindAllStringSubmatch(line, -1) {
-			out = append(out, Link{Line: i + 1, Target: m[1]})
+			out = append(out, Link{Line: at, Target: m[1]})
 		}
 	}
 	return out

@@ -44,10 +44,14 @@ func TestLinksAndAnchors(t *testing.T) {
 		"## Title",                             // 8
 		`<a id="here"></a>![img](pic.png "t")`, // 9
 		"    #not a heading",                   // 10
+		"a link [broken over",                  // 11
+		"lines](g.md#y) and [another](h.md)",   // 12
+		"[unclosed",                            // 13
+		"",                                     // 14
 	}, "\n")
-	var got []docscheck.Link
-	got = docscheck.Links([]byte(md))
-	want := []docscheck.Link{{2, "a.md#x"}, {2, "../b.md"}, {7, "https://example.com/f"}, {9, "pic.png"}}
+	got := docscheck.Links([]byte(md))
+	want := []docscheck.Link{{2, "a.md#x"}, {2, "../b.md"}, {7, "https://example.com/f"}, {9, "pic.png"},
+		{11, "g.md#y"}, {11, "h.md"}}
 	if !slices.Equal(got, want) {
 		t.Errorf("Links = %v, want %v", got, want)
 	}
