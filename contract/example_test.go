@@ -6,8 +6,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // handle acts on one event, once per idempotency key: in a real service, one transaction that records the key
@@ -15,7 +13,8 @@ import (
 func handle(ctx context.Context, idempotencyKey string, h nats.Header, body []byte) error { return nil }
 
 // A downstream consumer of the unique events: a durable JetStream consumer with explicit acks, on the output
-// prefix only (duplicate copies are stored in the same stream). The code of docs/consuming.md.
+// prefix only (duplicate copies are stored in the same stream). docs/consuming.md shows consume, line for line
+// (TestConsumingGoSnippet); it is written as a service outside this module would write it, with the literal names.
 func Example_consume() {
 	ctx := context.Background()
 	nc, err := nats.Connect(nats.DefaultURL)
@@ -35,7 +34,7 @@ func Example_consume() {
 func consume(ctx context.Context, js jetstream.JetStream) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, "DEDUPED", jetstream.ConsumerConfig{
 		Durable:       "billing",
-		FilterSubject: contract.All(contract.DefaultOutputPrefix), // "deduped.>": not the whole stream
+		FilterSubject: "deduped.>", // not the whole stream: duplicate copies are stored there too
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second, // longer than handling one event takes
 		MaxDeliver:    -1,               // never give up on an event
@@ -45,7 +44,7 @@ func consume(ctx context.Context, js jetstream.JetStream) error {
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		h := m.Headers()
-		if err := handle(ctx, h.Get(contract.HeaderIdempotencyKey), h, m.Data()); err != nil {
+		if err := handle(ctx, h.Get("Idempotency-Key"), h, m.Data()); err != nil {
 			_ = m.NakWithDelay(5 * time.Second) // redelivered: handle must be safe to run again
 			return
 		}

@@ -174,3 +174,35 @@ func TestConsumingWalkthrough(t *testing.T) {
 		}
 	}
 }
+
+// The page's Go code is contract's Example_consume, line for line, so that it compiles with the nats.go the project
+// uses.
+func TestConsumingGoSnippet(t *testing.T) {
+	md := consuming(t)
+	start := strings.Index(md, "\n```go\n")
+	if start < 0 {
+		t.Fatalf("%s: no Go code block", consumingFile)
+	}
+	end := strings.Index(md[start+7:], "\n```")
+	example, err := os.ReadFile("../../contract/example_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, l := range strings.Split(string(example), "\n") {
+		lines = append(lines, strings.TrimSpace(l))
+	}
+	at := 0
+	for _, l := range strings.Split(md[start+7:start+7+end], "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" {
+			continue
+		}
+		i := slices.Index(lines[at:], l)
+		if i < 0 {
+			t.Errorf("%s: Go line %q is not in contract/example_test.go (after line %d)", consumingFile, l, at)
+			continue
+		}
+		at += i + 1
+	}
+}
