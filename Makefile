@@ -49,13 +49,13 @@ fuzz-short:
 fuzz:
 	@./scripts/fuzz.sh $(if $(filter 5s,$(FUZZTIME)),2m,$(FUZZTIME))
 
-## docs-check: the README's walkthroughs, every step (make test skips those whose tools are missing): the nats CLI
-## quickstart and the webhook quickstart against a worker built from this tree, on free loopback ports. Installs the
-## nats CLI NATSCLI into bin/tools first (about a minute the first time, from the Go module proxy).
+## docs-check: the walkthroughs of README.md (the nats CLI quickstart, the webhook quickstart) and docs/consuming.md,
+## every step (make test skips those whose tools are missing), against a worker built from this tree, on free loopback
+## ports. Installs the nats CLI NATSCLI into bin/tools first (about a minute the first time, from the Go module proxy).
 NATSCLI   ?= v0.5.1
 docs-check:
 	GOBIN="$(CURDIR)/bin/tools" $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI)
-	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme' ./internal/docscheck/
+	PATH="$(CURDIR)/bin/tools:$$PATH" DOCS_CHECK_REQUIRE=1 $(GO) test -count=1 -v -run '^TestReadme|^TestConsuming' ./internal/docscheck/
 
 ## deploy-check: the deploy files through the tools that read them, installed into bin/tools from the Go module
 ## proxy (the first build of promtool compiles all of Prometheus, many minutes: not part of make test): promtool

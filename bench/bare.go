@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -103,7 +104,7 @@ func (h bareHandler) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	hdr := nats.Header(req.Header)
-	hdr.Set(receiver.HeaderVerified, "true")
+	hdr.Set(contract.HeaderVerified, "true")
 	ctx, cancel := context.WithTimeout(req.Context(), receiver.DefaultPublishTimeout)
 	defer cancel()
 	msg := &nats.Msg{Subject: inputPrefix + "." + tenant + "." + source, Header: hdr, Data: body}

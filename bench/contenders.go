@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -160,7 +161,7 @@ func outputMsg(w *Workload, i int, in jetstream.Msg) *nats.Msg {
 	}
 	if id := w.IdempotencyKey(i); id != "" {
 		h.Set(jetstream.MsgIDHeader, id)
-		h.Set("Idempotency-Key", id)
+		h.Set(contract.HeaderIdempotencyKey, id)
 	} else if md, err := in.Metadata(); err == nil {
 		h.Set(jetstream.MsgIDHeader, "ingest:"+strconv.FormatUint(md.Sequence.Stream, 10))
 	}

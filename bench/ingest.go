@@ -18,6 +18,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -161,7 +162,7 @@ func (r *ingestRequest) httpHeader(delivery string) http.Header {
 func (r *ingestRequest) natsHeader(delivery string) nats.Header {
 	h := nats.Header(r.httpHeader(delivery))
 	h.Set("Content-Length", strconv.Itoa(len(r.body)))
-	h.Set(receiver.HeaderVerified, "true")
+	h.Set(contract.HeaderVerified, "true")
 	return h
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -86,7 +87,7 @@ func TestDeliveryID(t *testing.T) {
 			h := nats.Header{}
 			h.Set("X-GitHub-Delivery", id)
 			h.Set("X-Hub-Signature-256", "sha256=00")
-			h.Set(receiver.HeaderVerified, "true")
+			h.Set(contract.HeaderVerified, "true")
 			if p := checkEnvelope("ingest.tenant-1.github", h, run); p != "" {
 				t.Errorf("checkEnvelope of run %d: %s", run, p)
 			}

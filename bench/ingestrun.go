@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/receiver"
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // ingestWarmup is the number of untimed requests each side gets before the first round: enough to open every
@@ -346,8 +346,8 @@ func checkEnvelope(subject string, h nats.Header, run uint32) string {
 	if !strings.HasPrefix(subject, inputPrefix+".") || !strings.HasSuffix(subject, "."+ingestSource) {
 		bad = append(bad, "subject "+subject)
 	}
-	if v := headerValues(h, receiver.HeaderVerified); len(v) != 1 || v[0] != "true" {
-		bad = append(bad, fmt.Sprintf("%s %q", receiver.HeaderVerified, v))
+	if v := headerValues(h, contract.HeaderVerified); len(v) != 1 || v[0] != "true" {
+		bad = append(bad, fmt.Sprintf("%s %q", contract.HeaderVerified, v))
 	}
 	if id := headerValues(h, "X-GitHub-Delivery"); len(id) != 1 || !strings.HasPrefix(id[0], fmt.Sprintf("%08x-", run)) {
 		bad = append(bad, fmt.Sprintf("X-GitHub-Delivery %q is not of this run", id))

@@ -3,6 +3,8 @@ package keys
 import (
 	"fmt"
 	"strings"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // HeaderValue encodes an event key for a NATS header value so that distinct keys stay distinct and the value
@@ -141,7 +143,7 @@ func ParseIdempotencyHeader(v string) (tenant, source, key string, err error) {
 	source, enc, ok2 := strings.Cut(rest, ":")
 	switch {
 	case !ok1 || !ok2:
-		if strings.HasPrefix(v, "msg/") {
+		if strings.HasPrefix(v, contract.UnkeyedIDPrefix) {
 			return "", "", "", fmt.Errorf("keys: Idempotency-Key %q is the id of an event without a key (msg/<stream>/<sequence>): "+
 				"it names no claim; want <tenant>:<source>:<key>", v)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -38,11 +39,11 @@ type Window interface {
 const (
 	DefaultTTL             = 72 * time.Hour
 	DefaultInputStream     = "INGEST"
-	DefaultInputPrefix     = "ingest"
+	DefaultInputPrefix     = contract.DefaultInputPrefix
 	DefaultOutputStream    = "DEDUPED"
-	DefaultOutputPrefix    = "deduped"
+	DefaultOutputPrefix    = contract.DefaultOutputPrefix
 	DefaultDLQStream       = "DEDUPE_DLQ"
-	DefaultDLQPrefix       = "dedupe.dlq"
+	DefaultDLQPrefix       = contract.DefaultDLQPrefix
 	DefaultConsumer        = "dedupeworker"
 	DefaultReplicas        = 1
 	DefaultMaxInFlight     = 1024

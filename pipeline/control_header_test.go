@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -52,7 +53,7 @@ func TestControlHeaderEnvelopes(t *testing.T) {
 		t.Fatalf("dead letters %d, want %d", len(dl), poison)
 	}
 	for _, m := range dl {
-		if m.Subject != "dedupe.dlq."+pipeline.DeadControlHeader {
+		if m.Subject != "dedupe.dlq."+contract.DeadControlHeader {
 			t.Fatalf("dead letter on %s", m.Subject)
 		}
 		if !strings.Contains(header(t, m, "Dedupe-Error"), "Status") {

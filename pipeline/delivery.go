@@ -103,19 +103,6 @@ func (p *Pipeline) nakMsg(d *delivery, delay time.Duration) error {
 	return p.nc.Publish(d.msg.Reply, b)
 }
 
-// controlShaped reports whether a stored message looks like a server status message to NATS clients: an empty
-// body and a Status header (nats.go's consumers drop such a message or stop on it, so it must never leave the
-// worker in that shape: not as an output, not as a dead letter).
-func controlShaped(h nats.Header, body []byte) bool {
-	return len(body) == 0 && len(h) > 0 && h.Get(statusHeader) != ""
-}
-
-// Headers a NATS client reads a status from.
-const (
-	statusHeader      = "Status"
-	descriptionHeader = "Description"
-)
-
 // inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp): one message-get
 // request to the stream's leader, no direct get (a replica could still hold a message the leader has removed).
 // Only a copy waiting for its claim's holder asks.

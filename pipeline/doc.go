@@ -4,43 +4,23 @@
 //
 // # Wire contract
 //
-// Inbound, an ingest service publishes each delivery to "<InputPrefix>.<tenant>.<source>[.<more>...]" (stream InputStream,
-// default INGEST on "ingest.>"): NATS headers are the HTTP headers, data is the raw body. Tenant and source are
-// 1–64 characters of [A-Za-z0-9_-].
+// Subjects, headers and their values, the headers a publisher may not set and the dead-letter reasons are package
+// contract's; docs/consuming.md describes them for the people who write consumers. The pipeline reads envelopes on
+// "<InputPrefix>.<tenant>.<source>[.<more>...]" (stream InputStream), publishes each unique or unkeyed event on
+// "<OutputPrefix>.<tail>" (stream OutputStream), a copy of each duplicate on "<DuplicatesPrefix>.<tail>" when
+// DuplicatesPrefix is set (Provision adds it to the output stream's subjects), and what it can never process on
+// "<DLQPrefix>.<reason>" (stream DLQStream).
 //
-// Outbound, each unique event goes to "<OutputPrefix>.<tenant>.<source>" (stream OutputStream, default DEDUPED on
-// "deduped.>") with the body byte for byte and every inbound header except Nats-* (any case: JetStream control
-// headers such as Nats-Expected-Stream are never passed on), Idempotency-Key and Dedupe-* (a publisher cannot forge
-// them). The pipeline sets:
+// A delivery of an undeclared source, or of a source declared without dedupe, is forwarded unkeyed (no-dedupe); one
+// that is contract.Unverified never claims a key and is forwarded unkeyed (unverified). A duplicate is
+// acknowledged and not republished.
 //
-//	Idempotency-Key  keyed: <tenant>:<source>:<key>; unkeyed: msg/<envelope>
-//	Nats-Msg-Id      keyed: <idempotency key>#<envelope>; unkeyed: the idempotency key
-//	Dedupe-Key       the event key (when there is one)
-//	Dedupe-Input-Stream, Dedupe-Input-Seq  the input stream and the envelope's sequence in it
-//
-// where <envelope> is "<input stream>/<stream sequence>/<stored at, unix ns>" (unique across re-creations of the
-// input stream) and keys are written with keys.HeaderValue (percent-encoding of what a header value cannot carry).
-//
-//	Dedupe-Status    unique | unkeyed (| duplicate on duplicate copies)
-//	Dedupe-Reason    unkeyed only: no-dedupe, missing, too-large, not-json, unverified (and window-unavailable,
-//	                 only with ForwardWhenWindowDown)
-//
-// A delivery of an undeclared source, or of a source declared without dedupe, is forwarded unkeyed (no-dedupe). A
-// delivery with header Ingest-Verified: false (name and value in any case) never claims a key: it is forwarded
-// unkeyed (unverified). A duplicate is acknowledged and not republished; when DuplicatesPrefix is set a copy goes
-// to "<DuplicatesPrefix>.<tenant>.<source>" with Dedupe-Status: duplicate and Nats-Msg-Id dup/<stream>/<seq>. Those
-// copies are captured by the output stream (Provision adds "<DuplicatesPrefix>.>" to its subjects), so consumers
-// of unique events should filter on "<OutputPrefix>.>".
-//
-// An envelope that can never be processed (subject not of the form above, a bad tenant or source, a claim the
-// window rejects as invalid, an event the output stream refuses for good such as one over its size limit) is
-// published to "<DLQPrefix>.<reason>" (stream DLQStream, default DEDUPE_DLQ on "dedupe.dlq.>"), reason one of
-// bad-subject, bad-tenant, bad-source, bad-claim, output-reject, with its headers (minus Nats-* and Dedupe-*) and
-// body, plus Dedupe-Error (readable), Dedupe-Subject (the original subject) and Dedupe-Input-Seq (its sequence in
-// the input stream); then it is acknowledged and logged at warn. A dead letter too large to store whole is stored
-// without the sender's headers and with the body cut to fit (Dedupe-Truncated says what was dropped). An event
-// dead-lettered after it won its claim releases the claim first, so that a well-formed retry is published. If even
-// the dead letter cannot be stored, the envelope is handed back (NAK with backoff).
+// A dead letter (a subject contract.ParseInput refuses, a control-shaped envelope, a claim the window rejects as
+// invalid, an event the output stream refuses for good such as one over its size limit) is stored, then the
+// envelope is acknowledged and logged at warn. A dead letter too large to store whole is stored without the
+// sender's headers and with the body cut to fit (Dedupe-Truncated says what was dropped). An event dead-lettered
+// after it won its claim releases the claim first, so that a well-formed retry is published. If even the dead
+// letter cannot be stored, the envelope is handed back (NAK with backoff).
 //
 // # Guarantees
 //
@@ -80,8 +60,9 @@
 //
 // # Concurrency
 //
-// Run owns every goroutine: MaxInFlight workers fed by one Consume callback (pull batches of MaxInFlight), a
-// status poller (consumer pending count, window ping) and the consume supervisor (Run's own goroutine). Each worker
-// handles one envelope at a time — claim, PublishMsgAsync and a wait on its ack future, Ack — so up to MaxInFlight
+// Run owns every goroutine: MaxInFlight workers fed by the pipeline's own pull loop (pull.go: it tells a delivery
+// by its ack subject, not by its headers), a status poller (consumer pending count, window ping), the pause
+// watcher, and the consume supervisor (Run's own goroutine). Each worker handles one envelope at a time — claim,
+// publish and a wait for JetStream's answer, ack and a wait for the server's confirmation — so up to MaxInFlight
 // round trips overlap, and reuses its outbound message, header map and buffers between envelopes.
 package pipeline

@@ -63,7 +63,7 @@ func (h *Handler) Prepare(subject string, hdr nats.Header, body []byte, seq uint
 	if w.e.dead != "" {
 		return w.buildDeadLetter(subject, hdr, body, w.e.dead, w.e.deadErr)
 	}
-	return w.buildOutput(subject, hdr, body, w.e.key != "")
+	return w.buildOutput(hdr, body, w.e.key != "")
 }
 
 // Standing builds a pipeline of cfg that is never run but counts as running and bound: its readiness changes only

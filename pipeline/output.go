@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
@@ -66,27 +67,19 @@ func permanent(err error) bool {
 	return false
 }
 
-// reserved reports whether an inbound header is one the pipeline owns: Nats-* (JetStream control), and, unless
-// keepIdempotency, Idempotency-Key; Dedupe-* always. Names match ignoring ASCII case.
-func reserved(name string, keepIdempotency bool) bool {
-	if hasPrefixFold(name, "nats-") || hasPrefixFold(name, "dedupe-") {
-		return true
-	}
-	return !keepIdempotency && len(name) == len(HeaderIdempotencyKey) && strings.EqualFold(name, HeaderIdempotencyKey)
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-// headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones.
+// headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones
+// (contract.ReservedOnEvent; contract.Reserved when keepIdempotency, for dead letters).
 // Value slices are shared with the inbound message (neither side modifies them).
 func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempotency bool) *nats.Msg {
 	out := &w.out.msg
 	h := out.Header
 	clear(h)
+	reserved := contract.ReservedOnEvent
+	if keepIdempotency {
+		reserved = contract.Reserved
+	}
 	for k, v := range in {
-		if !reserved(k, keepIdempotency) {
+		if !reserved(k) {
 			h[k] = v
 		}
 	}
@@ -112,9 +105,9 @@ func (w *worker) envelopeID(b []byte) []byte {
 
 // buildOutput builds the unique (keyed) or unkeyed event for the output stream. Every id derives from the envelope
 // alone, so every delivery of one envelope publishes under the same Nats-Msg-Id, whatever the claim's revision.
-func (w *worker) buildOutput(subject string, in nats.Header, body []byte, keyed bool) *nats.Msg {
+func (w *worker) buildOutput(in nats.Header, body []byte, keyed bool) *nats.Msg {
 	p, e := w.p, &w.e
-	w.headers(p.outPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
+	w.headers(contract.Republish(p.cfg.OutputPrefix, e.tail), in, body, false)
 	if keyed {
 		hk := keys.HeaderValue(e.key)
 		b := append(w.buf[:0], e.tenant...)
@@ -127,20 +120,20 @@ func (w *worker) buildOutput(subject string, in nats.Header, body []byte, keyed 
 		b = w.envelopeID(b)
 		id := string(b)
 		w.buf = b[:0]
-		w.set(0, HeaderIdempotencyKey, id[:n])
-		w.set(1, HeaderMsgID, id)
-		w.set(2, HeaderKey, hk)
-		w.set(3, HeaderStatus, StatusUnique)
+		w.set(0, contract.HeaderIdempotencyKey, id[:n])
+		w.set(1, contract.HeaderMsgID, id)
+		w.set(2, contract.HeaderKey, hk)
+		w.set(3, contract.HeaderStatus, contract.StatusUnique)
 		w.setOrigin()
 		return &w.out.msg
 	}
-	id := w.seqID(p.unkeyedIDPrefix)
-	w.set(0, HeaderIdempotencyKey, id)
-	w.set(1, HeaderMsgID, id)
-	w.set(3, HeaderStatus, StatusUnkeyed)
-	w.set(4, HeaderReason, string(e.reason))
+	id := w.seqID(contract.UnkeyedIDPrefix)
+	w.set(0, contract.HeaderIdempotencyKey, id)
+	w.set(1, contract.HeaderMsgID, id)
+	w.set(3, contract.HeaderStatus, contract.StatusUnkeyed)
+	w.set(4, contract.HeaderReason, string(e.reason))
 	if e.key != "" {
-		w.set(2, HeaderKey, keys.HeaderValue(e.key))
+		w.set(2, contract.HeaderKey, keys.HeaderValue(e.key))
 	}
 	w.setOrigin()
 	return &w.out.msg
@@ -148,18 +141,18 @@ func (w *worker) buildOutput(subject string, in nats.Header, body []byte, keyed 
 
 // setOrigin records where an output came from: the input stream and the envelope's sequence in it.
 func (w *worker) setOrigin() {
-	w.set(5, HeaderInputStream, w.p.cfg.InputStream)
-	w.set(6, HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
+	w.set(5, contract.HeaderInputStream, w.p.cfg.InputStream)
+	w.set(6, contract.HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
 }
 
 // buildDuplicate builds the copy of a duplicate for "<duplicates prefix>.<tenant>.<source>".
-func (w *worker) buildDuplicate(subject string, in nats.Header, body []byte) *nats.Msg {
+func (w *worker) buildDuplicate(in nats.Header, body []byte) *nats.Msg {
 	p, e := w.p, &w.e
-	w.headers(p.dupPrefixDot+subject[len(p.inPrefixDot):], in, body, false)
-	w.set(0, HeaderIdempotencyKey, keys.IdempotencyHeader(e.tenant, e.source, e.key))
-	w.set(1, HeaderMsgID, w.seqID(p.dupIDPrefix))
-	w.set(2, HeaderKey, keys.HeaderValue(e.key))
-	w.set(3, HeaderStatus, StatusDuplicate)
+	w.headers(contract.Republish(p.cfg.DuplicatesPrefix, e.tail), in, body, false)
+	w.set(0, contract.HeaderIdempotencyKey, keys.IdempotencyHeader(e.tenant, e.source, e.key))
+	w.set(1, contract.HeaderMsgID, w.seqID(contract.DuplicateIDPrefix))
+	w.set(2, contract.HeaderKey, keys.HeaderValue(e.key))
+	w.set(3, contract.HeaderStatus, contract.StatusDuplicate)
 	w.setOrigin()
 	return &w.out.msg
 }
@@ -167,19 +160,19 @@ func (w *worker) buildDuplicate(subject string, in nats.Header, body []byte) *na
 // buildDeadLetter builds the dead letter for "<dlq prefix>.<reason>".
 func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, reason, why string) *nats.Msg {
 	p := w.p
-	out := w.headers(p.cfg.DLQPrefix+"."+reason, in, body, true)
-	if controlShaped(in, body) {
+	out := w.headers(contract.DeadLetterSubject(p.cfg.DLQPrefix, reason), in, body, true)
+	if contract.ControlShaped(in, body) {
 		// Never store a dead letter that NATS clients would take for a status message (dlq ls reads them too).
-		for _, name := range [...][2]string{{statusHeader, HeaderOriginalStatus}, {descriptionHeader, HeaderOriginalDescription}} {
+		for _, name := range [...][2]string{{contract.NATSStatus, contract.HeaderOriginalStatus}, {contract.NATSDescription, contract.HeaderOriginalDescription}} {
 			if v, ok := out.Header[name[0]]; ok {
 				delete(out.Header, name[0])
 				out.Header[name[1]] = v
 			}
 		}
 	}
-	w.set(0, HeaderError, why)
-	w.set(1, HeaderSubject, subject)
-	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.set(0, contract.HeaderError, why)
+	w.set(1, contract.HeaderSubject, subject)
+	w.set(2, contract.HeaderMsgID, w.seqID(contract.DeadLetterIDPrefix))
 	w.setOrigin()
 	return &w.out.msg
 }
@@ -198,12 +191,12 @@ func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []b
 		}
 	}
 	kept := body[:min(len(body), keep)]
-	w.headers(p.cfg.DLQPrefix+"."+reason, nil, kept, true)
-	w.set(0, HeaderError, why)
-	w.set(1, HeaderSubject, subject)
-	w.set(2, HeaderMsgID, w.seqID(p.dlqIDPrefix))
+	w.headers(contract.DeadLetterSubject(p.cfg.DLQPrefix, reason), nil, kept, true)
+	w.set(0, contract.HeaderError, why)
+	w.set(1, contract.HeaderSubject, subject)
+	w.set(2, contract.HeaderMsgID, w.seqID(contract.DeadLetterIDPrefix))
 	w.setOrigin()
-	w.set(4, HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
+	w.set(4, contract.HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
 		hdrBytes, len(kept), len(body), w.e.seq, p.cfg.InputStream))
 	return &w.out.msg
 }

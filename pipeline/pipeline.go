@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -36,9 +37,6 @@ type Pipeline struct {
 
 	sources map[string]*sourceState
 	other   *sourceState
-
-	inPrefixDot, outPrefixDot, dupPrefixDot   string
-	unkeyedIDPrefix, dupIDPrefix, dlqIDPrefix string
 
 	running     atomic.Bool
 	bound       atomic.Bool
@@ -96,8 +94,8 @@ func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
 // (header Ingest-Verified: false); ReasonWindowUnavailable that of a delivery forwarded while the window was down
 // (only with Config.ForwardWhenWindowDown).
 const (
-	ReasonUnverified        keys.Reason = "unverified"
-	ReasonWindowUnavailable keys.Reason = "window-unavailable"
+	ReasonUnverified        keys.Reason = contract.ReasonUnverified
+	ReasonWindowUnavailable keys.Reason = contract.ReasonWindowUnavailable
 )
 
 var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
@@ -114,26 +112,21 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		cfg:             cfg,
-		js:              cfg.JetStream,
-		nc:              cfg.JetStream.Conn(),
-		apiPrefix:       jsapi.Prefix(cfg.JetStream.Options()),
-		epoch:           time.Now(),
-		log:             cfg.Logger,
-		m:               cfg.Metrics,
-		sources:         make(map[string]*sourceState, len(cfg.Sources.Specs)),
-		inPrefixDot:     cfg.InputPrefix + ".",
-		outPrefixDot:    cfg.OutputPrefix + ".",
-		unkeyedIDPrefix: "msg/",
-		dupIDPrefix:     "dup/",
-		dlqIDPrefix:     "dlq/",
-		nakWindow:       cfg.Metrics.naks.WithLabelValues(NakWindow),
-		nakPublish:      cfg.Metrics.naks.WithLabelValues(NakPublish),
-		nakDeadLetter:   cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
-		nakShutdown:     cfg.Metrics.naks.WithLabelValues(NakShutdown),
-		nakHeld:         cfg.Metrics.naks.WithLabelValues(NakHeld),
-		nakHolder:       cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
-		nakRecord:       cfg.Metrics.naks.WithLabelValues(NakRecord),
+		cfg:           cfg,
+		js:            cfg.JetStream,
+		nc:            cfg.JetStream.Conn(),
+		apiPrefix:     jsapi.Prefix(cfg.JetStream.Options()),
+		epoch:         time.Now(),
+		log:           cfg.Logger,
+		m:             cfg.Metrics,
+		sources:       make(map[string]*sourceState, len(cfg.Sources.Specs)),
+		nakWindow:     cfg.Metrics.naks.WithLabelValues(NakWindow),
+		nakPublish:    cfg.Metrics.naks.WithLabelValues(NakPublish),
+		nakDeadLetter: cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
+		nakShutdown:   cfg.Metrics.naks.WithLabelValues(NakShutdown),
+		nakHeld:       cfg.Metrics.naks.WithLabelValues(NakHeld),
+		nakHolder:     cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
+		nakRecord:     cfg.Metrics.naks.WithLabelValues(NakRecord),
 	}
 	p.inputKeeps.Store(true)
 	p.holders = newHolders()
@@ -141,9 +134,6 @@ func New(cfg Config) (*Pipeline, error) {
 	p.maxHold.Store(int64(p.holdBound(cfg.OutputDuplicates)))
 	for _, r := range []string{AckRefused, AckError, AckNoConsumer, AckUnconfirmed} {
 		p.m.ackFailures.WithLabelValues(r)
-	}
-	if cfg.DuplicatesPrefix != "" {
-		p.dupPrefixDot = cfg.DuplicatesPrefix + "."
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
 		s := &sourceState{

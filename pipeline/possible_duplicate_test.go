@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -56,10 +57,10 @@ func TestPossibleDuplicateMarked(t *testing.T) {
 	if len(out) != 2 {
 		t.Fatalf("output holds %d copies, want 2 (the second one marked)", len(out))
 	}
-	if got := header(t, out[1], pipeline.HeaderPossibleDuplicate); got != "true" {
-		t.Errorf("second copy's %s = %q, want true", pipeline.HeaderPossibleDuplicate, got)
+	if got := header(t, out[1], contract.HeaderPossibleDuplicate); got != "true" {
+		t.Errorf("second copy's %s = %q, want true", contract.HeaderPossibleDuplicate, got)
 	}
-	if got := header(t, out[0], pipeline.HeaderPossibleDuplicate); got != "" {
+	if got := header(t, out[0], contract.HeaderPossibleDuplicate); got != "" {
 		t.Errorf("first copy marked %q", got)
 	}
 	if got := e2.metric("dedupeworker_possible_duplicates_total"); got != 1 {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
@@ -47,10 +49,10 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		return err
 	}
 	log := cfg.Logger
-	outSubjects := []string{cfg.OutputPrefix + ".>"}
+	outSubjects := []string{contract.All(cfg.OutputPrefix)}
 	outNeeds := []string{cfg.OutputPrefix + ".*.*"}
 	if cfg.DuplicatesPrefix != "" {
-		outSubjects = append(outSubjects, cfg.DuplicatesPrefix+".>")
+		outSubjects = append(outSubjects, contract.All(cfg.DuplicatesPrefix))
 		outNeeds = append(outNeeds, cfg.DuplicatesPrefix+".*.*")
 	}
 	streams := []struct {
@@ -60,7 +62,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.StreamConfig{
 			Name:        cfg.InputStream,
 			Description: "dedupeworker: raw webhook deliveries",
-			Subjects:    []string{cfg.InputPrefix + ".>"},
+			Subjects:    []string{contract.All(cfg.InputPrefix)},
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
@@ -77,7 +79,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		{jetstream.StreamConfig{
 			Name:        cfg.DLQStream,
 			Description: "dedupeworker: envelopes that can never be processed",
-			Subjects:    []string{cfg.DLQPrefix + ".>"},
+			Subjects:    []string{contract.All(cfg.DLQPrefix)},
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
 			MaxAge:      cfg.DLQMaxAge,
@@ -143,8 +145,8 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 	// A filter equal to the stream's own subjects adds nothing, and nats-server 2.15.2's filtered consumers never
 	// deliver some subjects the stream stores (a token holding byte 0x7f): such envelopes would be stuck, neither
 	// processed nor dead-lettered. Without a filter every stored envelope is delivered.
-	if subj := input.Config.Subjects; len(subj) != 1 || subj[0] != cfg.InputPrefix+".>" {
-		want.FilterSubject = cfg.InputPrefix + ".>"
+	if subj := input.Config.Subjects; len(subj) != 1 || subj[0] != contract.All(cfg.InputPrefix) {
+		want.FilterSubject = contract.All(cfg.InputPrefix)
 	}
 	c, err := js.Consumer(ctx, cfg.InputStream, cfg.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // The pipeline pulls from its consumer itself rather than through the jetstream package's Consume. The client
@@ -171,8 +173,8 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 
 // status handles what the server says about our pull requests.
 func (s *pullSub) status(m *nats.Msg) {
-	code := m.Header.Get(statusHeader)
-	descr := m.Header.Get(descriptionHeader)
+	code := m.Header.Get(contract.NATSStatus)
+	descr := m.Header.Get(contract.NATSDescription)
 	switch code {
 	case "100": // idle heartbeat
 		s.accepted()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
@@ -88,7 +89,7 @@ func (w *worker) handle(d *delivery) {
 	s := step{w: w, d: d}
 	s.f = protocol.Facts{Kind: protocol.Keyed, Delivered: d.delivered, Config: protocol.Config{
 		ForwardWhenWindowDown: p.cfg.ForwardWhenWindowDown,
-		CopyDuplicates:        p.dupPrefixDot != "",
+		CopyDuplicates:        p.cfg.DuplicatesPrefix != "",
 		InputKeeps:            p.inputKeeps.Load(),
 		DupWindow:             time.Duration(p.outDupWindow.Load()),
 		PublishTimeout:        p.cfg.PublishTimeout,
@@ -145,13 +146,13 @@ func (s *step) do(plan protocol.Plan) {
 	case protocol.Build:
 		var out *nats.Msg
 		if plan.Keyed {
-			out = w.buildOutput(m.Subject, m.Header, m.Data, true)
+			out = w.buildOutput(m.Header, m.Data, true)
 			f.Output.Built = protocol.BuiltKeyed
 		} else {
 			if plan.Fallback {
 				e.reason = ReasonWindowUnavailable
 			}
-			out = w.buildOutput(m.Subject, m.Header, m.Data, false)
+			out = w.buildOutput(m.Header, m.Data, false)
 			f.Output.Built = protocol.BuiltUnkeyed
 		}
 		s.unstorable = p.unpublishable(out)
@@ -184,7 +185,7 @@ func (s *step) do(plan protocol.Plan) {
 		}
 	case protocol.Publish:
 		if plan.Mark&protocol.PossibleDuplicate != 0 {
-			w.set(7, HeaderPossibleDuplicate, "true")
+			w.set(7, contract.HeaderPossibleDuplicate, "true")
 		}
 		out := &w.out.msg
 		err := w.publish(out)
@@ -192,10 +193,10 @@ func (s *step) do(plan protocol.Plan) {
 		s.publishErr = err
 		if err == nil && p.log.Enabled(w.ctx, slog.LevelDebug) {
 			p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
-				"msg_id", out.Header.Get(HeaderMsgID))
+				"msg_id", out.Header.Get(contract.HeaderMsgID))
 		}
 	case protocol.PublishCopy:
-		out := w.buildDuplicate(m.Subject, m.Header, m.Data)
+		out := w.buildDuplicate(m.Header, m.Data)
 		err := w.publish(out)
 		f.Copy = w.publishResult(err)
 		if f.Copy == protocol.PublishRefused {
@@ -336,12 +337,12 @@ func (s *step) deadReason(why protocol.Dead) (string, string) {
 	case protocol.DeadMalformed:
 		return e.dead, e.deadErr
 	case protocol.DeadBadClaim:
-		return DeadBadClaim, fmt.Sprint(s.claimErr)
+		return contract.DeadBadClaim, fmt.Sprint(s.claimErr)
 	}
 	if s.unstorable != "" {
-		return DeadOutputReject, s.unstorable
+		return contract.DeadOutputReject, s.unstorable
 	}
-	return DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", s.w.p.cfg.OutputStream, s.publishErr)
+	return contract.DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", s.w.p.cfg.OutputStream, s.publishErr)
 }
 
 // count counts an acknowledged envelope.

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
@@ -101,7 +102,7 @@ func BenchmarkHandler(b *testing.B) {
 			return
 		}
 		h := nats.Header(req.Header)
-		h.Set(receiver.HeaderVerified, "true")
+		h.Set(contract.HeaderVerified, "true")
 		msg := &nats.Msg{Subject: "ingest.acme.gh", Header: h, Data: data}
 		if _, err := e.js.PublishMsg(req.Context(), msg, jetstream.WithExpectStream("INGEST")); err != nil {
 			http.Error(w, err.Error(), http.StatusServiceUnavailable)

@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // JetStream is what the receiver needs of a JetStream context: publishing an envelope and looking up the input
@@ -87,7 +89,7 @@ type Config struct {
 // Defaults of Config.
 const (
 	DefaultInputStream     = "INGEST"
-	DefaultInputPrefix     = "ingest"
+	DefaultInputPrefix     = contract.DefaultInputPrefix
 	DefaultMaxBody         = 4 << 20
 	DefaultMaxHeaderBytes  = 32 << 10
 	DefaultPublishTimeout  = 3 * time.Second

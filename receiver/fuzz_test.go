@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -220,9 +221,9 @@ func checkStored(t *testing.T, m *jetstream.RawStreamMsg, body []byte) {
 		// As a gateway may read it: any case, '_' as '-'.
 		lk := strings.ReplaceAll(strings.ToLower(k), "_", "-")
 		switch {
-		case k == receiver.HeaderVerified:
+		case k == contract.HeaderVerified:
 			verified++
-			if len(vals) != 1 || k != receiver.HeaderVerified || vals[0] != "true" && vals[0] != "false" {
+			if len(vals) != 1 || k != contract.HeaderVerified || vals[0] != "true" && vals[0] != "false" {
 				t.Fatalf("Ingest-Verified: %q %q", k, vals)
 			}
 		case k == "Nats-Expected-Stream":

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
@@ -33,8 +34,7 @@ type Receiver struct {
 	log       *slog.Logger
 	policy    *Policy
 	metrics   *Metrics
-	subject   string // "<InputPrefix>."
-	ownHeader int    // what the receiver adds to a header block: Ingest-Verified, Nats-Expected-Stream
+	ownHeader int // what the receiver adds to a header block: Ingest-Verified, Nats-Expected-Stream
 	// "<InputStream> seq " of 202 answers
 	acceptedPrefix string
 	slots          chan struct{} // one per delivery being verified and published, MaxInFlight at most
@@ -58,9 +58,8 @@ func New(cfg Config) (*Receiver, error) {
 		log:     cfg.Logger,
 		policy:  cfg.Policy,
 		metrics: cfg.Metrics,
-		subject: cfg.InputPrefix + ".",
 		// The larger Ingest-Verified value, so that the size is known before the signature is checked.
-		ownHeader:      headerBlockSize(HeaderVerified, verifiedFalse) + headerBlockSize(jetstream.ExpectedStreamHeader, cfg.InputStream),
+		ownHeader:      headerBlockSize(contract.HeaderVerified, contract.VerifiedFalse) + headerBlockSize(jetstream.ExpectedStreamHeader, cfg.InputStream),
 		acceptedPrefix: cfg.InputStream + " seq ",
 		slots:          make(chan struct{}, cfg.MaxInFlight),
 		buffered:       byteBudget{limit: cfg.MaxBufferedBytes, gauge: cfg.Metrics.bufferedBytes},

@@ -8,16 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"golang.org/x/net/http/httpguts"
-)
 
-// HeaderVerified is the header the receiver sets on every envelope, "true" or "false" (docs/sources.md, "Publishing
-// deliveries to the worker"); the one a client sent, under any letter case, is always removed first.
-const HeaderVerified = "Ingest-Verified"
-
-// Values of HeaderVerified.
-const (
-	verifiedTrue  = "true"
-	verifiedFalse = "false"
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // natsHeaderOverhead is what a NATS header block costs besides its fields: "NATS/1.0\r\n" and the final "\r\n".
@@ -32,7 +24,7 @@ const natsHeaderOverhead = len("NATS/1.0\r\n") + len("\r\n")
 var droppedNames = []string{
 	"Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Expect",
 	"Authorization", "Cookie",
-	"Status", "Description", "KV-Operation",
+	contract.NATSStatus, contract.NATSDescription, "KV-Operation",
 }
 
 // droppedPrefixes are removed too, compared the same way: Proxy-* (hop-by-hop), and the names the server, the
@@ -40,7 +32,7 @@ var droppedNames = []string{
 // Nats-Pin-Id, …), Dedupe-* (the worker's), Ingest-* (the receiver's, Ingest-Verified first of all). '_' counts as
 // '-' because proxies and CGI-style gateways (nginx's underscores_in_headers, WSGI, Lambda) turn one into the other:
 // a client's Ingest_Verified could reach a reader as Ingest-Verified.
-var droppedPrefixes = []string{"Proxy-", "Nats-", "Dedupe-", "Ingest-"}
+var droppedPrefixes = []string{"Proxy-", contract.PrefixNats, contract.PrefixDedupe, contract.PrefixIngest}
 
 // headerBlockSize is what one field costs in a NATS header block: name, ": ", value, CRLF.
 func headerBlockSize(name, value string) int { return len(name) + len(": ") + len(value) + len("\r\n") }
@@ -115,16 +107,17 @@ func validValue(v string) bool {
 
 // The values of Ingest-Verified, shared by every envelope: nats.go only reads a message's headers.
 var (
-	verifiedTrueValues  = []string{verifiedTrue}
-	verifiedFalseValues = []string{verifiedFalse}
+	verifiedTrueValues  = []string{contract.VerifiedTrue}
+	verifiedFalseValues = []string{contract.VerifiedFalse}
 )
 
-// setVerified sets the one Ingest-Verified of an envelope.
+// setVerified sets the one Ingest-Verified of an envelope (contract.HeaderVerified); the one a client sent, under
+// any letter case, was removed first (dropped).
 func setVerified(h nats.Header, verified bool) {
 	if verified {
-		h[HeaderVerified] = verifiedTrueValues
+		h[contract.HeaderVerified] = verifiedTrueValues
 	} else {
-		h[HeaderVerified] = verifiedFalseValues
+		h[contract.HeaderVerified] = verifiedFalseValues
 	}
 }
 

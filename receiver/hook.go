@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
@@ -90,7 +91,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	}
 	setVerified(hdr, verr == nil)
 
-	subject := r.subject + tenant + "." + source
+	subject := contract.InputSubject(r.cfg.InputPrefix, tenant, source)
 	seq, err := r.publish(req.Context(), subject, hdr, body)
 	if err != nil {
 		return r.publishFailed(w, label, subject, err)

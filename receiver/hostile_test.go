@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/receiver"
@@ -91,12 +92,12 @@ func TestReceiverDropsControlHeaders(t *testing.T) {
 	for _, h := range control {
 		name, _, _ := strings.Cut(h, ":")
 		for k := range m.Header {
-			if foldName(k) == foldName(name) && !(k == receiver.HeaderVerified || k == "Nats-Expected-Stream") {
+			if foldName(k) == foldName(name) && !(k == contract.HeaderVerified || k == "Nats-Expected-Stream") {
 				t.Errorf("stored %s (sent as %s); stored headers: %v", k, name, stored)
 			}
 		}
 	}
-	if got := m.Header.Values(receiver.HeaderVerified); !slices.Equal(got, []string{"true"}) {
+	if got := m.Header.Values(contract.HeaderVerified); !slices.Equal(got, []string{"true"}) {
 		t.Errorf("Ingest-Verified %q, want [true]", got)
 	}
 	if m.Header.Get("X-Id") != "1" || m.Header.Get("X-Kept_name") != "kept" {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -159,7 +160,7 @@ func TestReceiverAnswers(t *testing.T) {
 func verifiedValues(h map[string][]string) []string {
 	var out []string
 	for k, v := range h {
-		if strings.EqualFold(k, receiver.HeaderVerified) {
+		if strings.EqualFold(k, contract.HeaderVerified) {
 			out = append(out, v...)
 		}
 	}

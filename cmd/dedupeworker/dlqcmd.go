@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 const dlqUsage = `Usage:
@@ -392,7 +394,7 @@ func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 		return err
 	}
 	if o.asJSON {
-		rec := dlqShowRecord{dlqRecord: dl.record(now), DLQSubject: r.dlqPrefix + "." + dl.reason, Headers: dl.header}
+		rec := dlqShowRecord{dlqRecord: dl.record(now), DLQSubject: contract.DeadLetterSubject(r.dlqPrefix, dl.reason), Headers: dl.header}
 		if utf8.Valid(dl.data) {
 			s := string(dl.data)
 			rec.Body = &s

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/pipeline"
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // deadLetter is one message of the dead-letter stream, with what the worker wrote about it.
@@ -37,18 +36,19 @@ func newDeadLetter(m *jetstream.RawStreamMsg, dlqPrefix, inputPrefix string) *de
 	}
 	dl := &deadLetter{
 		seq: m.Sequence, stored: m.Time, header: h, data: m.Data,
-		reason:      strings.TrimPrefix(m.Subject, dlqPrefix+"."),
-		subject:     h.Get(pipeline.HeaderSubject),
-		err:         h.Get(pipeline.HeaderError),
-		inputStream: h.Get(pipeline.HeaderInputStream),
-		truncated:   h.Get(pipeline.HeaderTruncated),
+		subject:     h.Get(contract.HeaderSubject),
+		err:         h.Get(contract.HeaderError),
+		inputStream: h.Get(contract.HeaderInputStream),
+		truncated:   h.Get(contract.HeaderTruncated),
 	}
-	dl.inputSeq, _ = strconv.ParseUint(h.Get(pipeline.HeaderInputSeq), 10, 64)
-	if rest, ok := strings.CutPrefix(dl.subject, inputPrefix+"."); ok {
-		tokens := strings.SplitN(rest, ".", 3)
-		if len(tokens) >= 2 && tokens[0] != "" && tokens[1] != "" {
-			dl.tenant, dl.source = tokens[0], tokens[1]
-		}
+	dl.inputSeq, _ = strconv.ParseUint(h.Get(contract.HeaderInputSeq), 10, 64)
+	var ok bool
+	if dl.reason, ok = contract.ParseDeadLetter(dlqPrefix, m.Subject); !ok {
+		dl.reason = m.Subject
+	}
+	// A bad-tenant or bad-source dead letter still names its tenant and source: --tenant and --source select it.
+	if in, _ := contract.ParseInput(inputPrefix, dl.subject); in.Tenant != "" && in.Source != "" {
+		dl.tenant, dl.source = in.Tenant, in.Source
 	}
 	return dl
 }
@@ -135,13 +135,17 @@ func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLet
 
 // counts returns the number of dead letters per reason, from the stream's subject state.
 func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
-	info, err := r.st.Info(ctx, jetstream.WithSubjectFilter(r.dlqPrefix+".>"))
+	info, err := r.st.Info(ctx, jetstream.WithSubjectFilter(contract.All(r.dlqPrefix)))
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]uint64{}
 	for subj, n := range info.State.Subjects {
-		out[strings.TrimPrefix(subj, r.dlqPrefix+".")] += n
+		reason, ok := contract.ParseDeadLetter(r.dlqPrefix, subj)
+		if !ok {
+			reason = subj
+		}
+		out[reason] += n
 	}
 	return out, nil
 }

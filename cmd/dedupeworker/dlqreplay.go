@@ -13,6 +13,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // Results of replaying one dead letter.
@@ -245,9 +247,10 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 	if !slices.Contains(dlqFailsAgain, dl.reason) {
 		return ""
 	}
-	if dl.reason == dlqControlHeader {
-		status := cmp.Or(dl.header.Get(dlqOriginalStatus), dl.header.Get("Status"))
-		if desc := cmp.Or(dl.header.Get(dlqOriginalDescription), dl.header.Get("Description")); desc != "" {
+	if dl.reason == contract.DeadControlHeader {
+		// Older dead letters may hold the Status and Description headers as they came, not renamed.
+		status := cmp.Or(dl.header.Get(contract.HeaderOriginalStatus), dl.header.Get(contract.NATSStatus))
+		if desc := cmp.Or(dl.header.Get(contract.HeaderOriginalDescription), dl.header.Get(contract.NATSDescription)); desc != "" {
 			status += " " + desc
 		}
 		return fmt.Sprintf("%s: an empty body with a Status header (%s), which nats.go consumers take for a server "+
@@ -261,7 +264,7 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 // replayID is the Nats-Msg-Id of a dead letter's replay: the dead-letter stream, the sequence, and the time the
 // stream stored it (sequences restart when the stream is created again; times do not).
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
-	return "replay/" + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
+	return contract.ReplayIDPrefix + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
 }
 
@@ -272,23 +275,20 @@ func (rp *dlqReplayer) replayID(dl *deadLetter) string {
 func dlqReplayHeaders(h nats.Header) nats.Header {
 	out := nats.Header{}
 	for k, vs := range h {
-		if dlqHasPrefixFold(k, "dedupe-") || dlqHasPrefixFold(k, "nats-") {
+		if contract.Reserved(k) {
 			continue
 		}
 		out[k] = slices.Clone(vs)
 	}
 	// The headers of a control-header envelope are renamed in its dead letter (a dead letter with them is poison
 	// to nats.go consumers too): the replay publishes them as they came.
-	for orig, name := range map[string]string{"Status": dlqOriginalStatus, "Description": dlqOriginalDescription} {
+	for orig, name := range map[string]string{contract.NATSStatus: contract.HeaderOriginalStatus,
+		contract.NATSDescription: contract.HeaderOriginalDescription} {
 		if vs := h.Values(name); len(vs) > 0 {
 			out[orig] = slices.Clone(vs)
 		}
 	}
 	return out
-}
-
-func dlqHasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // dlqCaptures reports whether a stream with these subjects stores subject.

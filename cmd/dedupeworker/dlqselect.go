@@ -8,27 +8,15 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/dedupeworker/dedupeworker/pipeline"
-)
-
-// dlqControlHeader is the reason of an envelope with an empty body and a Status header, which nats.go's consumers
-// take for a server status message. The worker writes its Status and Description headers as
-// Dedupe-Original-Status and Dedupe-Original-Description; older dead letters may hold them as they came.
-const (
-	dlqControlHeader       = "control-header"
-	dlqOriginalStatus      = "Dedupe-Original-Status"
-	dlqOriginalDescription = "Dedupe-Original-Description"
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // dlqReasons are the dead-letter reasons the worker writes: the last token of the dead-letter subject.
-var dlqReasons = []string{
-	pipeline.DeadBadSubject, pipeline.DeadBadTenant, pipeline.DeadBadSource, pipeline.DeadBadClaim, pipeline.DeadOutputReject,
-	dlqControlHeader,
-}
+var dlqReasons = contract.DeadReasons()
 
 // dlqFailsAgain are the reasons whose replay can only be dead-lettered again, unless the worker's settings changed
 // (a new source, a tenant rule): replayed only with --force.
-var dlqFailsAgain = []string{pipeline.DeadBadSubject, pipeline.DeadBadTenant, pipeline.DeadBadSource, dlqControlHeader}
+var dlqFailsAgain = []string{contract.DeadBadSubject, contract.DeadBadTenant, contract.DeadBadSource, contract.DeadControlHeader}
 
 // dlqSeqRange is an inclusive range of dead-letter sequences; hi is math.MaxUint64 for an open range ("N-").
 type dlqSeqRange struct{ lo, hi uint64 }
@@ -127,9 +115,9 @@ func (sel *dlqSelection) addReasons(v string) error {
 // reason and match here.
 func (sel dlqSelection) filterSubject(dlqPrefix string) string {
 	if len(sel.reasons) == 1 {
-		return dlqPrefix + "." + sel.reasons[0]
+		return contract.DeadLetterSubject(dlqPrefix, sel.reasons[0])
 	}
-	return dlqPrefix + ".>"
+	return contract.All(dlqPrefix)
 }
 
 func (sel dlqSelection) match(dl *deadLetter) bool {
