@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -175,13 +176,6 @@ func envelopeIndex(m jetstream.Msg, w *Workload) (int, error) {
 	return i, nil
 }
 
-// isWrongLastSeq reports a failed create-if-absent: the key is claimed already.
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
 // floorContender is the least work per envelope the design needs, as pipelined as a client can make it: batched
 // pulls, up to inFlight envelopes at once, each one async create of its key with a TTL (precomputed key) in its
 // bucket of a window of shards buckets, then an async publish of the output with Nats-Msg-Id, then an ack.
@@ -235,7 +229,7 @@ func floorContender(inFlight, shards int) inProcess {
 				if err == nil {
 					err = await(f)
 				}
-				if isWrongLastSeq(err) { // claimed already: a duplicate
+				if _, claimed := jserr.WrongLastSeq(err); claimed { // claimed already: a duplicate
 					_ = m.Ack()
 					return
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
@@ -70,7 +71,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if errors.Is(err, ErrWindowLost) {
 			return Outcome{}, err
 		}
-		code, conflict := wrongLastSeq(err)
+		code, conflict := jserr.WrongLastSeq(err)
 		if !conflict {
 			return Outcome{}, w.unavailable("claim", subj, err)
 		}
@@ -78,7 +79,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
 			if k := c.Known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
-				if last, ok := lastSeqOf(err); ok && last == k.Revision {
+				if last, ok := jserr.LastSeq(err); ok && last == k.Revision {
 					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
 					// published claim.
 					w.stats.known.Add(1)
@@ -246,35 +247,6 @@ func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration)
 		return natsreq.PubAck{}, err
 	}
 	return pa, w.acked(pa)
-}
-
-// wrongLastSeq reports whether err is the server's "wrong last sequence" answer (10071, or 10164 on replicated
-// streams), with its code.
-func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		return 0, false
-	}
-	switch api.ErrorCode {
-	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-		return api.ErrorCode, true
-	}
-	return 0, false
-}
-
-// lastSeqOf reads the key's last revision from a 10071 refusal ("wrong last sequence: 42").
-func lastSeqOf(err error) (uint64, bool) {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		return 0, false
-	}
-	d := api.Description
-	i := strings.LastIndexByte(d, ' ')
-	if i < 0 || !strings.HasPrefix(d, "wrong last sequence") {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(d[i+1:], 10, 64)
-	return n, err == nil && n > 0
 }
 
 // kvOperation is the header the KV layer marks deletes and purges with.

@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // BytesPerKey is the server heap one live claim costs on each server that holds a replica of its bucket, as
@@ -55,24 +55,12 @@ func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
 	return out, nil
 }
 
-// NotAnswering reports whether err says that the server did not answer a request rather than refused it: no reply
-// before the deadline, no responders on the JetStream API, JetStream or its cluster not available (503), the
-// stream offline (its servers gone from the cluster for now). That is what a bucket's server that is stopping, or
-// is back but still recovering its streams, and a bucket whose stream has no leader, give until they are back: it
-// passes by itself. An error of a disconnected connection is not one
-// (the request never left the client). bucket is the bucket of err (a *BucketError, as Ping's errors are), or "".
+// NotAnswering reports whether err says that the server did not answer a request rather than refused it
+// (jserr.NotAnswering): what a bucket's server that is stopping, or is back but still recovering its streams, and
+// a bucket whose stream has no leader, give until they are back. bucket is the bucket of err (a *BucketError, as
+// Ping's errors are), or "".
 func NotAnswering(err error) (bucket string, ok bool) {
-	if err == nil {
-		return "", false
-	}
-	var je jetstream.JetStreamError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrServerShutdown):
-	case errors.As(err, &je) && je.APIError() != nil && (je.APIError().Code == http.StatusServiceUnavailable ||
-		je.APIError().ErrorCode == errStreamOffline):
-	default:
+	if !jserr.NotAnswering(err) {
 		return "", false
 	}
 	var be *BucketError
@@ -81,10 +69,6 @@ func NotAnswering(err error) (bucket string, ok bool) {
 	}
 	return "", true
 }
-
-// errStreamOffline is the server's answer for a stream whose replicas' servers are all gone for now ("stream is
-// offline", 500): a bucket of one replica whose server is down or not yet back in the cluster.
-const errStreamOffline jetstream.ErrorCode = 10118
 
 // Move is one leader change Rebalance makes (or would make): the bucket's stream leader moves from From to To.
 type Move struct {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // Get returns the live claim on (tenant, source, key), read from the stream leader.
@@ -92,7 +94,7 @@ func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uin
 		if errors.Is(err, ErrWindowLost) {
 			return false, err
 		}
-		if _, conflict := wrongLastSeq(err); conflict {
+		if _, conflict := jserr.WrongLastSeq(err); conflict {
 			// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
 			// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
 			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
@@ -235,7 +237,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		if errors.Is(err, ErrWindowLost) {
 			return 0, false, err
 		}
-		if _, conflict := wrongLastSeq(err); conflict {
+		if _, conflict := jserr.WrongLastSeq(err); conflict {
 			return 0, false, nil
 		}
 		return 0, false, w.unavailable("mark published", subj, err)

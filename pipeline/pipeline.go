@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
@@ -289,15 +290,8 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	}
 }
 
-// retryable reports whether a JetStream API failure may go away by itself (no responders, timeouts, a server
-// without a leader yet) rather than being the server's definite answer.
+// retryable reports whether a provisioning failure may go away by itself (no responders, timeouts, a server
+// without a leader yet) rather than being the server's definite answer or a configuration that cannot work.
 func retryable(err error) bool {
-	if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrConsumerStart) {
-		return false
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code >= 500
-	}
-	return true
+	return !errors.Is(err, ErrIncompatible) && !errors.Is(err, ErrConsumerStart) && !jserr.Refused(err)
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // errStoredElsewhere: a PubAck from another stream than the input stream (Nats-Expected-Stream makes the server
@@ -78,9 +80,9 @@ func classify(err error) publishFailure {
 		switch apiErr.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return failTooLarge
-		case jsErrCodeHeaderTooLarge:
+		case jserr.CodeHeaderTooLarge:
 			return failHeadersTooLarge
-		case jsErrCodeStreamNotMatch:
+		case jserr.CodeExpectedStreamMissing:
 			return failMisrouted
 		}
 		return failUnavailable // the server answered: it did not store it
@@ -95,11 +97,3 @@ func classify(err error) publishFailure {
 	}
 	return failUnavailable
 }
-
-// jsErrCodeStreamNotMatch is the server's answer to a publish whose Nats-Expected-Stream is not the stream that
-// captures the subject ("expected stream does not match").
-const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
-
-// jsErrCodeHeaderTooLarge is the server's answer to a header block over 65535 bytes ("header size exceeds maximum
-// allowed of 64k"); MaxHeaderBytesLimit keeps the receiver's own blocks below it.
-const jsErrCodeHeaderTooLarge jetstream.ErrorCode = 10097
