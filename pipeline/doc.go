@@ -80,8 +80,12 @@
 //
 // # Concurrency
 //
-// Run owns every goroutine: MaxInFlight workers fed by one Consume callback (pull batches of MaxInFlight), a
-// status poller (consumer pending count, window ping) and the consume supervisor (Run's own goroutine). Each worker
-// handles one envelope at a time — claim, PublishMsgAsync and a wait on its ack future, Ack — so up to MaxInFlight
-// round trips overlap, and reuses its outbound message, header map and buffers between envelopes.
+// Run owns every goroutine: MaxInFlight workers fed by the handler of one pull subscription of its own (pull.go:
+// a delivery is told by its ack subject), a status poller (consumer pending count, window ping), a pause detector
+// and the consume supervisor (Run's own goroutine). Each worker handles one envelope at a time — claim, a publish
+// that waits for the stream's answer, an ack that waits for the consumer's — so up to MaxInFlight round trips
+// overlap, and reuses its outbound message, header map and buffers between envelopes.
+//
+// A pipeline uses its connection as one client among others: it never takes over the connection's handlers, and
+// several pipelines (on different streams) may share one connection.
 package pipeline

@@ -66,7 +66,9 @@ func (w *worker) ack(d *delivery) bool {
 	case errors.Is(err, nats.ErrNoResponders):
 		w.p.ackFailed(AckNoConsumer, fmt.Errorf("no consumer took the ack (deleted, or its stream): %w", err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		if w.ctx.Err() == nil {
+		if refusal := w.p.ackRefusal(d); refusal != nil {
+			w.p.ackFailed(AckRefused, refusal)
+		} else if w.ctx.Err() == nil {
 			w.p.ackFailed(AckUnconfirmed, fmt.Errorf("no answer to the ack within %s: %w", w.p.ackTimeout(), err))
 		}
 	default:

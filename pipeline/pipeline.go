@@ -223,12 +223,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.req = req
 	defer func() { _ = req.Close() }()
 
-	// Refused acks show only as asynchronous errors of the connection.
-	nc := p.nc
-	prevErrHandler := nc.ErrorHandler()
-	nc.SetErrorHandler(p.asyncError(prevErrHandler))
-	defer nc.SetErrorHandler(prevErrHandler)
-
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {
 			return err
