@@ -95,7 +95,7 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		case "tolerance":
 			d, err := time.ParseDuration(val)
 			if err != nil || d <= 0 {
-				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m (the value is not shown: it could be a misplaced secret)", at)
+				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %q", at, val)
 			}
 			v.Tolerance = d
 		default:
