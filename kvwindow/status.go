@@ -2,14 +2,12 @@ package kvwindow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
@@ -118,22 +116,18 @@ func (w *Window) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
 // stepDown asks the bucket's stream leader to hand over to m.To and waits until it has.
 func (w *Window) stepDown(ctx context.Context, m Move) error {
 	s := w.shards[slices.IndexFunc(w.shards, func(s *shard) bool { return s.cfg.Bucket == m.Bucket })]
-	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": m.To}})
-	octx, cancel := s.opCtx(ctx)
-	msg, err := s.nc.RequestWithContext(octx, s.api+"STREAM.LEADER.STEPDOWN."+s.stream, req)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
-	}
+	req := map[string]any{"placement": map[string]string{"preferred": m.To}}
 	var resp struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
+		Success bool `json:"success"`
 	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return fmt.Errorf("kvwindow: step down %s: %w", m.Bucket, err)
-	}
-	if resp.Error != nil {
-		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, resp.Error)
+	octx, cancel := s.opCtx(ctx)
+	err := jsapi.Request(octx, s.nc, s.api+"STREAM.LEADER.STEPDOWN."+s.stream, req, &resp)
+	cancel()
+	switch {
+	case jserr.API(err) != nil:
+		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, err)
+	case err != nil:
+		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
 	}
 	deadline := time.Now().Add(max(w.cfg.Timeout, 10*time.Second))
 	for {

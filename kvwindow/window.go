@@ -2,7 +2,6 @@ package kvwindow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -12,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
@@ -156,23 +156,15 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 	if !w.nc.IsConnected() {
 		return 0, fmt.Errorf("purge %s: %w", filter, nats.ErrDisconnected)
 	}
-	req, _ := json.Marshal(struct {
-		Filter string `json:"filter"`
-	}{filter})
-	msg, err := w.nc.RequestWithContext(ctx, w.api+"STREAM.PURGE."+w.stream, req)
-	if err != nil {
-		return 0, err
-	}
 	var resp struct {
-		Success bool                `json:"success"`
-		Purged  uint64              `json:"purged"`
-		Error   *jetstream.APIError `json:"error"`
+		Success bool   `json:"success"`
+		Purged  uint64 `json:"purged"`
 	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("purge response: %w", err)
-	}
-	if resp.Error != nil {
-		return 0, resp.Error
+	req := struct {
+		Filter string `json:"filter"`
+	}{filter}
+	if err := jsapi.Request(ctx, w.nc, w.api+"STREAM.PURGE."+w.stream, req, &resp); err != nil {
+		return 0, err
 	}
 	if !resp.Success {
 		return 0, errors.New("purge not successful")
