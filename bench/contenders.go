@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -29,7 +30,7 @@ const (
 	dlqStream    = pipeline.DefaultDLQStream
 	bucket       = kvwindow.DefaultBucket
 	consumerName = pipeline.DefaultConsumer
-	windowTTL    = pipeline.DefaultTTL
+	windowTTL    = keys.DefaultTTL
 
 	hdrIndex  = "Bench-Index"   // envelope index in the workload
 	hdrSentAt = "Bench-Sent-At" // unix nanoseconds at publish (live mode)

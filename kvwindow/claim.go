@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
@@ -157,7 +158,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 // backoff waits d before a claim writes again, and counts the wait (see Backoffs in the tests).
 func (w *shard) backoff(ctx context.Context, d time.Duration) error {
 	start := time.Now()
-	err := pause(ctx, d)
+	err := backoff.Wait(ctx, d)
 	w.stats.backoffs.Add(1)
 	w.stats.backoffNanos.Add(uint64(time.Since(start)))
 	return err
@@ -203,17 +204,6 @@ type ttlEntry struct {
 }
 
 var ttlCache [64]atomic.Pointer[ttlEntry]
-
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // create publishes a claim value on subj expecting its last sequence to be expected. Its message and header map
 // come from a pool: the request has sent them by the time it returns, and a claim is the hot path.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
@@ -147,7 +148,7 @@ func (w *Window) stepDown(ctx context.Context, m Move) error {
 			}
 			return fmt.Errorf("%w: step down %s to %s: %w", ErrUnavailable, m.Bucket, m.To, err)
 		}
-		if err := pause(ctx, 50*time.Millisecond); err != nil {
+		if err := backoff.Wait(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

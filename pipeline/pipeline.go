@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
@@ -268,7 +269,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 func (p *Pipeline) provision(ctx context.Context) error {
-	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := Provision(ctx, p.js, p.cfg)
 		if err == nil || ctx.Err() != nil {
@@ -278,7 +279,7 @@ func (p *Pipeline) provision(ctx context.Context) error {
 			return err
 		}
 		p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
-		if !bo.sleep(ctx) {
+		if !bo.Sleep(ctx) {
 			return nil
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -287,16 +288,16 @@ func replayWindowConfig(c config.Config) kvwindow.Config {
 // backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	wcfg := replayWindowConfig(in.cfg)
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for {
 		window, err := kvwindow.New(ctx, js, wcfg)
 		if err == nil || ctx.Err() != nil {
 			return window, err
 		}
+		wait := bo.Next()
 		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
 		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
@@ -90,7 +91,8 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 	}
 	start := time.Now()
 	deadline := start.Add(cfg.RetryFor)
-	for attempt, wait := 1, 250*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
 		timeout := cfg.ConnectTimeout
 		if left := time.Until(deadline); attempt > 1 && left < timeout {
 			timeout = max(left, 100*time.Millisecond)
@@ -106,12 +108,10 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 			}
 			return nil, cfg.connectErr(err)
 		}
-		wait = min(wait, left)
+		wait := min(bo.Next(), left)
 		log.Warn("NATS not reachable yet; retrying", "url", Redact(cfg.URL), "from", cfg.Origin, "attempt", attempt,
 			"in", wait, "gives_up_in", left.Round(time.Millisecond), "err", err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, cfg.connectErr(fmt.Errorf("%w (interrupted after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Millisecond)))
 		}
 	}
