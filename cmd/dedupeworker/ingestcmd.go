@@ -131,17 +131,8 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	}
 	log.Info("signing secrets loaded", "secrets", in.secrets) // counts and origins only (Secrets.LogValue)
 
-	stopLogged := make(chan struct{})
-	stopLog := context.AfterFunc(ctx, func() {
-		defer close(stopLogged)
-		log.Info("stopping: " + stopReason(ctx))
-	})
-	defer func() {
-		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
-		if ctx.Err() != nil || !stopLog() {
-			<-stopLogged
-		}
-	}()
+	stopLogged, waitStopLine := logStopping(ctx, log)
+	defer waitStopLine()
 
 	// The address first, with health and metrics on it: a receiver that cannot reach NATS answers its probes
 	// (/readyz 503 with the step it waits for) and deliveries (503, Retry-After) while it waits.

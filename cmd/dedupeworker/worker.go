@@ -77,17 +77,8 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		}
 	}()
 	// Say why the worker stops when it starts to ("stopping: received SIGTERM"), before the shutdown's own lines.
-	stopLogged := make(chan struct{})
-	stopLog := context.AfterFunc(ctx, func() {
-		defer close(stopLogged)
-		log.Info("stopping: " + stopReason(ctx))
-	})
-	defer func() {
-		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
-		if ctx.Err() != nil || !stopLog() {
-			<-stopLogged
-		}
-	}()
+	_, waitStopLine := logStopping(ctx, log)
+	defer waitStopLine()
 
 	// Health and metrics before anything that can wait: a worker that cannot reach NATS or its window answers its
 	// probes (/readyz 503 with the step it waits for) and is scraped (dedupeworker_ready 0) while it waits.
