@@ -339,13 +339,7 @@ func naive(ctx context.Context, url string, w *Workload, shards int) error {
 // workerEnv is the environment of one worker replica: the bench's own, less any DEDUPE_* it has, plus the
 // worker's settings.
 func workerEnv(url string, httpPort int, spec workerSpec) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DEDUPE_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	env := append(environWithoutSettings(),
 		"DEDUPE_NATS_URL="+url,
 		"DEDUPE_SOURCES="+sourcesYAML,
 		"DEDUPE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort),
@@ -416,4 +410,16 @@ func waitReady(ctx context.Context, reps []*workerReplica, timeout time.Duration
 		}
 	}
 	return nil
+}
+
+// environWithoutSettings is this process's environment without any DEDUPE_ setting: a child gets only the
+// settings the bench gives it.
+func environWithoutSettings() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DEDUPE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
