@@ -40,6 +40,8 @@ sources:
 		{`sources: {a: {dedupe: github, secret: s3cr3t}}`, "sources.a.secret: secrets are never read from the sources file: dedupeworker ingest reads each source's from DEDUPE_INGEST_SECRET_<SOURCE>"},
 		{`sources: {a: {verify: {header: X}}}`, "sources.a.verify: scheme is required"},
 		{`sources: {a: {verify: {scheme: stripe, tolerance: soon}}}`, `sources.a.verify.tolerance: must be a positive duration such as 5m, got "soon"`},
+		{`sources: {a: {verify: {scheme: stripe, tolerance: -5m}}}`, `sources.a.verify.tolerance: must be a positive duration such as 5m, got "-5m"`},
+		{`sources: {a: {verify: {scheme: stripe, tolerance: whsec_MfKQ9r8GKYqrTwjUPD8ILP}}}`, `sources.a.verify.tolerance: must be a positive duration such as 5m, got 28 characters (not shown`},
 		{`sources: {a: {verify: {scheme: hmac, algo: md5}}}`, "sources.a.verify.algo: unknown field"},
 		{`sources: {a: {verify: [github]}}`, "sources.a.verify: must be a scheme name or an object"},
 		{`sources: {a: {on_invalid: drop}}`, `sources.a.on_invalid: must be reject or forward, got "drop"`},

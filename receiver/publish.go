@@ -75,14 +75,13 @@ func classify(err error) publishFailure {
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return failTooLarge
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
+	if api := jserr.API(err); api != nil {
+		switch api.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return failTooLarge
 		case jserr.CodeHeaderTooLarge:
 			return failHeadersTooLarge
-		case jserr.CodeExpectedStreamMissing:
+		case jserr.CodeExpectedStreamMismatch:
 			return failMisrouted
 		}
 		return failUnavailable // the server answered: it did not store it

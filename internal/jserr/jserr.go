@@ -26,13 +26,13 @@ import (
 
 // The server's error codes that nats.go does not name (nats-server's server/jetstream_errors_generated.go).
 const (
-	CodeClusterUnavailable    jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable" (503): no meta leader
-	CodeStoreFailed           jetstream.ErrorCode = 10077 // "message too large", among other store failures
-	CodeHeaderTooLarge        jetstream.ErrorCode = 10097 // "header size exceeds maximum allowed of 64k"
-	CodeWorkQueueUnfiltered   jetstream.ErrorCode = 10099 // "multiple non-filtered consumers not allowed on workqueue stream"
-	CodeWorkQueueNotUnique    jetstream.ErrorCode = 10100 // "filtered consumer not unique on workqueue stream"
-	CodeStreamOffline         jetstream.ErrorCode = 10118 // "stream is offline" (500): its replicas' servers gone for now
-	CodeExpectedStreamMissing jetstream.ErrorCode = 10060 // "expected stream does not match"
+	CodeClusterUnavailable     jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable" (503): no meta leader
+	CodeStoreFailed            jetstream.ErrorCode = 10077 // "message too large", among other store failures
+	CodeHeaderTooLarge         jetstream.ErrorCode = 10097 // "header size exceeds maximum allowed of 64k"
+	CodeWorkQueueUnfiltered    jetstream.ErrorCode = 10099 // "multiple non-filtered consumers not allowed on workqueue stream"
+	CodeWorkQueueNotUnique     jetstream.ErrorCode = 10100 // "filtered consumer not unique on workqueue stream"
+	CodeStreamOffline          jetstream.ErrorCode = 10118 // "stream is offline" (500): its replicas' servers gone for now
+	CodeExpectedStreamMismatch jetstream.ErrorCode = 10060 // "expected stream does not match"
 )
 
 // API returns the server's answer err carries, or nil when the server did not answer.
