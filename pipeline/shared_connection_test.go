@@ -81,7 +81,7 @@ func TestTwoPipelinesOneConnection(t *testing.T) {
 // TestRefusedAckCountedByItsPipeline: the server refuses the acks of one pipeline's consumer; that pipeline counts
 // them and is not ready, the other one on the same connection counts none and stays ready. It failed while each
 // pipeline wrapped the connection's error handler: the second one's wrapper called the first one's, which took the
-// other consumer's refusals for its own.
+// other consumer's refusals for its own (and each refused ack was also counted unconfirmed).
 func TestRefusedAckCountedByItsPipeline(t *testing.T) {
 	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
 		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
@@ -105,6 +105,10 @@ func TestRefusedAckCountedByItsPipeline(t *testing.T) {
 	}
 	if err := ra.p.Ready(context.Background()); err != nil {
 		t.Errorf("a: Ready = %v", err)
+	}
+	// A refused ack is counted once, as refused: not also as unconfirmed for the answer it never gets.
+	if got := b.metric("dedupeworker_ack_failures_total", "reason", pipeline.AckUnconfirmed); got != 0 {
+		t.Errorf("b: ack_failures{unconfirmed} = %v, want 0", got)
 	}
 	if err := rb.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "acknowledgements failing") {
 		t.Errorf("b: Ready = %v while its acks are refused", err)
