@@ -15,6 +15,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -29,7 +31,7 @@ const (
 	dlqStream    = pipeline.DefaultDLQStream
 	bucket       = kvwindow.DefaultBucket
 	consumerName = pipeline.DefaultConsumer
-	windowTTL    = pipeline.DefaultTTL
+	windowTTL    = keys.DefaultTTL
 
 	hdrIndex  = "Bench-Index"   // envelope index in the workload
 	hdrSentAt = "Bench-Sent-At" // unix nanoseconds at publish (live mode)
@@ -176,13 +178,6 @@ func envelopeIndex(m jetstream.Msg, w *Workload) (int, error) {
 	return i, nil
 }
 
-// isWrongLastSeq reports a failed create-if-absent: the key is claimed already.
-func isWrongLastSeq(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
 // floorContender is the least work per envelope the design needs, as pipelined as a client can make it: batched
 // pulls, up to inFlight envelopes at once, each one async create of its key with a TTL (precomputed key) in its
 // bucket of a window of shards buckets, then an async publish of the output with Nats-Msg-Id, then an ack.
@@ -236,7 +231,7 @@ func floorContender(inFlight, shards int) inProcess {
 				if err == nil {
 					err = await(f)
 				}
-				if isWrongLastSeq(err) { // claimed already: a duplicate
+				if _, claimed := jserr.WrongLastSeq(err); claimed { // claimed already: a duplicate
 					_ = m.Ack()
 					return
 				}
@@ -345,13 +340,7 @@ func naive(ctx context.Context, url string, w *Workload, shards int) error {
 // workerEnv is the environment of one worker replica: the bench's own, less any DEDUPE_* it has, plus the
 // worker's settings.
 func workerEnv(url string, httpPort int, spec workerSpec) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DEDUPE_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	env := append(environWithoutSettings(),
 		"DEDUPE_NATS_URL="+url,
 		"DEDUPE_SOURCES="+sourcesYAML,
 		"DEDUPE_HTTP_ADDR=127.0.0.1:"+strconv.Itoa(httpPort),
@@ -422,4 +411,16 @@ func waitReady(ctx context.Context, reps []*workerReplica, timeout time.Duration
 		}
 	}
 	return nil
+}
+
+// environWithoutSettings is this process's environment without any DEDUPE_ setting: a child gets only the
+// settings the bench gives it.
+func environWithoutSettings() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DEDUPE_") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
@@ -171,13 +170,7 @@ func (r *ingestRequest) natsHeader(delivery string) nats.Header {
 // DEDUPE_HTTP_ADDR is left empty. With more clients than the receiver's default in-flight bound, the bound is
 // raised to the client count, so that none is answered 503 for it.
 func ingestEnv(url string, port, clients int) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "DEDUPE_") {
-			env = append(env, kv)
-		}
-	}
-	env = append(env,
+	env := append(environWithoutSettings(),
 		"DEDUPE_NATS_URL="+url,
 		"DEDUPE_INGEST_ADDR=127.0.0.1:"+strconv.Itoa(port),
 		"DEDUPE_SOURCES="+ingestSourcesYAML,

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
 )
 
 // inputRetention is how INGEST keeps envelopes (-input-retention). The zero value is work-queue retention, what
@@ -29,19 +31,7 @@ var retentionUsage = fmt.Sprintf("retention of the input stream %s, for every co
 	"age: limits retention with MaxAge %s (native: %s, as the server refuses an age limit below its duplicate window); "+
 	"limits: limits retention without limit, every envelope kept (the old baseline). "+
 	"Under age and limits the workers get DEDUPE_CONSUMER_START=all: without it the worker refuses to create its consumer on a "+
-	"preloaded stream that keeps processed envelopes", inputStream, shortDuration(inputMaxAge), shortDuration(windowTTL))
-
-// shortDuration prints 1h rather than 1h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
-}
+	"preloaded stream that keeps processed envelopes", inputStream, config.FormatDuration(inputMaxAge), config.FormatDuration(windowTTL))
 
 func (r inputRetention) String() string {
 	if r >= 0 && int(r) < len(retentionNames) {
@@ -103,7 +93,7 @@ func (r inputRetention) reportLine() string {
 		what = "work-queue retention, an envelope deleted once acknowledged (what the worker provisions)"
 	case retainAge:
 		what = fmt.Sprintf("limits retention, MaxAge %s (native: %s, its duplicate window); no envelope of a run gets old enough to expire",
-			shortDuration(inputMaxAge), shortDuration(windowTTL))
+			config.FormatDuration(inputMaxAge), config.FormatDuration(windowTTL))
 	default:
 		what = "limits retention without limit, every envelope kept (the old baseline)"
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -99,21 +98,11 @@ func (s *scServer) stop(sig syscall.Signal, grace time.Duration) (time.Duration,
 
 // heap is the server's live heap (HeapAlloc right after a forced GC), from its pprof heap profile.
 func (s *scServer) heap() (int64, error) {
-	resp, err := s.httpc.Get("http://127.0.0.1:" + strconv.Itoa(s.profile) + "/debug/pprof/heap?debug=1&gc=1")
+	h, err := heapOf(s.httpc, "http://127.0.0.1:"+strconv.Itoa(s.profile))
 	if err != nil {
-		return 0, err
+		return 0, fmt.Errorf("scale: %w", err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.SplitSeq(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
-			return strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
-		}
-	}
-	return 0, errors.New("scale: no HeapAlloc in the server's heap profile")
+	return h, nil
 }
 
 // settledHeap waits until the file store's caches have expired (10 s after their last access) and returns the

@@ -360,8 +360,11 @@ func (s *Server) getJSON(url string, v any) error {
 
 // Heap returns the server's live heap (HeapAlloc right after a forced GC), read from the runtime.MemStats
 // block of its pprof heap profile (nats-server --profile).
-func (s *Server) Heap() (int64, error) {
-	resp, err := s.httpc.Get(s.profile + "/debug/pprof/heap?debug=1&gc=1")
+func (s *Server) Heap() (int64, error) { return heapOf(s.httpc, s.profile) }
+
+// heapOf reads HeapAlloc, right after a forced GC, from the pprof heap profile served at profile (a base URL).
+func heapOf(httpc *http.Client, profile string) (int64, error) {
+	resp, err := httpc.Get(profile + "/debug/pprof/heap?debug=1&gc=1")
 	if err != nil {
 		return 0, err
 	}
@@ -370,7 +373,7 @@ func (s *Server) Heap() (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, line := range strings.Split(string(body), "\n") {
+	for line := range strings.SplitSeq(string(body), "\n") {
 		if rest, ok := strings.CutPrefix(line, "# HeapAlloc = "); ok {
 			return strconv.ParseInt(strings.TrimSpace(rest), 10, 64)
 		}

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -95,7 +96,7 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		case "tolerance":
 			d, err := time.ParseDuration(val)
 			if err != nil || d <= 0 {
-				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m (the value is not shown: it could be a misplaced secret)", at)
+				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
 			}
 			v.Tolerance = d
 		default:
@@ -128,4 +129,18 @@ func parseOnInvalid(place string, n *yaml.Node) (string, error) {
 		return "", fmt.Errorf("%s: must be %s or %s, got %s", place, OnInvalidReject, OnInvalidForward, describe(n))
 	}
 	return strings.TrimSpace(n.Value), nil
+}
+
+// shownDuration is a bad duration as an error shows it: quoted when it reads as one someone meant ("soon", "10
+// minutes", "-5m": at most 16 characters of lower-case letters, digits, '.', '-' and spaces), else only its length,
+// for a value longer or of other characters could be a secret pasted in the wrong place.
+func shownDuration(s string) string {
+	plain := s != "" && len(s) <= 16
+	for _, c := range s {
+		plain = plain && (c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == ' ')
+	}
+	if plain {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%d characters (not shown: it could be a misplaced secret)", len(s))
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
@@ -70,7 +72,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if errors.Is(err, ErrWindowLost) {
 			return Outcome{}, err
 		}
-		code, conflict := wrongLastSeq(err)
+		code, conflict := jserr.WrongLastSeq(err)
 		if !conflict {
 			return Outcome{}, w.unavailable("claim", subj, err)
 		}
@@ -78,7 +80,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
 			if k := c.Known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
-				if last, ok := lastSeqOf(err); ok && last == k.Revision {
+				if last, ok := jserr.LastSeq(err); ok && last == k.Revision {
 					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
 					// published claim.
 					w.stats.known.Add(1)
@@ -156,7 +158,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 // backoff waits d before a claim writes again, and counts the wait (see Backoffs in the tests).
 func (w *shard) backoff(ctx context.Context, d time.Duration) error {
 	start := time.Now()
-	err := pause(ctx, d)
+	err := backoff.Wait(ctx, d)
 	w.stats.backoffs.Add(1)
 	w.stats.backoffNanos.Add(uint64(time.Since(start)))
 	return err
@@ -203,17 +205,6 @@ type ttlEntry struct {
 
 var ttlCache [64]atomic.Pointer[ttlEntry]
 
-func pause(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // create publishes a claim value on subj expecting its last sequence to be expected. Its message and header map
 // come from a pool: the request has sent them by the time it returns, and a claim is the hot path.
 func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64, timeout time.Duration) (uint64, error) {
@@ -246,35 +237,6 @@ func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration)
 		return natsreq.PubAck{}, err
 	}
 	return pa, w.acked(pa)
-}
-
-// wrongLastSeq reports whether err is the server's "wrong last sequence" answer (10071, or 10164 on replicated
-// streams), with its code.
-func wrongLastSeq(err error) (jetstream.ErrorCode, bool) {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) {
-		return 0, false
-	}
-	switch api.ErrorCode {
-	case jetstream.JSErrCodeStreamWrongLastSequence, jetstream.JSErrCodeStreamWrongLastSequenceConstant:
-		return api.ErrorCode, true
-	}
-	return 0, false
-}
-
-// lastSeqOf reads the key's last revision from a 10071 refusal ("wrong last sequence: 42").
-func lastSeqOf(err error) (uint64, bool) {
-	var api *jetstream.APIError
-	if !errors.As(err, &api) || api.ErrorCode != jetstream.JSErrCodeStreamWrongLastSequence {
-		return 0, false
-	}
-	d := api.Description
-	i := strings.LastIndexByte(d, ' ')
-	if i < 0 || !strings.HasPrefix(d, "wrong last sequence") {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(d[i+1:], 10, 64)
-	return n, err == nil && n > 0
 }
 
 // kvOperation is the header the KV layer marks deletes and purges with.

@@ -8,10 +8,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dedupeworker/dedupeworker/internal/jsapi"
-	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // shard is the claim window over one JetStream KV bucket: the whole window when it is not sharded, one of its
@@ -142,7 +144,7 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
-			if createUnanswered(err) {
+			if jserr.Unanswered(err) {
 				// No answer in time (a cluster still forming, a busy server): the create may even have been made.
 				// The caller retries, and its next bind finds the bucket or creates it. The server also drops a
 				// create the user may not send, answering only on the connection: say so, or an operator could
@@ -253,18 +255,3 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	}
 	return nil
 }
-
-// createUnanswered reports whether a bucket create failed for want of an answer, or with JetStream's "temporarily
-// unavailable" (10008), rather than with the server's refusal: only those may go away by themselves. A 503
-// refusal other than 10008 (insufficient resources, a store that cannot be set up) waits for an operator.
-func createUnanswered(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) {
-		return true
-	}
-	var je jetstream.JetStreamError
-	return errors.As(err, &je) && je.APIError() != nil && je.APIError().ErrorCode == errTemporarilyUnavailable
-}
-
-// errTemporarilyUnavailable is JetStream's "system temporarily unavailable" (503), a cluster without a meta leader.
-const errTemporarilyUnavailable jetstream.ErrorCode = 10008

@@ -2,15 +2,14 @@ package kvwindow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // BytesPerKey is the server heap one live claim costs on each server that holds a replica of its bucket, as
@@ -55,24 +54,12 @@ func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
 	return out, nil
 }
 
-// NotAnswering reports whether err says that the server did not answer a request rather than refused it: no reply
-// before the deadline, no responders on the JetStream API, JetStream or its cluster not available (503), the
-// stream offline (its servers gone from the cluster for now). That is what a bucket's server that is stopping, or
-// is back but still recovering its streams, and a bucket whose stream has no leader, give until they are back: it
-// passes by itself. An error of a disconnected connection is not one
-// (the request never left the client). bucket is the bucket of err (a *BucketError, as Ping's errors are), or "".
+// NotAnswering reports whether err says that the server did not answer a request rather than refused it
+// (jserr.NotAnswering): what a bucket's server that is stopping, or is back but still recovering its streams, and
+// a bucket whose stream has no leader, give until they are back. bucket is the bucket of err (a *BucketError, as
+// Ping's errors are), or "".
 func NotAnswering(err error) (bucket string, ok bool) {
-	if err == nil {
-		return "", false
-	}
-	var je jetstream.JetStreamError
-	switch {
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout),
-		errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse),
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrServerShutdown):
-	case errors.As(err, &je) && je.APIError() != nil && (je.APIError().Code == http.StatusServiceUnavailable ||
-		je.APIError().ErrorCode == errStreamOffline):
-	default:
+	if !jserr.NotAnswering(err) {
 		return "", false
 	}
 	var be *BucketError
@@ -81,10 +68,6 @@ func NotAnswering(err error) (bucket string, ok bool) {
 	}
 	return "", true
 }
-
-// errStreamOffline is the server's answer for a stream whose replicas' servers are all gone for now ("stream is
-// offline", 500): a bucket of one replica whose server is down or not yet back in the cluster.
-const errStreamOffline jetstream.ErrorCode = 10118
 
 // Move is one leader change Rebalance makes (or would make): the bucket's stream leader moves from From to To.
 type Move struct {
@@ -134,22 +117,18 @@ func (w *Window) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
 // stepDown asks the bucket's stream leader to hand over to m.To and waits until it has.
 func (w *Window) stepDown(ctx context.Context, m Move) error {
 	s := w.shards[slices.IndexFunc(w.shards, func(s *shard) bool { return s.cfg.Bucket == m.Bucket })]
-	req, _ := json.Marshal(map[string]any{"placement": map[string]string{"preferred": m.To}})
-	octx, cancel := s.opCtx(ctx)
-	msg, err := s.nc.RequestWithContext(octx, s.api+"STREAM.LEADER.STEPDOWN."+s.stream, req)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
-	}
+	req := map[string]any{"placement": map[string]string{"preferred": m.To}}
 	var resp struct {
-		Success bool                `json:"success"`
-		Error   *jetstream.APIError `json:"error"`
+		Success bool `json:"success"`
 	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return fmt.Errorf("kvwindow: step down %s: %w", m.Bucket, err)
-	}
-	if resp.Error != nil {
-		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, resp.Error)
+	octx, cancel := s.opCtx(ctx)
+	err := jsapi.Request(octx, s.nc, s.api+"STREAM.LEADER.STEPDOWN."+s.stream, req, &resp)
+	cancel()
+	switch {
+	case jserr.API(err) != nil:
+		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, err)
+	case err != nil:
+		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
 	}
 	deadline := time.Now().Add(max(w.cfg.Timeout, 10*time.Second))
 	for {
@@ -169,7 +148,7 @@ func (w *Window) stepDown(ctx context.Context, m Move) error {
 			}
 			return fmt.Errorf("%w: step down %s to %s: %w", ErrUnavailable, m.Bucket, m.To, err)
 		}
-		if err := pause(ctx, 50*time.Millisecond); err != nil {
+		if err := backoff.Wait(ctx, 50*time.Millisecond); err != nil {
 			return err
 		}
 	}

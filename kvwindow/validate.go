@@ -19,18 +19,15 @@ var ErrInvalid = errors.New("kvwindow: invalid argument")
 // "=" + base64url(SHA-256(key)).
 const MaxRawKey = 48
 
-// ValidID reports whether s is a valid tenant or source id: 1–64 characters of [A-Za-z0-9_-].
-func ValidID(s string) bool { return ident.Valid(s) }
-
 // validateScope checks a tenant and a source id (source may be empty only when allowEmptySource).
 func validateScope(tenant, source string, allowEmptySource bool) error {
-	if !ValidID(tenant) {
+	if !ident.Valid(tenant) {
 		return fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", ErrInvalid, tenant)
 	}
 	if source == "" && allowEmptySource {
 		return nil
 	}
-	if !ValidID(source) {
+	if !ident.Valid(source) {
 		return fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", ErrInvalid, source)
 	}
 	return nil
@@ -87,7 +84,7 @@ func appendKVKey(dst []byte, tenant, source, key string) []byte {
 // hashed key: only its claim value records its exact bytes). ok is false for a key this package does not write.
 func scopeOf(kvKey string) (tenant, source, key string, ok bool) {
 	parts := strings.SplitN(kvKey, ".", 3)
-	if len(parts) != 3 || !ValidID(parts[0]) || !ValidID(parts[1]) || parts[2] == "" {
+	if len(parts) != 3 || !ident.Valid(parts[0]) || !ident.Valid(parts[1]) || parts[2] == "" {
 		return "", "", "", false
 	}
 	if strings.HasPrefix(parts[2], "=") {

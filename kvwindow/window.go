@@ -2,7 +2,6 @@ package kvwindow
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +10,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // Get returns the live claim on (tenant, source, key), read from the stream leader.
@@ -92,7 +94,7 @@ func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uin
 		if errors.Is(err, ErrWindowLost) {
 			return false, err
 		}
-		if _, conflict := wrongLastSeq(err); conflict {
+		if _, conflict := jserr.WrongLastSeq(err); conflict {
 			// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
 			// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
 			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
@@ -154,23 +156,15 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 	if !w.nc.IsConnected() {
 		return 0, fmt.Errorf("purge %s: %w", filter, nats.ErrDisconnected)
 	}
-	req, _ := json.Marshal(struct {
-		Filter string `json:"filter"`
-	}{filter})
-	msg, err := w.nc.RequestWithContext(ctx, w.api+"STREAM.PURGE."+w.stream, req)
-	if err != nil {
-		return 0, err
-	}
 	var resp struct {
-		Success bool                `json:"success"`
-		Purged  uint64              `json:"purged"`
-		Error   *jetstream.APIError `json:"error"`
+		Success bool   `json:"success"`
+		Purged  uint64 `json:"purged"`
 	}
-	if err := json.Unmarshal(msg.Data, &resp); err != nil {
-		return 0, fmt.Errorf("purge response: %w", err)
-	}
-	if resp.Error != nil {
-		return 0, resp.Error
+	req := struct {
+		Filter string `json:"filter"`
+	}{filter}
+	if err := jsapi.Request(ctx, w.nc, w.api+"STREAM.PURGE."+w.stream, req, &resp); err != nil {
+		return 0, err
 	}
 	if !resp.Success {
 		return 0, errors.New("purge not successful")
@@ -235,7 +229,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		if errors.Is(err, ErrWindowLost) {
 			return 0, false, err
 		}
-		if _, conflict := wrongLastSeq(err); conflict {
+		if _, conflict := jserr.WrongLastSeq(err); conflict {
 			return 0, false, nil
 		}
 		return 0, false, w.unavailable("mark published", subj, err)

@@ -37,7 +37,6 @@ type Window interface {
 
 // Defaults applied by New (and WithDefaults) to zero-valued Config fields.
 const (
-	DefaultTTL             = 72 * time.Hour
 	DefaultInputStream     = "INGEST"
 	DefaultInputPrefix     = contract.DefaultInputPrefix
 	DefaultOutputStream    = "DEDUPED"
@@ -67,7 +66,7 @@ type Config struct {
 	Sources keys.Sources
 	// Extractor finds event keys (zero value: 1 MiB JSON limit).
 	Extractor keys.Extractor
-	// DefaultTTL is the claim TTL of a source whose spec sets none. Default 72h.
+	// DefaultTTL is the claim TTL of a source whose spec sets none. Default keys.DefaultTTL.
 	DefaultTTL time.Duration
 
 	// InputStream captures "<InputPrefix>.<tenant>.<source>". Defaults INGEST and ingest.
@@ -153,7 +152,7 @@ func (c Config) WithDefaults() Config {
 	def(&c.DLQPrefix, DefaultDLQPrefix)
 	def(&c.Consumer, DefaultConsumer)
 	if c.DefaultTTL == 0 {
-		c.DefaultTTL = DefaultTTL
+		c.DefaultTTL = keys.DefaultTTL
 	}
 	if c.Replicas == 0 {
 		c.Replicas = DefaultReplicas

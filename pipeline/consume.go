@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 )
 
 var errConnClosed = errors.New("pipeline: NATS connection closed")
@@ -25,7 +27,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			p.nakShutdown.Inc()
 		}
 	}
-	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
@@ -53,12 +55,12 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			if ok, _ := p.bindLog.allow(); ok {
 				p.log.Warn("pipeline: cannot consume; retrying", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
 			}
-			if !bo.sleep(ctx) {
+			if !bo.Sleep(ctx) {
 				return nil
 			}
 			continue
 		}
-		bo.reset()
+		bo.Reset()
 		p.setBound(true)
 		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
 	watch:
@@ -93,12 +95,12 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 					sub.stop()
 					p.setBound(false)
 					p.log.Warn("pipeline: binding the consumer again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
-					bo.reset()
+					bo.Reset()
 					break watch
 				}
 			}
 		}
-		if !bo.sleep(ctx) {
+		if !bo.Sleep(ctx) {
 			return nil
 		}
 	}

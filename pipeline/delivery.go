@@ -2,13 +2,15 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // delivery is one envelope as the consumer delivered it, with what its ack subject says about it and the moment
@@ -115,27 +117,12 @@ func (p *Pipeline) inputHolds(ctx context.Context, seq uint64, stamp int64) (boo
 	if err != nil {
 		return false, err
 	}
-	var r struct {
-		Message *struct {
-			Time time.Time `json:"time"`
-		} `json:"message"`
-		Error *struct {
-			Code    int    `json:"code"`
-			ErrCode int    `json:"err_code"`
-			Desc    string `json:"description"`
-		} `json:"error"`
+	m, err := natsreq.ParseStoredMsg(resp.Data)
+	switch {
+	case jserr.MsgNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pipeline: message get %s/%d: %w", p.cfg.InputStream, seq, err)
 	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return false, fmt.Errorf("pipeline: message get response: %w", err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrCode == 10037 { // no message found
-			return false, nil
-		}
-		return false, fmt.Errorf("pipeline: message get %s/%d: %s (%d)", p.cfg.InputStream, seq, r.Error.Desc, r.Error.ErrCode)
-	}
-	if r.Message == nil {
-		return false, fmt.Errorf("pipeline: message get %s/%d: empty answer", p.cfg.InputStream, seq)
-	}
-	return r.Message.Time.UnixNano() == stamp, nil
+	return m.Time.UnixNano() == stamp, nil
 }

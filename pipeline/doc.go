@@ -65,4 +65,7 @@
 // watcher, and the consume supervisor (Run's own goroutine). Each worker handles one envelope at a time — claim,
 // publish and a wait for JetStream's answer, ack and a wait for the server's confirmation — so up to MaxInFlight
 // round trips overlap, and reuses its outbound message, header map and buffers between envelopes.
+//
+// A pipeline uses its connection as one client among others: it never takes over the connection's handlers, and
+// several pipelines (on different streams) may share one connection.
 package pipeline

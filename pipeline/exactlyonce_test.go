@@ -189,8 +189,8 @@ func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
 		if info.NumRedelivered < 1 || e.metric("dedupeworker_envelopes_total", "outcome", "unique") < 3 {
 			return fmt.Errorf("redelivered %d, published %v times", info.NumRedelivered, e.metric("dedupeworker_envelopes_total", "outcome", "unique"))
 		}
-		// The server refuses an ack only in an asynchronous -ERR, which the connection's error callback counts on
-		// its own goroutine, in no order with the worker that counts the envelope: poll it too.
+		// The server refuses an ack only in an asynchronous -ERR; the worker counts it once the ack's answer is
+		// overdue, in no order with the count of the envelope: poll it too.
 		if got := e.metric("dedupeworker_ack_failures_total", "reason", pipeline.AckRefused); got < 1 {
 			return fmt.Errorf("ack_failures{refused} = %v, want > 0", got)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
@@ -19,7 +20,7 @@ func (w *worker) publishResult(err error) protocol.PublishResult {
 		return protocol.PublishStored
 	case w.ctx.Err() != nil:
 		return protocol.PublishCancelled
-	case permanent(err):
+	case jserr.TooLarge(err):
 		return protocol.PublishRefused
 	}
 	w.p.publishDown(err)
@@ -36,7 +37,7 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	// Keep what fits rather than retry for ever: the sender's headers go, the body is cut, and the dead letter says
 	// so and names the envelope's sequence in the input stream, where the original still is.
 	for _, keep := range []int{int(p.nc.MaxPayload()) - trimmedRoom, 0} {
-		if err == nil || !permanent(err) || w.ctx.Err() != nil || keep < 0 {
+		if err == nil || !jserr.TooLarge(err) || w.ctx.Err() != nil || keep < 0 {
 			break
 		}
 		out = w.buildTrimmedDeadLetter(m.Subject, m.Header, m.Data, reason, why, keep)
@@ -65,7 +66,9 @@ func (w *worker) ack(d *delivery) bool {
 	case errors.Is(err, nats.ErrNoResponders):
 		w.p.ackFailed(AckNoConsumer, fmt.Errorf("no consumer took the ack (deleted, or its stream): %w", err))
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
-		if w.ctx.Err() == nil {
+		if refusal := w.p.ackRefusal(d); refusal != nil {
+			w.p.ackFailed(AckRefused, refusal)
+		} else if w.ctx.Err() == nil {
 			w.p.ackFailed(AckUnconfirmed, fmt.Errorf("no answer to the ack within %s: %w", w.p.ackTimeout(), err))
 		}
 	default:

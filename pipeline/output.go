@@ -1,13 +1,10 @@
 package pipeline
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -46,25 +43,6 @@ func headerSize(h nats.Header) int {
 		}
 	}
 	return n
-}
-
-// permanent reports whether a publish can never succeed, so retrying is pointless: the message is too large for
-// the server or the stream.
-func permanent(err error) bool {
-	if errors.Is(err, nats.ErrMaxPayload) {
-		return true
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case jetstream.JSErrCodeStreamMessageExceedsMaximum,
-			10097: // JSStreamHeaderExceedsMaximumErr: the header block is over JetStream's 64 KiB
-			return true
-		case 10077: // JSStreamStoreFailedF: permanent only when the message itself is too large
-			return strings.Contains(strings.ToLower(apiErr.Description), "message too large")
-		}
-	}
-	return false
 }
 
 // headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones

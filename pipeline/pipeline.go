@@ -14,7 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
@@ -212,12 +214,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.req = req
 	defer func() { _ = req.Close() }()
 
-	// Refused acks show only as asynchronous errors of the connection.
-	nc := p.nc
-	prevErrHandler := nc.ErrorHandler()
-	nc.SetErrorHandler(p.asyncError(prevErrHandler))
-	defer nc.SetErrorHandler(prevErrHandler)
-
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {
 			return err
@@ -263,7 +259,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 func (p *Pipeline) provision(ctx context.Context) error {
-	bo := backoff{min: 100 * time.Millisecond, max: 5 * time.Second}
+	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		err := Provision(ctx, p.js, p.cfg)
 		if err == nil || ctx.Err() != nil {
@@ -273,21 +269,14 @@ func (p *Pipeline) provision(ctx context.Context) error {
 			return err
 		}
 		p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
-		if !bo.sleep(ctx) {
+		if !bo.Sleep(ctx) {
 			return nil
 		}
 	}
 }
 
-// retryable reports whether a JetStream API failure may go away by itself (no responders, timeouts, a server
-// without a leader yet) rather than being the server's definite answer.
+// retryable reports whether a provisioning failure may go away by itself (no responders, timeouts, a server
+// without a leader yet) rather than being the server's definite answer or a configuration that cannot work.
 func retryable(err error) bool {
-	if errors.Is(err, ErrIncompatible) || errors.Is(err, ErrConsumerStart) {
-		return false
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		return apiErr.Code >= 500
-	}
-	return true
+	return !errors.Is(err, ErrIncompatible) && !errors.Is(err, ErrConsumerStart) && !jserr.Refused(err)
 }

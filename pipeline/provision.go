@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
@@ -161,7 +162,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 			return nil
 		}
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
-			if workQueueTaken(err) {
+			if jserr.WorkQueueTaken(err) {
 				return workQueueConflict(ctx, js, cfg, err)
 			}
 			return fmt.Errorf("pipeline: create consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
@@ -227,18 +228,6 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 			"max_ack_pending", got.MaxAckPending, "max_in_flight", cfg.MaxInFlight)
 	}
 	return nil
-}
-
-// The server's refusals of a second consumer over the same subjects of a work-queue stream: "multiple
-// non-filtered consumers not allowed on workqueue stream" and "filtered consumer not unique on workqueue stream".
-const (
-	errCodeWQMultipleUnfiltered jetstream.ErrorCode = 10099
-	errCodeWQNotUnique          jetstream.ErrorCode = 10100
-)
-
-func workQueueTaken(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWQMultipleUnfiltered || apiErr.ErrorCode == errCodeWQNotUnique)
 }
 
 // conflictError is an error whose text explains it all, wrapping ErrIncompatible (it is never retried) and the

@@ -90,8 +90,7 @@ func (p *Pipeline) windowReason(err error) error {
 }
 
 // failureQuiet is how long after the last failed publish (with no success since) or failed ack the pipeline stays
-// unready. Acks are sent without an answer, so their success shows only as the absence of failures; and with
-// nothing left to publish, no success can clear a publish failure.
+// unready: with nothing left to publish or acknowledge, no success can clear a failure.
 func (p *Pipeline) failureQuiet() time.Duration { return max(10*time.Second, 2*p.cfg.StatusInterval) }
 
 // failure is an error and when (p.clock) it happened.
@@ -133,17 +132,24 @@ func (p *Pipeline) ackFailed(reason string, err error) {
 	}
 }
 
-// asyncError wraps the connection's asynchronous error handler: the server refuses an ack (a permissions
-// violation on $JS.ACK.>) only in an asynchronous -ERR, never to the Ack call.
-func (p *Pipeline) asyncError(prev nats.ErrHandler) nats.ErrHandler {
-	return func(nc *nats.Conn, sub *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) && strings.Contains(strings.ToLower(err.Error()), "\"$js.ack.") {
-			p.ackFailed(AckRefused, err)
-		}
-		if prev != nil {
-			prev(nc, sub, err)
-		}
+// ackRefusal returns the server's refusal of the ack of d, when the connection's last error is one. The server
+// refuses a publish it does not permit (a permissions violation on $JS.ACK.>) only in an asynchronous -ERR that
+// names the subject, never with an answer: a refused ack is an ack left without an answer. The connection keeps
+// the -ERR as its last error, so the pipeline reads it there and leaves the connection's error handler to its
+// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's.
+func (p *Pipeline) ackRefusal(d *delivery) error {
+	err := p.nc.LastError()
+	if !errors.Is(err, nats.ErrPermissionViolation) {
+		return nil
 	}
+	_, subj, ok := strings.Cut(err.Error(), "Publish to \"")
+	if subj, _, ok = strings.Cut(subj, "\""); !ok {
+		return nil
+	}
+	if stream, _, _, _, ok := parseAckSubject(subj); !ok || stream != d.stream {
+		return nil
+	}
+	return err
 }
 
 // updateReady sets dedupeworker_ready from the state as it is now. Every change calls it after storing itself; the

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"sync"
 	"time"
 )
@@ -15,30 +14,6 @@ func waitFor(ch <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
-	}
-}
-
-// backoff is a capped exponential delay for retry loops.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-// sleep waits for the next delay; false when ctx was cancelled first.
-func (b *backoff) sleep(ctx context.Context) bool {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	t := time.NewTimer(b.cur)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

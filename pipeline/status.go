@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // link is what the status loop saw of the NATS connection's outages, for readiness to say how long and why.
@@ -67,15 +68,10 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 	p.updateReady()                     // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
 }
 
-// offline reports whether err is the connection's, not the server's: the request was never sent (no reconnect
-// buffer: a publish while disconnected fails at once with "outbound buffer limit exceeded") or the connection
-// went away under it. Readiness reports the connection itself; such an error says nothing about the consumer,
-// the window or the output stream, and must not outlive the outage in what readiness says.
-func (p *Pipeline) offline(err error) bool {
-	return !p.nc.IsConnected() || errors.Is(err, nats.ErrReconnectBufExceeded) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-		errors.Is(err, nats.ErrConnectionClosed)
-}
+// offline reports whether err is the connection's, not the server's (jserr.Offline). Readiness reports the
+// connection itself; such an error says nothing about the consumer, the window or the output stream, and must not
+// outlive the outage in what readiness says.
+func (p *Pipeline) offline(err error) bool { return jserr.Offline(p.nc, err) }
 
 func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if !p.nc.IsConnected() {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // errStoredElsewhere: a PubAck from another stream than the input stream (Nats-Expected-Stream makes the server
@@ -73,14 +75,13 @@ func classify(err error) publishFailure {
 	if errors.Is(err, nats.ErrMaxPayload) {
 		return failTooLarge
 	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
+	if api := jserr.API(err); api != nil {
+		switch api.ErrorCode {
 		case jetstream.JSErrCodeStreamMessageExceedsMaximum:
 			return failTooLarge
-		case jsErrCodeHeaderTooLarge:
+		case jserr.CodeHeaderTooLarge:
 			return failHeadersTooLarge
-		case jsErrCodeStreamNotMatch:
+		case jserr.CodeExpectedStreamMismatch:
 			return failMisrouted
 		}
 		return failUnavailable // the server answered: it did not store it
@@ -95,11 +96,3 @@ func classify(err error) publishFailure {
 	}
 	return failUnavailable
 }
-
-// jsErrCodeStreamNotMatch is the server's answer to a publish whose Nats-Expected-Stream is not the stream that
-// captures the subject ("expected stream does not match").
-const jsErrCodeStreamNotMatch jetstream.ErrorCode = 10060
-
-// jsErrCodeHeaderTooLarge is the server's answer to a header block over 65535 bytes ("header size exceeds maximum
-// allowed of 64k"); MaxHeaderBytesLimit keeps the receiver's own blocks below it.
-const jsErrCodeHeaderTooLarge jetstream.ErrorCode = 10097

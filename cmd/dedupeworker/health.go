@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 )
 
 // startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, the role's own
@@ -117,22 +119,21 @@ func (h *handoff) current() *handoffListener {
 }
 
 func (h *handoff) accept() {
-	var backoff time.Duration
+	bo := backoff.Backoff{Min: 5 * time.Millisecond, Max: time.Second}
 	for {
 		c, err := h.ln.Accept()
 		if err != nil {
 			// As net/http's Serve: out of file descriptors and the like pass; anything else (closed) ends it.
 			var te interface{ Temporary() bool }
 			if !errors.Is(err, net.ErrClosed) && errors.As(err, &te) && te.Temporary() {
-				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-				time.Sleep(backoff)
+				time.Sleep(bo.Next())
 				continue
 			}
 			h.err = err
 			close(h.failed)
 			return
 		}
-		backoff = 0
+		bo.Reset()
 		h.deliver(c)
 	}
 }

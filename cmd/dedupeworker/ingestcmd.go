@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -130,17 +131,8 @@ func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
 	}
 	log.Info("signing secrets loaded", "secrets", in.secrets) // counts and origins only (Secrets.LogValue)
 
-	stopLogged := make(chan struct{})
-	stopLog := context.AfterFunc(ctx, func() {
-		defer close(stopLogged)
-		log.Info("stopping: " + stopReason(ctx))
-	})
-	defer func() {
-		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
-		if ctx.Err() != nil || !stopLog() {
-			<-stopLogged
-		}
-	}()
+	stopLogged, waitStopLine := logStopping(ctx, log)
+	defer waitStopLine()
 
 	// The address first, with health and metrics on it: a receiver that cannot reach NATS answers its probes
 	// (/readyz 503 with the step it waits for) and deliveries (503, Retry-After) while it waits.
@@ -287,16 +279,16 @@ func replayWindowConfig(c config.Config) kvwindow.Config {
 // backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	wcfg := replayWindowConfig(in.cfg)
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for {
 		window, err := kvwindow.New(ctx, js, wcfg)
 		if err == nil || ctx.Err() != nil {
 			return window, err
 		}
+		wait := bo.Next()
 		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
 		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, err
 		}
 	}

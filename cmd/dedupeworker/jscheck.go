@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 )
 
@@ -30,7 +31,8 @@ const jetStreamGrace = 10 * time.Second
 func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server string, grace time.Duration, log *slog.Logger, st *startStatus) error {
 	subject := jsapi.Prefix(js.Options()) + "STREAM.INFO." + stream
 	start := time.Now()
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 2*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 2 * time.Second}
+	for {
 		lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		_, err := js.Stream(lctx, stream)
 		cancel()
@@ -47,15 +49,13 @@ func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server 
 			return fmt.Errorf("dedupeworker: %s: %w on this server (start nats-server with -js, or jetstream {} in its configuration): no responders on %s for %s",
 				server, errJetStreamOff, subject, took.Round(100*time.Millisecond))
 		}
-		wait = min(wait, left)
+		wait := min(bo.Next(), left)
 		st.wait("JetStream not enabled on the server at %s: no responders on %s (asked again for %s before the start fails)",
 			server, subject, left.Round(time.Second))
 		log.Warn("JetStream does not answer: no responders; JetStream is not enabled on the server, or not reachable yet",
 			"server", server, "subject", subject, "in", wait, "gives_up_in", left.Round(time.Millisecond))
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := backoff.Wait(ctx, wait); err != nil {
+			return err
 		}
 	}
 }

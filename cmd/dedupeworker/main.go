@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
@@ -54,4 +55,20 @@ func stopReason(ctx context.Context) string {
 		return err.Error()
 	}
 	return "running"
+}
+
+// logStopping logs why the process stops ("stopping: received SIGTERM") as soon as ctx ends; logged is closed
+// once the line is written. wait, deferred, waits for it when a stop ended the start at once (a connect
+// interrupted): the line is written before the caller's own last lines, not raced.
+func logStopping(ctx context.Context, log *slog.Logger) (logged <-chan struct{}, wait func()) {
+	done := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(done)
+		log.Info("stopping: " + stopReason(ctx))
+	})
+	return done, func() {
+		if ctx.Err() != nil || !stop() {
+			<-done
+		}
+	}
 }

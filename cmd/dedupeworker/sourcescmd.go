@@ -204,7 +204,7 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "%s: no source declared: the worker declares one source per preset, named after it:\n", o)
 		return writeSources(stdout, keys.PresetSources(), true, def)
 	}
-	fmt.Fprintf(stdout, "%s: %d sources\n", o, len(src.Specs))
+	fmt.Fprintf(stdout, "%s: %d %s\n", o, len(src.Specs), plural(uint64(len(src.Specs)), "source", "sources"))
 	if err := writeSources(stdout, src, false, def); err != nil {
 		return err
 	}

@@ -183,8 +183,11 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	key := fs.String("key", "", "the exact event key")
 	dedupeKey := fs.String("dedupe-key", "", "the Dedupe-Key header value (percent-encoded key); needs --tenant and --source")
 	idemKey := fs.String("idempotency-key", "", "the Idempotency-Key header value: <tenant>:<source>:<percent-encoded key>")
-	all := fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
-	yes := fs.Bool("yes", false, "confirm --all")
+	all, yes := new(bool), new(bool) // forget's alone: get's help does not list them
+	if sub == "forget" {
+		all = fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
+		yes = fs.Bool("yes", false, "confirm --all")
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return windowTarget{}, err
 	}
@@ -211,8 +214,6 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 
 	if *all {
 		switch {
-		case sub == "get":
-			return windowTarget{}, bad("--all is only for forget")
 		case len(forms) > 0:
 			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
 		case *tenant == "":

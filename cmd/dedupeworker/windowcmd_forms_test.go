@@ -182,7 +182,7 @@ func TestWindowFormsUsageErrors(t *testing.T) {
 		{[]string{"forget", "--tenant", "a", "--all", "--yes", "--idempotency-key", "a:s:k"}, "--all and --idempotency-key exclude each other"},
 		{[]string{"forget", "--tenant", "a", "--all", "--yes", "--key", "k", "--dedupe-key", "k"}, "--all, --key and --dedupe-key exclude each other"},
 		{[]string{"forget", "--all", "--yes"}, "window forget: --all needs --tenant"},
-		{[]string{"get", "--tenant", "a", "--all"}, "--all is only for forget"},
+		{[]string{"get", "--tenant", "a", "--all"}, "window get: flag provided but not defined: -all"},
 		{[]string{"get", "--tenant", "a", "--source", "s.t", "--key", "k"}, `--source "s.t": must be`},
 	}
 	for _, tc := range cases {

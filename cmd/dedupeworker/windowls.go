@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -41,9 +42,9 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return usageErr("window ls: unexpected argument %q", fs.Arg(0))
 	case *tenant == "":
 		return usageErr("window ls: --tenant is required")
-	case !kvwindow.ValidID(*tenant):
+	case !keys.ValidID(*tenant):
 		return usageErr("window ls: --tenant %q must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	case *source != "" && !kvwindow.ValidID(*source):
+	case *source != "" && !keys.ValidID(*source):
 		return usageErr("window ls: --source %q must be 1-64 characters of [A-Za-z0-9_-]", *source)
 	case *limit < 1 || *limit > kvwindow.MaxList:
 		return usageErr("window ls: --limit must be between 1 and %d, got %d", kvwindow.MaxList, *limit)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/embedded"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
@@ -76,17 +77,8 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		}
 	}()
 	// Say why the worker stops when it starts to ("stopping: received SIGTERM"), before the shutdown's own lines.
-	stopLogged := make(chan struct{})
-	stopLog := context.AfterFunc(ctx, func() {
-		defer close(stopLogged)
-		log.Info("stopping: " + stopReason(ctx))
-	})
-	defer func() {
-		// A stop can end the start at once (a connect interrupted): then the line is waited for, not raced.
-		if ctx.Err() != nil || !stopLog() {
-			<-stopLogged
-		}
-	}()
+	_, waitStopLine := logStopping(ctx, log)
+	defer waitStopLine()
 
 	// Health and metrics before anything that can wait: a worker that cannot reach NATS or its window answers its
 	// probes (/readyz 503 with the step it waits for) and is scraped (dedupeworker_ready 0) while it waits.
@@ -218,7 +210,8 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
-	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for {
 		missing, published := w.windowBefore(ctx, js, cfg)
 		window, err := kvwindow.New(ctx, js, cfg)
 		if err == nil {
@@ -227,11 +220,10 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
 			return window, err
 		}
+		wait := bo.Next()
 		w.log.Warn("dedupe window not reachable yet; retrying", "bucket", cfg.Bucket, "in", wait, "err", err)
 		w.status.wait("waiting for the dedupe window %s: %v", cfg.Bucket, err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, err
 		}
 	}

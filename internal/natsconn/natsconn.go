@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -20,6 +19,9 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // Config is how to reach NATS.
@@ -89,7 +91,8 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 	}
 	start := time.Now()
 	deadline := start.Add(cfg.RetryFor)
-	for attempt, wait := 1, 250*time.Millisecond; ; attempt, wait = attempt+1, min(2*wait, 5*time.Second) {
+	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
+	for attempt := 1; ; attempt++ {
 		timeout := cfg.ConnectTimeout
 		if left := time.Until(deadline); attempt > 1 && left < timeout {
 			timeout = max(left, 100*time.Millisecond)
@@ -99,18 +102,16 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 			return nc, nil
 		}
 		left := time.Until(deadline)
-		if !Unreachable(err) || left <= 0 {
+		if !jserr.Unreachable(err) || left <= 0 {
 			if attempt > 1 {
 				err = fmt.Errorf("%w (gave up after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Millisecond))
 			}
 			return nil, cfg.connectErr(err)
 		}
-		wait = min(wait, left)
+		wait := min(bo.Next(), left)
 		log.Warn("NATS not reachable yet; retrying", "url", Redact(cfg.URL), "from", cfg.Origin, "attempt", attempt,
 			"in", wait, "gives_up_in", left.Round(time.Millisecond), "err", err)
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
+		if backoff.Wait(ctx, wait) != nil {
 			return nil, cfg.connectErr(fmt.Errorf("%w (interrupted after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Millisecond)))
 		}
 	}
@@ -123,31 +124,6 @@ func (cfg Config) connectErr(err error) error {
 		return fmt.Errorf("natsconn: connect to %s: %w (%s)", Redact(cfg.URL), err, cfg.Origin)
 	}
 	return fmt.Errorf("natsconn: connect to %s: %w", Redact(cfg.URL), err)
-}
-
-// Unreachable reports whether a failed first connection means "the server is not there (yet)": refused, reset,
-// timed out, a name that does not resolve, a connection closed during the handshake. Anything else — the server's
-// -ERR (authorization violation and the like), a TLS alert or a certificate it does not trust, a bad option — is
-// not worth retrying.
-func Unreachable(err error) bool {
-	if errors.Is(err, nats.ErrTLS) {
-		// The connection closed right after the TLS handshake (io.EOF, a reset or a broken pipe, depending on
-		// timing): the server refused the client certificate.
-		return false
-	}
-	if errors.Is(err, nats.ErrNoServers) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, io.EOF) ||
-		errors.Is(err, io.ErrUnexpectedEOF) {
-		return true
-	}
-	// Socket errors (dial, read, write) come as *net.OpError; a TLS alert from the server too, with Op "remote
-	// error": the server refuses our certificate (or the lack of one), which no retry changes. A bare errno (from
-	// reading a file) is not a socket error, though it implements net.Error.
-	var op *net.OpError
-	if errors.As(err, &op) {
-		return op.Op != "remote error"
-	}
-	var dns *net.DNSError
-	return errors.As(err, &dns)
 }
 
 // options are the connection options of cfg, except the per-attempt timeout. Files are checked here, so that an
@@ -222,7 +198,7 @@ func (cfg Config) options(log *slog.Logger) ([]nats.Option, error) {
 		opts = append(opts, nats.CustomInboxPrefix(cfg.InboxPrefix))
 	}
 	// RootCAs and ClientCert read their files when nats.Connect applies them: a bad TLS setup fails the first
-	// attempt with an error Unreachable does not retry.
+	// attempt with an error jserr.Unreachable does not retry.
 	return opts, nil
 }
 

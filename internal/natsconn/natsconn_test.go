@@ -10,15 +10,12 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -256,32 +253,6 @@ func TestConnectTLSFailsFast(t *testing.T) {
 			}
 			t.Logf("%v", err)
 		})
-	}
-}
-
-func TestUnreachable(t *testing.T) {
-	dial := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
-	cases := []struct {
-		err  error
-		want bool
-	}{
-		{nats.ErrNoServers, true},
-		{fmt.Errorf("x: %w", nats.ErrTimeout), true},
-		{io.EOF, true},
-		{dial, true},
-		{&net.OpError{Op: "dial", Net: "tcp", Err: &net.DNSError{Err: "no such host", Name: "nats", IsNotFound: true}}, true},
-		{&net.DNSError{Err: "server misbehaving", Name: "nats"}, true},
-		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, false},
-		{fmt.Errorf("%w: connection closed by remote after TLS handshake: %w", nats.ErrTLS, io.EOF), false},
-		{nats.ErrAuthorization, false},
-		{&fs.PathError{Op: "open", Path: "/x.creds", Err: syscall.ENOENT}, false},
-		{syscall.ETIMEDOUT, false}, // a bare errno is no socket error
-		{errors.New("nats: maximum connections exceeded"), false},
-	}
-	for _, tc := range cases {
-		if got := natsconn.Unreachable(tc.err); got != tc.want {
-			t.Errorf("Unreachable(%#v) = %v, want %v", tc.err, got, tc.want)
-		}
 	}
 }
 

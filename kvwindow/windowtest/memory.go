@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -245,10 +246,10 @@ func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll drops every claim of tenant and source (source "" = the whole tenant) and returns how many live
 // claims it dropped.
 func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
-	if !kvwindow.ValidID(tenant) {
+	if !keys.ValidID(tenant) {
 		return 0, fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, tenant)
 	}
-	if source != "" && !kvwindow.ValidID(source) {
+	if source != "" && !keys.ValidID(source) {
 		return 0, fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, source)
 	}
 	m.mu.Lock()
