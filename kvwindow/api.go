@@ -10,7 +10,7 @@ import (
 type Claims interface {
 	Claim(ctx context.Context, c Claim) (Outcome, error)
 	MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error)
-	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error)
 	Get(ctx context.Context, tenant, source, key string) (Entry, bool, error)
 	Ping(ctx context.Context) error
 	Close() error

@@ -171,11 +171,11 @@ func TestReplicated(t *testing.T) {
 				t.Errorf("%s: earlier delivery afterwards: %+v %v, want Stale rev %d", key, got, err, last.Revision)
 				return
 			}
-			if ok, err := ws[(k+2)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision-1); ok || err != nil {
+			if ok, err := ws[(k+2)%3].Release(ctxT(t, 10*time.Second), cl, last.Revision-1, false); ok || err != nil {
 				t.Errorf("%s: release of an older revision: %v %v", key, ok, err)
 				return
 			}
-			if ok, err := ws[(k+1)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision); !ok || err != nil {
+			if ok, err := ws[(k+1)%3].Release(ctxT(t, 10*time.Second), cl, last.Revision, false); !ok || err != nil {
 				t.Errorf("%s: release by the holder: %v %v", key, ok, err)
 				return
 			}

@@ -60,7 +60,11 @@ type Value struct {
 
 // EncodeValue is the compact value a claim of c first claimed at firstMs stores.
 func EncodeValue(c Claim, firstMs int64, published bool) []byte {
-	return appendClaimValue(nil, c, firstMs, published)
+	var flags byte
+	if published {
+		flags = flagPublished
+	}
+	return appendClaimValue(nil, c, firstMs, flags)
 }
 
 // DecodeValue reads a stored claim value.

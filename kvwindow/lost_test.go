@@ -240,7 +240,7 @@ func TestBucketLostUnderRunningWorker(t *testing.T) {
 	if _, _, err := running.MarkPublished(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1, time.Time{}); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("MarkPublished in a lost bucket: %v", err)
 	}
-	if _, err := running.Release(ctx, "acme", "gh", "k-1", 1); !errors.Is(err, kvwindow.ErrWindowLost) {
+	if _, err := running.Release(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1, false); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("Release in a lost bucket: %v", err)
 	}
 }

@@ -319,14 +319,14 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 	return s.Get(ctx, tenant, source, key)
 }
 
-// Release gives up the claim this delivery holds on (tenant, source, key) while it is still at revision rev; see
-// shard.Release.
-func (w *Window) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
-	s, err := w.shardFor(tenant, source, key)
+// Release replaces the claim c's delivery holds (at revision rev) by a release marker naming c's envelope, saying
+// whether the event may be stored; see shard.Release.
+func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
+	s, err := w.shardFor(c.Tenant, c.Source, c.Key)
 	if err != nil {
 		return false, err
 	}
-	return s.Release(ctx, tenant, source, key, rev)
+	return s.Release(ctx, c, rev, mayBeStored)
 }
 
 // MarkPublished records in the claim c made (at revision rev, first claimed at firstClaimed) that its event was

@@ -80,6 +80,9 @@ const (
 	// Stale means the claim is this envelope's, but a later delivery of it holds the claim. The caller must do
 	// nothing with this delivery: the later delivery publishes.
 	Stale
+	// DeadLettered means the key holds this envelope's own release marker: an earlier delivery dead-lettered the
+	// event and released the claim (Release). Nothing was written; the caller acknowledges the envelope.
+	DeadLettered
 )
 
 func (s Status) String() string {
@@ -92,6 +95,8 @@ func (s Status) String() string {
 		return "duplicate"
 	case Stale:
 		return "stale"
+	case DeadLettered:
+		return "dead-lettered"
 	}
 	return "unknown"
 }
@@ -115,6 +120,9 @@ type Outcome struct {
 	// takeover can tell whether an earlier delivery may have published longer ago than the output remembers; for
 	// Duplicate, the holder's (for a value that is no claim, the time the server stored it).
 	FirstClaimed time.Time
+	// MayBeStored, with Won or Owned: the claim was made over the release marker of another envelope's delivery
+	// that may have stored the event before it was refused (see Release): publish marked as a possible duplicate.
+	MayBeStored bool
 	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (its input sequence and
 	// stored-at time, as in Claimant): the pipeline looks it up
 	// in the input stream to learn whether the holder is done with it.

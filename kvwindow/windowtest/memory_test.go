@@ -27,7 +27,7 @@ func TestMemoryUnavailable(t *testing.T) {
 	if _, err := m.Claim(ctx, c); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim while unavailable: %v", err)
 	}
-	if _, err := m.Release(ctx, "t", "s", "k", 1); !errors.Is(err, kvwindow.ErrUnavailable) {
+	if _, err := m.Release(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: kvwindow.Claimant{Seq: 1}, Delivery: kvwindow.Delivery{Count: 1}}, 1, false); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("release while unavailable: %v", err)
 	}
 	if err := m.Ping(ctx); !errors.Is(err, kvwindow.ErrUnavailable) {
