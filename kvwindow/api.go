@@ -8,7 +8,7 @@ import (
 // Claims is the claim path: what a worker calls for every envelope. Its calls decide or record one key's claim
 // and are bounded by Config.Timeout. *Window implements it.
 type Claims interface {
-	Claim(ctx context.Context, c Claim) (Outcome, error)
+	Claim(ctx context.Context, c Claim, known Known) (Outcome, error)
 	MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error)
 	Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error)
 	Get(ctx context.Context, tenant, source, key string) (Entry, bool, error)

@@ -30,7 +30,7 @@ func sameEnvelope(held, c Claimant) bool { return held == c }
 // kept across takeovers). Any error means the window could not decide: it
 // wraps ErrUnavailable (ErrWindowLost once the bucket is known lost, or ErrInvalid for a bad claim) and is never a
 // "not a duplicate".
-func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -83,7 +83,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		lastErr = err
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
-			if k := c.Known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
+			if k := known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
 				if last, ok := lastSeqOf(err); ok && last == k.Revision {
 					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
 					// published claim.

@@ -14,7 +14,7 @@ func Stats(w *Window) (w10071, w10164, markers, empty uint64) {
 	return
 }
 
-// KnownDuplicates counts the duplicates decided by Claim.Known, without a read.
+// KnownDuplicates counts the duplicates decided by Claim's known argument, without a read.
 func KnownDuplicates(w *Window) uint64 {
 	var n uint64
 	for _, s := range w.shards {

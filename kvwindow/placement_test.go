@@ -44,7 +44,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 		// Streams just placed on another server may take a moment to answer.
 		natstest.Eventually(t, 10*time.Second, func() error {
 			_, err := w.Claim(ctxT(t, 5*time.Second), kvwindow.Claim{Tenant: "acme", Source: "gh", Key: fmt.Sprint("p-", i),
-				TTL: time.Hour, Claimant: envelope(uint64(i + 1)), Delivery: delivery(1)})
+				TTL: time.Hour, Claimant: envelope(uint64(i + 1)), Delivery: delivery(1)}, kvwindow.Known{})
 			return err
 		})
 	}

@@ -300,14 +300,14 @@ func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
 // when a later delivery of the same envelope holds it; and Duplicate when another envelope holds it. Any error
 // means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a
 // duplicate".
-func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if len(w.shards) == 1 {
-		return w.shards[0].Claim(ctx, c)
+		return w.shards[0].Claim(ctx, c, known)
 	}
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).Claim(ctx, c)
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).Claim(ctx, c, known)
 }
 
 // Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.

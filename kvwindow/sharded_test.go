@@ -150,7 +150,7 @@ func TestShardsOneWinnerAcrossWorkers(t *testing.T) {
 			for k := range keys {
 				key := fmt.Sprint("race-", k)
 				out, err := w.Claim(ctxT(t, 10*time.Second), kvwindow.Claim{Tenant: "acme", Source: "gh", Key: key, TTL: time.Hour,
-					Claimant: envelope(uint64(1000*(i+1) + k)), Delivery: delivery(1)})
+					Claimant: envelope(uint64(1000*(i+1) + k)), Delivery: delivery(1)}, kvwindow.Known{})
 				if err != nil {
 					t.Error(err)
 					return

@@ -48,15 +48,13 @@ type Claim struct {
 	// one is told Stale, so that of two deliveries alive at once (a worker that stalled past the ack wait, and
 	// the redelivery) only one publishes.
 	Delivery Delivery
-	// Known, when its Revision is set, is a claim the caller knows to be stored on this key by another envelope
-	// (Known.Claimant) at that revision, with its event published: the caller's own process made and published it
-	// (see Known's type). A create refused because the key's last revision is exactly that one is then a
-	// Duplicate, decided from the refusal alone: no read. Any other answer is decided as without it.
-	Known Known
 }
 
 // Known is a claim the caller made and published itself, remembered in memory: its revision (the latest write of
-// the caller's on the key, the publish mark if there was one) and its claimant. The stream sequence names one
+// the caller's on the key, the publish mark if there was one) and its claimant. Claim takes it beside the claim:
+// when its Revision is set and a create is refused because the key's last revision is exactly that one, the claim
+// is a Duplicate of that published claim, decided from the refusal alone (no read); any other answer is decided
+// as without it. The zero Known asks nothing. The stream sequence names one
 // write of the bucket, so a key whose last write is still that one holds that claim: published, another
 // envelope's, and nothing else to read.
 type Known struct {

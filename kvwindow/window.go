@@ -201,7 +201,7 @@ func (w *shard) Ping(ctx context.Context) error {
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
 // keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
-// reads it from the claim first (one more round trip to the stream leader). c.Known is not read.
+// reads it from the claim first (one more round trip to the stream leader).
 func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err

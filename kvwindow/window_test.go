@@ -397,7 +397,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	c2 := c
 	c2.Key = "k2"
 	start := time.Now()
-	out, err := w.Claim(ctx, c2)
+	out, err := w.Claim(ctx, c2, kvwindow.Known{})
 	if !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim with the server down: %+v %v", out, err)
 	}
@@ -424,7 +424,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	natstest.Eventually(t, 20*time.Second, func() error { return w.Ping(ctx) })
 	var got kvwindow.Outcome
 	natstest.Eventually(t, 20*time.Second, func() error {
-		got, err = w.Claim(ctx, c2)
+		got, err = w.Claim(ctx, c2, kvwindow.Known{})
 		return err
 	})
 	// The claim that timed out sat in the client's reconnect buffer and may have landed after the restart: the
@@ -449,7 +449,7 @@ func TestBucketFull(t *testing.T) {
 	var fullErr error
 	won := 0
 	for i := 0; i < 1000 && fullErr == nil; i++ {
-		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(uint64(i + 1))})
+		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(uint64(i + 1))}, kvwindow.Known{})
 		if err != nil {
 			fullErr = err
 			break

@@ -18,7 +18,7 @@ import (
 // windowtest.Memory). Claim must bound its own duration (kvwindow.Config.Timeout) and report a window that cannot
 // decide with an error wrapping kvwindow.ErrUnavailable.
 type Window interface {
-	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
 	// Release replaces c's claim on the key, only while it is still at revision rev (the caller's own claim), by
 	// a release marker naming c's envelope (mayBeStored: saying the event may be in the output). The pipeline
 	// calls it only for an event it claimed and then had to dead-letter because the output stream refused it for

@@ -26,7 +26,7 @@ func (noJetStream) Options() jetstream.JetStreamOptions { return jetstream.JetSt
 // noWindow stands in for a window that is never used.
 type noWindow struct{}
 
-func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
+func (noWindow) Claim(context.Context, kvwindow.Claim, kvwindow.Known) (kvwindow.Outcome, error) {
 	return kvwindow.Outcome{}, kvwindow.ErrUnavailable
 }
 func (noWindow) Release(context.Context, kvwindow.Claim, uint64, bool) (bool, error) {

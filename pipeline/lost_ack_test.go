@@ -30,14 +30,14 @@ type hookWindow struct {
 	marks     atomic.Int64
 }
 
-func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
 	w.mu.Lock()
 	before := w.beforeClaim
 	w.mu.Unlock()
 	if before != nil {
 		before(c)
 	}
-	out, err := w.Window.Claim(ctx, c)
+	out, err := w.Window.Claim(ctx, c, known)
 	w.mu.Lock()
 	hook := w.afterClaim
 	w.mu.Unlock()

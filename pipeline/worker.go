@@ -262,10 +262,9 @@ func (s *step) doClaim() {
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: ttl,
 		Claimant: kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery: kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
-		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
-		Known: p.holders.known(s.hk, now),
 	}
-	res, err := p.cfg.Window.Claim(w.ctx, s.claim)
+	// A copy of an event this process published a moment ago is decided by the create's refusal alone.
+	res, err := p.cfg.Window.Claim(w.ctx, s.claim, p.holders.known(s.hk, now))
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	s.res, s.claimErr = res, err
 	if err != nil {

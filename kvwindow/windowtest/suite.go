@@ -236,7 +236,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			"zero ttl":        {Tenant: tn, Source: "s", Key: "k", TTL: 0, Claimant: claimant(1)},
 			"sub-second ttl":  {Tenant: tn, Source: "s", Key: "k", TTL: 500 * time.Millisecond, Claimant: claimant(1)},
 		} {
-			got, err := w.Claim(ctx, c)
+			got, err := w.Claim(ctx, c, kvwindow.Known{})
 			if err == nil {
 				t.Errorf("%s: %+v, want an error", name, got)
 				continue
@@ -303,7 +303,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 					defer wg.Done()
 					<-start
 					outs[i], errs[i] = w.Claim(ctx, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute,
-						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)})
+						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)}, kvwindow.Known{})
 				}()
 			}
 			close(start)
@@ -532,7 +532,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 					c := c
 					c.Delivery = delivery(uint64(i + 1))
 					<-start
-					outs[i], errs[i] = w.Claim(ctx, c)
+					outs[i], errs[i] = w.Claim(ctx, c, kvwindow.Known{})
 				}()
 			}
 			close(start)
@@ -594,7 +594,7 @@ func testCtx(t *testing.T) context.Context {
 
 func mustClaim(t *testing.T, w Claimer, c kvwindow.Claim) kvwindow.Outcome {
 	t.Helper()
-	out, err := w.Claim(testCtx(t), c)
+	out, err := w.Claim(testCtx(t), c, kvwindow.Known{})
 	if err != nil {
 		t.Fatalf("claim %+v: %v", c, err)
 	}
