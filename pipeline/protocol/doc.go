@@ -34,8 +34,8 @@
 //     dead letter stored and, when the delivery held the claim, the claim released by this very delivery; or a
 //     copy of an event whose holder's outcome is decided (the claim records the publish, the holder finished
 //     published in this process, or the holder is gone from a work-queue input stream while the key, read again
-//     after that lookup, still holds the claim the copy found); or an earlier delivery's recorded publish; or an earlier
-//     delivery's dead letter, found through the release marker naming the envelope.
+//     after that lookup, still holds the claim the copy found); or an earlier delivery's recorded publish; or an
+//     earlier delivery's dead letter, found through the release marker naming the envelope.
 //  3. Only the holder acknowledges a claimed envelope. A keyed envelope is never dead-lettered and acknowledged
 //     without claiming first; a stale delivery, and a delivery whose release finds the key moved on, stop without
 //     ack or NAK (JetStream would take that ack from any delivery and drop the envelope while a later delivery
