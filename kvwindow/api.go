@@ -18,7 +18,7 @@ type Claims interface {
 
 // Operations are the operators' calls: they look at or change the window as a whole or a scope of it (status,
 // list, rebalance, forget) and are never on a worker's claim path, as nats.go keeps a bucket's management apart
-// from its keys. *Window implements it.
+// from its keys. *Manager implements it; *Window does not.
 type Operations interface {
 	Status(ctx context.Context) ([]BucketStatus, error)
 	List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error)
@@ -33,5 +33,5 @@ type Operations interface {
 
 var (
 	_ Claims     = (*Window)(nil)
-	_ Operations = (*Window)(nil)
+	_ Operations = (*Manager)(nil)
 )

@@ -75,3 +75,6 @@ func DecodeValue(b []byte) (Value, bool) {
 
 // ScopeOf splits a KV key (see scopeOf).
 func ScopeOf(kvKey string) (tenant, source, key string, ok bool) { return scopeOf(kvKey) }
+
+// ManagerOf is the operators' calls on w's buckets (NewManager, for a window a test already holds).
+func ManagerOf(w *Window) *Manager { return &Manager{w: w} }

@@ -343,7 +343,8 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
-func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+func (m *Manager) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+	w := m.w
 	s, err := w.shardFor(tenant, source, key)
 	if err != nil {
 		return 0, err
@@ -354,7 +355,8 @@ func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
 // purge per bucket; it never lists a bucket. It returns the number of keys purged: live claims, plus keys whose
 // claim expired less than the marker TTL ago (their marker is purged too).
-func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
 		return 0, err
 	}
@@ -375,7 +377,8 @@ func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, err
 // stream with a short-lived ordered consumer filtered on the scope, so its cost is the scope's claims (and expiry
 // markers), never whole buckets; a claim taken over or released meanwhile may be missed or listed at its new
 // revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit).
-func (w *Window) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
+func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
+	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
 		return nil, 0, err
 	}

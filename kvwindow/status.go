@@ -29,7 +29,8 @@ type BucketStatus struct {
 }
 
 // Status reports every bucket of the window, in shard order.
-func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
+func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
+	w := m.w
 	out := make([]BucketStatus, 0, len(w.shards))
 	for _, s := range w.shards {
 		octx, cancel := s.opCtx(ctx)
@@ -98,8 +99,9 @@ type Move struct {
 // leads the fewest buckets so far, the current leader winning ties. With apply it asks each stream to step down in
 // favour of that server (a preferred step-down) and waits for the change; without, it only plans. Leadership is
 // moved one bucket at a time; claims pause for each bucket's election (well under a second on a healthy cluster).
-func (w *Window) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
-	status, err := w.Status(ctx)
+func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
+	w := m.w
+	status, err := m.Status(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -283,10 +283,10 @@ func TestForget(t *testing.T) {
 		return ok
 	}
 	seed()
-	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 1 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).Forget(ctx, "a", "s1", "k0"); n != 1 || err != nil {
 		t.Fatalf("Forget: %d %v", n, err)
 	}
-	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 0 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).Forget(ctx, "a", "s1", "k0"); n != 0 || err != nil {
 		t.Fatalf("Forget again: %d %v", n, err)
 	}
 	if held("a", "s1", "k0") || !held("a", "s1", "k1") || !held("b", "s1", "k0") {
@@ -297,14 +297,14 @@ func TestForget(t *testing.T) {
 	}
 
 	// Source-scoped.
-	if n, err := w.ForgetAll(ctx, "a", "s2"); n != 3 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", "s2"); n != 3 || err != nil {
 		t.Fatalf("ForgetAll(a, s2): %d %v", n, err)
 	}
 	if held("a", "s2", "k1") || !held("a", "s1", "k1") || !held("b", "s2", "k1") || !held("ab", "s2", "k1") {
 		t.Fatal("ForgetAll(a, s2) removed the wrong claims")
 	}
 	// Tenant-wide: "a" must not touch "ab" (a prefix of its subject) or "b".
-	if n, err := w.ForgetAll(ctx, "a", ""); n != 3 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", ""); n != 3 || err != nil {
 		t.Fatalf("ForgetAll(a): %d %v", n, err)
 	}
 	for _, src := range []string{"s1", "s2"} {
@@ -315,18 +315,18 @@ func TestForget(t *testing.T) {
 			}
 		}
 	}
-	if n, err := w.ForgetAll(ctx, "a", ""); n != 0 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", ""); n != 0 || err != nil {
 		t.Fatalf("ForgetAll(a) again: %d %v", n, err)
 	}
 	for _, bad := range [][2]string{{"", ""}, {"a.>", ""}, {"*", ""}, {"a", "s.>"}, {"a", "*"}, {strings.Repeat("a", 65), ""}} {
-		if _, err := w.ForgetAll(ctx, bad[0], bad[1]); !errors.Is(err, kvwindow.ErrInvalid) {
+		if _, err := kvwindow.ManagerOf(w).ForgetAll(ctx, bad[0], bad[1]); !errors.Is(err, kvwindow.ErrInvalid) {
 			t.Errorf("ForgetAll%q: %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := w.Forget(ctx, "a", ">", "k"); !errors.Is(err, kvwindow.ErrInvalid) {
+	if _, err := kvwindow.ManagerOf(w).Forget(ctx, "a", ">", "k"); !errors.Is(err, kvwindow.ErrInvalid) {
 		t.Errorf("Forget with a wildcard source: %v", err)
 	}
-	if n, err := w.ForgetAll(ctx, "b", ""); n != 6 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "b", ""); n != 6 || err != nil {
 		t.Fatalf("ForgetAll(b): %d %v", n, err)
 	}
 }
@@ -411,7 +411,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	if _, _, err := w.Get(ctx, "t", "s", "k"); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("get with the server down: %v", err)
 	}
-	if _, err := w.ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
+	if _, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("forget with the server down: %v", err)
 	}
 	// Refused at once, not left in the reconnect buffer to land after the restart (checked below: the claim stays).
