@@ -22,7 +22,7 @@ type BucketStatus struct {
 	Bucket   string   `json:"bucket"`
 	Leader   string   `json:"leader"`   // the server leading the bucket's stream ("" on a single server)
 	Replicas []string `json:"replicas"` // every server holding a replica, the leader first
-	Keys     uint64   `json:"keys"`     // subjects with a message: live claims and expiry markers
+	Keys     uint64   `json:"keys"`     // subjects with a message: live claims, release and expiry markers
 	Bytes    uint64   `json:"bytes"`
 	// MemoryEstimate is the server heap the bucket's keys cost on each server holding a replica: Keys × BytesPerKey.
 	MemoryEstimate uint64 `json:"memory_estimate_bytes"`
