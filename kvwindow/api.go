@@ -8,9 +8,9 @@ import (
 // Claims is the claim path: what a worker calls for every envelope. Its calls decide or record one key's claim
 // and are bounded by Config.Timeout. *Window implements it.
 type Claims interface {
-	Claim(ctx context.Context, c Claim) (Outcome, error)
+	Claim(ctx context.Context, c Claim, known Known) (Outcome, error)
 	MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error)
-	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error)
 	Get(ctx context.Context, tenant, source, key string) (Entry, bool, error)
 	Ping(ctx context.Context) error
 	Close() error
@@ -18,7 +18,7 @@ type Claims interface {
 
 // Operations are the operators' calls: they look at or change the window as a whole or a scope of it (status,
 // list, rebalance, forget) and are never on a worker's claim path, as nats.go keeps a bucket's management apart
-// from its keys. *Window implements it.
+// from its keys. *Manager implements it; *Window does not.
 type Operations interface {
 	Status(ctx context.Context) ([]BucketStatus, error)
 	List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error)
@@ -33,5 +33,5 @@ type Operations interface {
 
 var (
 	_ Claims     = (*Window)(nil)
-	_ Operations = (*Window)(nil)
+	_ Operations = (*Manager)(nil)
 )

@@ -25,7 +25,7 @@ func BenchmarkClaimParallel(b *testing.B) {
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					i := n.Add(1)
-					out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: envelope(i), Delivery: delivery(1)})
+					out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: envelope(i), Delivery: delivery(1)}, kvwindow.Known{})
 					if err != nil || out.Status != kvwindow.Won {
 						b.Errorf("claim %d: %+v %v", i, out, err)
 						return
@@ -51,7 +51,7 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 			const keys = 1024
 			for i := range uint64(keys) {
 				c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute, Claimant: envelope(i + 1), Delivery: delivery(1)}
-				if out, err := w.Claim(ctx, c); err != nil || out.Status != kvwindow.Won {
+				if out, err := w.Claim(ctx, c, kvwindow.Known{}); err != nil || out.Status != kvwindow.Won {
 					b.Fatalf("claim %d: %+v %v", i, out, err)
 				}
 			}
@@ -64,7 +64,7 @@ func BenchmarkClaimDuplicate(b *testing.B) {
 					i := n.Add(1) % keys
 					c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute,
 						Claimant: envelope(keys + 1 + i), Delivery: deliveryOf(mode.first)}
-					out, err := w.Claim(ctx, c)
+					out, err := w.Claim(ctx, c, kvwindow.Known{})
 					if err != nil || out.Status != kvwindow.Duplicate {
 						b.Errorf("copy of %d: %+v %v", i, out, err)
 						return

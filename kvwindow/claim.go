@@ -26,10 +26,13 @@ func sameEnvelope(held, c Claimant) bool { return held == c }
 // holds it. When c.Claimant already holds it (a redelivery), the latest delivery wins: the same delivery gets
 // Owned with the stored revision, a later delivery takes the claim over (it rewrites the claim, expecting the
 // stored revision, with the full TTL, keeping its first claim time and its record of a publish) and gets Owned
-// with the new revision, and an earlier delivery gets Stale. Any error means the window could not decide: it
+// with the new revision, and an earlier delivery gets Stale. A key holding c.Claimant's own release marker (see
+// Release) gives DeadLettered and is left as it is; another claimant's release marker is claimed over like an
+// expiry marker (Won), and when the marker says the event may be stored the claim says so too (Outcome.MayBeStored,
+// kept across takeovers). Any error means the window could not decide: it
 // wraps ErrUnavailable (ErrWindowLost once the bucket is known lost, or ErrInvalid for a bad claim) and is never a
 // "not a duplicate".
-func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
@@ -42,32 +45,35 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 	deadline := start.Add(w.cfg.Timeout)
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
 	now := start.UnixMilli()
-	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, now, false)
+	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, now, 0)
 	ttl := ttlHeader(c.TTLSeconds())
 
 	var (
-		expected  uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
-		takeover  bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
-		first     = now  // the first claim time val records: now, or the one of the claim taken over
-		published bool   // val records a publish (copied from the claim taken over)
-		retried   bool
-		lastErr   error
+		expected uint64 // last subject sequence the write expects: 0, a marker's revision or the claim taken over
+		takeover bool   // the write replaces this envelope's claim from an earlier delivery: success is Owned
+		first    = now  // the first claim time val records: now, or the one of the claim taken over
+		flags    byte   // val's flagPublished and flagMayBeStored (copied from the claim taken over or the marker)
+		retried  bool
+		lastErr  error
 	)
 	// encode keeps val in step with what the next write must record: a takeover carries the earlier claim's first
-	// claim time and publish, a fresh create (over nothing or a marker) carries neither.
-	encode := func(f int64, pub bool) {
-		if f != first || pub != published {
-			first, published = f, pub
-			val = appendClaimValue(val[:0], c, first, published)
+	// claim time, publish and may-be-stored flag; a create over a release marker its may-be-stored flag; a fresh
+	// create (over nothing or an expiry marker) none.
+	encode := func(f int64, fl byte) {
+		if f != first || fl != flags {
+			first, flags = f, fl
+			val = appendClaimValue(val[:0], c, first, flags)
 		}
 	}
+	mayBeStored := func() bool { return flags&flagMayBeStored != 0 }
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		rev, err := w.create(ctx, subj, val, ttl, expected, time.Until(deadline))
 		if err == nil {
 			if takeover {
-				return Outcome{Status: Owned, Revision: rev, Published: published, FirstClaimed: time.UnixMilli(first)}, nil
+				return Outcome{Status: Owned, Revision: rev, Published: flags&flagPublished != 0, FirstClaimed: time.UnixMilli(first),
+					MayBeStored: mayBeStored()}, nil
 			}
-			return Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first)}, nil
+			return Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first), MayBeStored: mayBeStored()}, nil
 		}
 		if errors.Is(err, ErrWindowLost) {
 			return Outcome{}, err
@@ -79,7 +85,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		lastErr = err
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
-			if k := c.Known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
+			if k := known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
 				if last, ok := jserr.LastSeq(err); ok && last == k.Revision {
 					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
 					// published claim.
@@ -113,7 +119,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 			if m == nil {
 				w.stats.empty.Add(1)
 				expected, takeover = 0, false
-				encode(now, false)
+				encode(now, 0)
 			}
 			if err := w.backoff(ctx, time.Duration(attempt+1)*time.Millisecond); err != nil {
 				return Outcome{}, w.unavailable("claim", subj, err)
@@ -121,13 +127,24 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 			continue
 		}
 		takeover = false
-		if isTombstone(m) {
+		v, ok := decodeClaimValue(m.Data)
+		if ok && v.released() && !isServerTombstone(m) {
+			if sameEnvelope(v.claimant(), c.Claimant) {
+				// This envelope was dead-lettered and its claim released: claiming again would make this delivery
+				// the holder of an envelope the input may already have let go.
+				return Outcome{Status: DeadLettered, Revision: m.Sequence}, nil
+			}
 			w.stats.markers.Add(1)
-			expected = m.Sequence // an expiry marker or purge: create over it
-			encode(now, false)
+			expected = m.Sequence // another envelope's release marker: claim over it
+			encode(now, v.Flags&flagMayBeStored)
 			continue
 		}
-		v, ok := decodeClaimValue(m.Data)
+		if isServerTombstone(m) {
+			w.stats.markers.Add(1)
+			expected = m.Sequence // an expiry marker or purge: create over it
+			encode(now, 0)
+			continue
+		}
 		if !ok || !sameEnvelope(v.claimant(), c.Claimant) {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
@@ -142,7 +159,7 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		heldFirst := v.firstClaimed().Truncate(time.Millisecond)
 		switch {
 		case held == c.Delivery:
-			return Outcome{Status: Owned, Revision: m.Sequence, Published: v.Pub, FirstClaimed: heldFirst}, nil
+			return Outcome{Status: Owned, Revision: m.Sequence, Published: v.Pub, FirstClaimed: heldFirst, MayBeStored: v.mayBeStored()}, nil
 		case c.Delivery.Before(held):
 			return Outcome{Status: Stale, Revision: m.Sequence, FirstClaimed: heldFirst}, nil
 		}
@@ -150,7 +167,11 @@ func (w *shard) Claim(ctx context.Context, c Claim) (Outcome, error) {
 		// so that a still later delivery's takeover is never overwritten (ours then loses and reads again).
 		w.stats.takeovers.Add(1)
 		expected, takeover = m.Sequence, true
-		encode(heldFirst.UnixMilli(), v.Pub)
+		fl := v.Flags & flagMayBeStored
+		if v.Pub {
+			fl |= flagPublished
+		}
+		encode(heldFirst.UnixMilli(), fl)
 	}
 	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
 }
@@ -242,8 +263,17 @@ func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration)
 // kvOperation is the header the KV layer marks deletes and purges with.
 const kvOperation = "KV-Operation"
 
-// isTombstone reports whether a stored message is a KV delete/purge or a server marker rather than a claim.
+// isTombstone reports whether a stored message is no claim: a KV delete/purge, a server marker or a release marker.
 func isTombstone(m *jetstream.RawStreamMsg) bool {
+	if isServerTombstone(m) {
+		return true
+	}
+	v, ok := decodeClaimValue(m.Data)
+	return ok && v.released()
+}
+
+// isServerTombstone reports whether a stored message is a KV delete/purge or a server marker.
+func isServerTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 

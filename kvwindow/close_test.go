@@ -34,7 +34,7 @@ func TestCloseEndsTheWindow(t *testing.T) {
 		t.Errorf("subscriptions %d after Close, want %d", got, before)
 	}
 	start := time.Now()
-	_, err := w.Claim(ctxT(t, 10*time.Second), c)
+	_, err := w.Claim(ctxT(t, 10*time.Second), c, kvwindow.Known{})
 	var be *kvwindow.BucketError
 	if !errors.Is(err, kvwindow.ErrUnavailable) || !errors.As(err, &be) || be.Bucket == "" {
 		t.Errorf("Claim after Close: %v; want ErrUnavailable with its bucket", err)

@@ -52,7 +52,7 @@ func TestReplicated(t *testing.T) {
 				cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(base + uint64(i)), Delivery: delivery(1)}
 				deadline := time.Now().Add(30 * time.Second)
 				for {
-					out, err := w.Claim(ctxT(t, 10*time.Second), cl)
+					out, err := w.Claim(ctxT(t, 10*time.Second), cl, kvwindow.Known{})
 					if err == nil || time.Now().After(deadline) {
 						res[i] = result{out, err}
 						return
@@ -140,7 +140,7 @@ func TestReplicated(t *testing.T) {
 					cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(uint64(50000 + k)), Delivery: delivery(uint64(i + 1))}
 					deadline := time.Now().Add(30 * time.Second)
 					for {
-						out, err := ws[i%len(ws)].Claim(ctxT(t, 10*time.Second), cl)
+						out, err := ws[i%len(ws)].Claim(ctxT(t, 10*time.Second), cl, kvwindow.Known{})
 						if err == nil {
 							outs[i] = out
 							return
@@ -167,20 +167,20 @@ func TestReplicated(t *testing.T) {
 				return
 			}
 			cl := kvwindow.Claim{Tenant: "acme", Source: "hooks", Key: key, TTL: time.Hour, Claimant: envelope(uint64(50000 + k)), Delivery: delivery(deliveries - 1)}
-			if got, err := ws[(k+1)%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
+			if got, err := ws[(k+1)%3].Claim(ctxT(t, 10*time.Second), cl, kvwindow.Known{}); err != nil || decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
 				t.Errorf("%s: earlier delivery afterwards: %+v %v, want Stale rev %d", key, got, err, last.Revision)
 				return
 			}
-			if ok, err := ws[(k+2)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision-1); ok || err != nil {
+			if ok, err := ws[(k+2)%3].Release(ctxT(t, 10*time.Second), cl, last.Revision-1, false); ok || err != nil {
 				t.Errorf("%s: release of an older revision: %v %v", key, ok, err)
 				return
 			}
-			if ok, err := ws[(k+1)%3].Release(ctxT(t, 10*time.Second), "acme", "hooks", key, last.Revision); !ok || err != nil {
+			if ok, err := ws[(k+1)%3].Release(ctxT(t, 10*time.Second), cl, last.Revision, false); !ok || err != nil {
 				t.Errorf("%s: release by the holder: %v %v", key, ok, err)
 				return
 			}
 			cl.Claimant = envelope(uint64(60000 + k))
-			if got, err := ws[k%3].Claim(ctxT(t, 10*time.Second), cl); err != nil || got.Status != kvwindow.Won {
+			if got, err := ws[k%3].Claim(ctxT(t, 10*time.Second), cl, kvwindow.Known{}); err != nil || got.Status != kvwindow.Won {
 				t.Errorf("%s: claim after release: %+v %v", key, got, err)
 			}
 		}()

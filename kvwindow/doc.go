@@ -21,8 +21,12 @@
 //     ack wait, and the redelivery), the later one takes the claim over — a write over the claim expecting its
 //     revision, with the full TTL — and gets Owned with the new revision; the earlier one then gets Stale and
 //     must do nothing. A takeover never overwrites a still later delivery's: it expects the revision it read.
-//   - Release only what you hold. Release removes a claim only while the key's last revision is still the one the
-//     caller was given (one purge of the key's subject, expected at that revision), never a claim made since.
+//   - Release only what you hold. Release replaces a claim only while the key's last revision is still the one the
+//     caller was given (one write of the key's subject, expected at that revision), never a claim made since. What
+//     it leaves is a release marker with the claim's TTL, naming the envelope: that envelope's later deliveries
+//     are told DeadLettered and never hold the key again, another envelope claims over it, and a marker that
+//     says the event may be stored (the releasing delivery had taken the claim over) makes the claim written over
+//     it say so (Outcome.MayBeStored), across takeovers.
 //   - Never "not a duplicate" when unsure. Any failure to decide (timeout, no responders, connection closed, bucket
 //     full, leader election) is an error wrapping ErrUnavailable; callers retry later. Bad arguments wrap
 //     ErrInvalid.

@@ -34,7 +34,7 @@ func ExampleNew() {
 		// The envelope's sequence and timestamp in the input stream, and which delivery of it this is.
 		Claimant: kvwindow.Claimant{Seq: 1042, Stamp: 1_717_171_717_000_000_000},
 		Delivery: kvwindow.Delivery{Consumer: 1_717_000_000_000_000_000, Count: 1},
-	})
+	}, kvwindow.Known{})
 	switch {
 	case errors.Is(err, kvwindow.ErrUnavailable):
 		// Could not decide: nak the envelope and retry later. Never treat it as "not a duplicate".

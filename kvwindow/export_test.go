@@ -14,7 +14,7 @@ func Stats(w *Window) (w10071, w10164, markers, empty uint64) {
 	return
 }
 
-// KnownDuplicates counts the duplicates decided by Claim.Known, without a read.
+// KnownDuplicates counts the duplicates decided by Claim's known argument, without a read.
 func KnownDuplicates(w *Window) uint64 {
 	var n uint64
 	for _, s := range w.shards {
@@ -60,7 +60,11 @@ type Value struct {
 
 // EncodeValue is the compact value a claim of c first claimed at firstMs stores.
 func EncodeValue(c Claim, firstMs int64, published bool) []byte {
-	return appendClaimValue(nil, c, firstMs, published)
+	var flags byte
+	if published {
+		flags = flagPublished
+	}
+	return appendClaimValue(nil, c, firstMs, flags)
 }
 
 // DecodeValue reads a stored claim value.
@@ -71,3 +75,6 @@ func DecodeValue(b []byte) (Value, bool) {
 
 // ScopeOf splits a KV key (see scopeOf).
 func ScopeOf(kvKey string) (tenant, source, key string, ok bool) { return scopeOf(kvKey) }
+
+// ManagerOf is the operators' calls on w's buckets (NewManager, for a window a test already holds).
+func ManagerOf(w *Window) *Manager { return &Manager{w: w} }

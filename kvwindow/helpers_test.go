@@ -55,7 +55,7 @@ func delivery(n uint64) kvwindow.Delivery {
 
 func claim(t testing.TB, w *kvwindow.Window, c kvwindow.Claim) kvwindow.Outcome {
 	t.Helper()
-	out, err := w.Claim(ctxT(t, 10*time.Second), c)
+	out, err := w.Claim(ctxT(t, 10*time.Second), c, kvwindow.Known{})
 	if err != nil {
 		t.Fatalf("claim %+v: %v", c, err)
 	}

@@ -9,7 +9,7 @@ import (
 )
 
 // A copy of an event its caller published itself is decided from the create's refusal alone when the caller says
-// which revision it knows (Claim.Known); any other revision is decided by reading, as without it.
+// which revision it knows (Claim's known); any other revision is decided by reading, as without it.
 func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 	srv := natstest.Run(t)
 	for _, shards := range []int{1, 4} {
@@ -26,8 +26,8 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 
 		copyOf := first
 		copyOf.Claimant = envelope(11)
-		copyOf.Known = kvwindow.Known{Revision: won.Revision, Claimant: first.Claimant}
-		got := claim(t, w, copyOf)
+		known := kvwindow.Known{Revision: won.Revision, Claimant: first.Claimant}
+		got := claimKnown(t, w, copyOf, known)
 		if got.Status != kvwindow.Duplicate || !got.Published || got.Revision != won.Revision || got.HolderSeq != 10 || reads != 0 {
 			t.Fatalf("K=%d: known copy: %+v after %d reads, want a published Duplicate at %d without a read", shards, got, reads, won.Revision)
 		}
@@ -40,7 +40,7 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 		if err != nil || !ok {
 			t.Fatalf("K=%d: mark: %v %v", shards, ok, err)
 		}
-		got = claim(t, w, copyOf)
+		got = claimKnown(t, w, copyOf, known)
 		if got.Status != kvwindow.Duplicate || !got.Published || got.Revision != newRev || reads != 1 {
 			t.Fatalf("K=%d: stale knowledge: %+v after %d reads, want a Duplicate at %d read once", shards, got, reads, newRev)
 		}
@@ -48,9 +48,18 @@ func TestKnownClaimDecidesWithoutRead(t *testing.T) {
 		// The claimant itself never takes its own claim for a copy (a redelivery is Owned).
 		self := first
 		self.Delivery = delivery(2)
-		self.Known = kvwindow.Known{Revision: newRev, Claimant: first.Claimant}
-		if got := claim(t, w, self); got.Status != kvwindow.Owned {
+		if got := claimKnown(t, w, self, kvwindow.Known{Revision: newRev, Claimant: first.Claimant}); got.Status != kvwindow.Owned {
 			t.Fatalf("K=%d: the holder's redelivery with Known: %+v, want Owned", shards, got)
 		}
 	}
+}
+
+// claimKnown claims c in w with known, failing the test on an error.
+func claimKnown(t testing.TB, w *kvwindow.Window, c kvwindow.Claim, known kvwindow.Known) kvwindow.Outcome {
+	t.Helper()
+	out, err := w.Claim(ctxT(t, 10*time.Second), c, known)
+	if err != nil {
+		t.Fatalf("claim %+v: %v", c, err)
+	}
+	return out
 }

@@ -83,7 +83,7 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 			lister.received++
 			lister.last = meta.Sequence.Stream
 			done = meta.NumPending == 0
-			if isTombstone(&jetstream.RawStreamMsg{Header: m.Headers()}) {
+			if isTombstone(&jetstream.RawStreamMsg{Header: m.Headers(), Data: m.Data()}) {
 				continue
 			}
 			if len(entries) == limit {

@@ -29,11 +29,11 @@ func TestList(t *testing.T) {
 	add("acme", "stripe", "evt_1", 20)
 	add("acme", "stripe", long, 21)
 	add("globex", "gh", "k-0", 30)
-	if _, err := w.Forget(ctx(t), "acme", "gh", "k-3"); err != nil {
+	if _, err := kvwindow.ManagerOf(w).Forget(ctx(t), "acme", "gh", "k-3"); err != nil {
 		t.Fatal(err)
 	}
 
-	all, next, err := w.List(ctx(t), "acme", "gh", 0, 100)
+	all, next, err := kvwindow.ManagerOf(w).List(ctx(t), "acme", "gh", 0, 100)
 	if err != nil || next != 0 {
 		t.Fatalf("List: %v (next %d)", err, next)
 	}
@@ -49,7 +49,7 @@ func TestList(t *testing.T) {
 	var paged []string
 	from := uint64(0)
 	for page := 0; ; page++ {
-		es, nx, err := w.List(ctx(t), "acme", "gh", from, 2)
+		es, nx, err := kvwindow.ManagerOf(w).List(ctx(t), "acme", "gh", from, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestList(t *testing.T) {
 	if len(paged) != 6 {
 		t.Errorf("paged through %v, want the 6 claims", paged)
 	}
-	tenant, _, err := w.List(ctx(t), "acme", "", 0, 100)
+	tenant, _, err := kvwindow.ManagerOf(w).List(ctx(t), "acme", "", 0, 100)
 	if err != nil || len(tenant) != 8 {
 		t.Fatalf("List acme: %d claims (%v), want 8", len(tenant), err)
 	}
@@ -78,13 +78,13 @@ func TestList(t *testing.T) {
 	if !found {
 		t.Error("the hashed key is not listed with its exact key")
 	}
-	if es, _, err := w.List(ctx(t), "initech", "", 0, 10); err != nil || len(es) != 0 {
+	if es, _, err := kvwindow.ManagerOf(w).List(ctx(t), "initech", "", 0, 10); err != nil || len(es) != 0 {
 		t.Errorf("List of an empty tenant: %v %v", es, err)
 	}
-	if _, _, err := w.List(ctx(t), "a.b", "", 0, 10); !errors.Is(err, kvwindow.ErrInvalid) {
+	if _, _, err := kvwindow.ManagerOf(w).List(ctx(t), "a.b", "", 0, 10); !errors.Is(err, kvwindow.ErrInvalid) {
 		t.Errorf("List with a bad tenant: %v", err)
 	}
-	if _, _, err := w.List(ctx(t), "acme", "", 0, 0); !errors.Is(err, kvwindow.ErrInvalid) {
+	if _, _, err := kvwindow.ManagerOf(w).List(ctx(t), "acme", "", 0, 0); !errors.Is(err, kvwindow.ErrInvalid) {
 		t.Errorf("List with limit 0: %v", err)
 	}
 }
@@ -115,11 +115,11 @@ func TestListBehindManyKeys(t *testing.T) {
 	link := newSlowLink(t, srv.Opts.Port)
 	slow := newWindow(t, jsFor(t, link.url, nats.Timeout(10*time.Second)), kvwindow.DefaultConfig())
 	link.delay.Store(int64(1200 * time.Millisecond))
-	es, next, err := slow.List(ctxT(t, time.Minute), "zeta", "", 0, 3)
+	es, next, err := kvwindow.ManagerOf(slow).List(ctxT(t, time.Minute), "zeta", "", 0, 3)
 	if err != nil || len(es) != 3 || next == 0 {
 		t.Fatalf("List zeta: %d claims (next %d, %v), want 3 and a next page", len(es), next, err)
 	}
-	rest, next2, err := slow.List(ctxT(t, time.Minute), "zeta", "gh", next, 10)
+	rest, next2, err := kvwindow.ManagerOf(slow).List(ctxT(t, time.Minute), "zeta", "gh", next, 10)
 	if err != nil || len(rest) != 2 || next2 != 0 {
 		t.Fatalf("List zeta from %d: %d claims (next %d, %v), want the last 2", next, len(rest), next2, err)
 	}
@@ -132,7 +132,7 @@ func TestListBehindManyKeys(t *testing.T) {
 	}
 	// An empty scope is the server's count of nothing, at once.
 	link.delay.Store(0)
-	if es, next, err := slow.List(ctxT(t, time.Minute), "nobody", "", 0, 10); err != nil || len(es) != 0 || next != 0 {
+	if es, next, err := kvwindow.ManagerOf(slow).List(ctxT(t, time.Minute), "nobody", "", 0, 10); err != nil || len(es) != 0 || next != 0 {
 		t.Errorf("List of an empty scope: %d claims, next %d, %v", len(es), next, err)
 	}
 	if n := consumers(t, js); n != 0 {

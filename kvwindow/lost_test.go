@@ -37,7 +37,7 @@ func retried(t *testing.T, w *kvwindow.Window, keys []string) (won int, errs []e
 	t.Helper()
 	for i, key := range keys {
 		out, err := w.Claim(ctxT(t, 10*time.Second), kvwindow.Claim{Tenant: "acme", Source: "gh", Key: key, TTL: time.Hour,
-			Claimant: envelope(uint64(100_000 + i)), Delivery: delivery(1)})
+			Claimant: envelope(uint64(100_000 + i)), Delivery: delivery(1)}, kvwindow.Known{})
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -224,7 +224,7 @@ func TestBucketLostUnderRunningWorker(t *testing.T) {
 	if !errors.Is(err, kvwindow.ErrWindowLost) || !strings.Contains(err.Error(), `bucket "dedupe-window" was deleted under the running worker`) {
 		t.Fatalf("Ping after the delete: %v, want ErrWindowLost", err)
 	}
-	if _, err := running.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(7), Delivery: delivery(1)}); !errors.Is(err, kvwindow.ErrWindowLost) {
+	if _, err := running.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(7), Delivery: delivery(1)}, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("claim in a deleted bucket: %v, want ErrWindowLost", err)
 	}
 
@@ -240,7 +240,7 @@ func TestBucketLostUnderRunningWorker(t *testing.T) {
 	if _, _, err := running.MarkPublished(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1, time.Time{}); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("MarkPublished in a lost bucket: %v", err)
 	}
-	if _, err := running.Release(ctx, "acme", "gh", "k-1", 1); !errors.Is(err, kvwindow.ErrWindowLost) {
+	if _, err := running.Release(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(2)}, 1, false); !errors.Is(err, kvwindow.ErrWindowLost) {
 		t.Fatalf("Release in a lost bucket: %v", err)
 	}
 }
@@ -258,7 +258,7 @@ func TestBucketRecreatedCaughtByFirstWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	newWindow(t, js, kvwindow.DefaultConfig()) // a restarted replica provisions it empty
-	out, err := running.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-3", TTL: time.Hour, Claimant: envelope(50), Delivery: delivery(1)})
+	out, err := running.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-3", TTL: time.Hour, Claimant: envelope(50), Delivery: delivery(1)}, kvwindow.Known{})
 	if !errors.Is(err, kvwindow.ErrWindowLost) || !strings.Contains(err.Error(), "was created again under the running worker") {
 		t.Fatalf("a retry of k-3 (claimed before the loss) in the re-created bucket: %+v %v, want ErrWindowLost", out, err)
 	}

@@ -44,7 +44,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 		// Streams just placed on another server may take a moment to answer.
 		natstest.Eventually(t, 10*time.Second, func() error {
 			_, err := w.Claim(ctxT(t, 5*time.Second), kvwindow.Claim{Tenant: "acme", Source: "gh", Key: fmt.Sprint("p-", i),
-				TTL: time.Hour, Claimant: envelope(uint64(i + 1)), Delivery: delivery(1)})
+				TTL: time.Hour, Claimant: envelope(uint64(i + 1)), Delivery: delivery(1)}, kvwindow.Known{})
 			return err
 		})
 	}
@@ -60,7 +60,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 			return nil
 		})
 	}
-	status, err := w.Status(ctxT(t, 10*time.Second))
+	status, err := kvwindow.ManagerOf(w).Status(ctxT(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +101,14 @@ func TestPlacementAndRebalance(t *testing.T) {
 			return nil
 		})
 	}
-	plan, err := w3.Rebalance(ctxT(t, 10*time.Second), false)
+	plan, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 10*time.Second), false)
 	if err != nil || len(plan) != 4 {
 		t.Fatalf("plan %v (%v), want 4 moves (6 leaders on n1 → 2 each)", plan, err)
 	}
-	if _, err := w3.Rebalance(ctxT(t, 60*time.Second), true); err != nil {
+	if _, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 60*time.Second), true); err != nil {
 		t.Fatal(err)
 	}
-	status, err = w3.Status(ctxT(t, 10*time.Second))
+	status, err = kvwindow.ManagerOf(w3).Status(ctxT(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 	if led["n1"] != 2 || led["n2"] != 2 || led["n3"] != 2 {
 		t.Errorf("leaders after rebalance: %v, want 2 each", led)
 	}
-	if again, err := w3.Rebalance(ctxT(t, 10*time.Second), false); err != nil || len(again) != 0 {
+	if again, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 10*time.Second), false); err != nil || len(again) != 0 {
 		t.Errorf("a balanced window plans %v (%v), want nothing", again, err)
 	}
 }

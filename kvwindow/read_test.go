@@ -87,7 +87,7 @@ func TestReadsUnderDomain(t *testing.T) {
 	if got := claim(t, w, dup); got.Status != kvwindow.Duplicate || !got.Published || got.Revision != rev {
 		t.Fatalf("copy after the publish: %+v", got)
 	}
-	if n, err := w.Forget(ctx, "t", "s", "k"); n != 1 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).Forget(ctx, "t", "s", "k"); n != 1 || err != nil {
 		t.Fatalf("Forget = %d, %v", n, err)
 	}
 	if _, ok, err := w.Get(ctx, "t", "s", "k"); ok || err != nil {

@@ -58,7 +58,7 @@ type lostState struct {
 // stats count what claims ran into; tests read them to learn the server's behaviour.
 type stats struct {
 	wrongSeq10071, wrongSeq10164, markers, empty, takeovers atomic.Uint64
-	known                                                   atomic.Uint64 // duplicates decided by Claim.Known
+	known                                                   atomic.Uint64 // duplicates decided by Claim's known argument
 	backoffs, backoffNanos                                  atomic.Uint64
 }
 

@@ -300,14 +300,14 @@ func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
 // when a later delivery of the same envelope holds it; and Duplicate when another envelope holds it. Any error
 // means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a
 // duplicate".
-func (w *Window) Claim(ctx context.Context, c Claim) (Outcome, error) {
+func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if len(w.shards) == 1 {
-		return w.shards[0].Claim(ctx, c)
+		return w.shards[0].Claim(ctx, c, known)
 	}
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
 	}
-	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).Claim(ctx, c)
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).Claim(ctx, c, known)
 }
 
 // Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.
@@ -319,14 +319,14 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 	return s.Get(ctx, tenant, source, key)
 }
 
-// Release gives up the claim this delivery holds on (tenant, source, key) while it is still at revision rev; see
-// shard.Release.
-func (w *Window) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
-	s, err := w.shardFor(tenant, source, key)
+// Release replaces the claim c's delivery holds (at revision rev) by a release marker naming c's envelope, saying
+// whether the event may be stored; see shard.Release.
+func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
+	s, err := w.shardFor(c.Tenant, c.Source, c.Key)
 	if err != nil {
 		return false, err
 	}
-	return s.Release(ctx, tenant, source, key, rev)
+	return s.Release(ctx, c, rev, mayBeStored)
 }
 
 // MarkPublished records in the claim c made (at revision rev, first claimed at firstClaimed) that its event was
@@ -343,7 +343,8 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
-func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+func (m *Manager) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+	w := m.w
 	s, err := w.shardFor(tenant, source, key)
 	if err != nil {
 		return 0, err
@@ -354,7 +355,8 @@ func (w *Window) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
 // purge per bucket; it never lists a bucket. It returns the number of keys purged: live claims, plus keys whose
 // claim expired less than the marker TTL ago (their marker is purged too).
-func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
 		return 0, err
 	}
@@ -375,7 +377,8 @@ func (w *Window) ForgetAll(ctx context.Context, tenant, source string) (int, err
 // stream with a short-lived ordered consumer filtered on the scope, so its cost is the scope's claims (and expiry
 // markers), never whole buckets; a claim taken over or released meanwhile may be missed or listed at its new
 // revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit).
-func (w *Window) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
+func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
+	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
 		return nil, 0, err
 	}

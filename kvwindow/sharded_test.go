@@ -75,7 +75,7 @@ func TestShardsSpreadKeys(t *testing.T) {
 	seen := map[string]bool{}
 	from := uint64(0)
 	for page := 0; page < 100; page++ {
-		es, next, err := w.List(ctxT(t, 10*time.Second), "acme", "gh", from, 64)
+		es, next, err := kvwindow.ManagerOf(w).List(ctxT(t, 10*time.Second), "acme", "gh", from, 64)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +94,7 @@ func TestShardsSpreadKeys(t *testing.T) {
 		t.Errorf("listed %d keys, want %d", len(seen), n)
 	}
 	// A scoped forget purges every bucket.
-	if got, err := w.ForgetAll(ctxT(t, 10*time.Second), "acme", ""); err != nil || got != n {
+	if got, err := kvwindow.ManagerOf(w).ForgetAll(ctxT(t, 10*time.Second), "acme", ""); err != nil || got != n {
 		t.Errorf("ForgetAll = %d, %v; want %d", got, err, n)
 	}
 	if out := claim(t, w, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k-1", TTL: time.Hour, Claimant: envelope(9999), Delivery: delivery(1)}); out.Status != kvwindow.Won {
@@ -150,7 +150,7 @@ func TestShardsOneWinnerAcrossWorkers(t *testing.T) {
 			for k := range keys {
 				key := fmt.Sprint("race-", k)
 				out, err := w.Claim(ctxT(t, 10*time.Second), kvwindow.Claim{Tenant: "acme", Source: "gh", Key: key, TTL: time.Hour,
-					Claimant: envelope(uint64(1000*(i+1) + k)), Delivery: delivery(1)})
+					Claimant: envelope(uint64(1000*(i+1) + k)), Delivery: delivery(1)}, kvwindow.Known{})
 				if err != nil {
 					t.Error(err)
 					return

@@ -52,7 +52,7 @@ func TestBytesPerKey(t *testing.T) {
 						}
 						c := kvwindow.Claim{Tenant: "acme", Source: "stripe", Key: tc.key(i), TTL: time.Hour,
 							Claimant: envelope(uint64(1_000_000 + i)), Delivery: delivery(1)}
-						if out, err := w.Claim(ctx, c); err != nil || out.Status != kvwindow.Won {
+						if out, err := w.Claim(ctx, c, kvwindow.Known{}); err != nil || out.Status != kvwindow.Won {
 							err = fmt.Errorf("claim %d: %+v %w", i, out, err)
 							failed.Store(&err)
 							return

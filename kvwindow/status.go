@@ -21,14 +21,15 @@ type BucketStatus struct {
 	Bucket   string   `json:"bucket"`
 	Leader   string   `json:"leader"`   // the server leading the bucket's stream ("" on a single server)
 	Replicas []string `json:"replicas"` // every server holding a replica, the leader first
-	Keys     uint64   `json:"keys"`     // subjects with a message: live claims and expiry markers
+	Keys     uint64   `json:"keys"`     // subjects with a message: live claims, release and expiry markers
 	Bytes    uint64   `json:"bytes"`
 	// MemoryEstimate is the server heap the bucket's keys cost on each server holding a replica: Keys × BytesPerKey.
 	MemoryEstimate uint64 `json:"memory_estimate_bytes"`
 }
 
 // Status reports every bucket of the window, in shard order.
-func (w *Window) Status(ctx context.Context) ([]BucketStatus, error) {
+func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
+	w := m.w
 	out := make([]BucketStatus, 0, len(w.shards))
 	for _, s := range w.shards {
 		octx, cancel := s.opCtx(ctx)
@@ -81,8 +82,9 @@ type Move struct {
 // leads the fewest buckets so far, the current leader winning ties. With apply it asks each stream to step down in
 // favour of that server (a preferred step-down) and waits for the change; without, it only plans. Leadership is
 // moved one bucket at a time; claims pause for each bucket's election (well under a second on a healthy cluster).
-func (w *Window) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
-	status, err := w.Status(ctx)
+func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
+	w := m.w
+	status, err := m.Status(ctx)
 	if err != nil {
 		return nil, err
 	}

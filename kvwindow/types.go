@@ -48,15 +48,13 @@ type Claim struct {
 	// one is told Stale, so that of two deliveries alive at once (a worker that stalled past the ack wait, and
 	// the redelivery) only one publishes.
 	Delivery Delivery
-	// Known, when its Revision is set, is a claim the caller knows to be stored on this key by another envelope
-	// (Known.Claimant) at that revision, with its event published: the caller's own process made and published it
-	// (see Known's type). A create refused because the key's last revision is exactly that one is then a
-	// Duplicate, decided from the refusal alone: no read. Any other answer is decided as without it.
-	Known Known
 }
 
 // Known is a claim the caller made and published itself, remembered in memory: its revision (the latest write of
-// the caller's on the key, the publish mark if there was one) and its claimant. The stream sequence names one
+// the caller's on the key, the publish mark if there was one) and its claimant. Claim takes it beside the claim:
+// when its Revision is set and a create is refused because the key's last revision is exactly that one, the claim
+// is a Duplicate of that published claim, decided from the refusal alone (no read); any other answer is decided
+// as without it. The zero Known asks nothing. The stream sequence names one
 // write of the bucket, so a key whose last write is still that one holds that claim: published, another
 // envelope's, and nothing else to read.
 type Known struct {
@@ -80,6 +78,9 @@ const (
 	// Stale means the claim is this envelope's, but a later delivery of it holds the claim. The caller must do
 	// nothing with this delivery: the later delivery publishes.
 	Stale
+	// DeadLettered means the key holds this envelope's own release marker: an earlier delivery dead-lettered the
+	// event and released the claim (Release). Nothing was written; the caller acknowledges the envelope.
+	DeadLettered
 )
 
 func (s Status) String() string {
@@ -92,6 +93,8 @@ func (s Status) String() string {
 		return "duplicate"
 	case Stale:
 		return "stale"
+	case DeadLettered:
+		return "dead-lettered"
 	}
 	return "unknown"
 }
@@ -115,6 +118,9 @@ type Outcome struct {
 	// takeover can tell whether an earlier delivery may have published longer ago than the output remembers; for
 	// Duplicate, the holder's (for a value that is no claim, the time the server stored it).
 	FirstClaimed time.Time
+	// MayBeStored, with Won or Owned: the claim was made over the release marker of another envelope's delivery
+	// that may have stored the event before it was refused (see Release): publish marked as a possible duplicate.
+	MayBeStored bool
 	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (its input sequence and
 	// stored-at time, as in Claimant): the pipeline looks it up
 	// in the input stream to learn whether the holder is done with it.

@@ -16,16 +16,25 @@ import (
 //	count      uvarint  delivery: count
 //	first      varint   first claim time, unix milliseconds, minus stamp's milliseconds (a few bytes: the claim
 //	                    follows the envelope's storing by little)
-//	flags      byte     flagPublished, flagKey; unknown bits are ignored
+//	flags      byte     flagPublished, flagKey, flagReleased, flagMayBeStored; unknown bits are ignored
 //	key        rest     the event key, only with flagKey: only when the KV key holds its hash (longer than
 //	                    MaxRawKey); a raw key is in the KV key already
 //
 // The claim time and TTL are left out: the stored message's timestamp and its Nats-TTL header say them.
+//
+// A release marker has the same layout with flagReleased: it is no claim, and names the claimant and delivery that
+// released it (see Release).
 const valueV1 = 0x01
 
 const (
 	flagPublished = 1 << iota
 	flagKey
+	// flagReleased: a release marker, not a claim: the claimant dead-lettered its event and released the claim.
+	flagReleased
+	// flagMayBeStored: with flagReleased, the event may be in the output (the releasing delivery had taken the
+	// claim over from an earlier one, which may have stored it unrecorded); on a claim, it was made over such a
+	// marker (kept across takeovers, not by MarkPublished, after which no delivery publishes again).
+	flagMayBeStored
 )
 
 // claimValue is a decoded claim.
@@ -37,7 +46,15 @@ type claimValue struct {
 	First int64 // unix milliseconds
 	Pub   bool
 	Key   string // "" when the KV key holds the key itself
+	// Flags holds flagReleased and flagMayBeStored as stored.
+	Flags byte
 }
+
+// released reports whether the value is a release marker rather than a claim.
+func (v claimValue) released() bool { return v.Flags&flagReleased != 0 }
+
+// mayBeStored reports whether the marker (or the claim made over one) says the event may be in the output.
+func (v claimValue) mayBeStored() bool { return v.Flags&flagMayBeStored != 0 }
 
 func (v claimValue) claimant() Claimant { return Claimant{Seq: v.Seq, Stamp: v.Stamp} }
 func (v claimValue) delivery() Delivery { return Delivery{Consumer: v.Con, Count: v.Dlv} }
@@ -45,18 +62,16 @@ func (v claimValue) delivery() Delivery { return Delivery{Consumer: v.Con, Count
 // firstClaimed is when the claim was first made.
 func (v claimValue) firstClaimed() time.Time { return time.UnixMilli(v.First) }
 
-// appendClaimValue appends c's claim, first claimed at firstMs (unix milliseconds), in the compact encoding.
-func appendClaimValue(dst []byte, c Claim, firstMs int64, published bool) []byte {
+// appendClaimValue appends c's claim, first claimed at firstMs (unix milliseconds), in the compact encoding, with
+// flags (flagPublished, flagReleased, flagMayBeStored; flagKey is set here).
+func appendClaimValue(dst []byte, c Claim, firstMs int64, flags byte) []byte {
 	dst = append(dst, valueV1)
 	dst = binary.AppendUvarint(dst, c.Claimant.Seq)
 	dst = binary.AppendVarint(dst, c.Claimant.Stamp)
 	dst = binary.AppendVarint(dst, c.Delivery.Consumer)
 	dst = binary.AppendUvarint(dst, c.Delivery.Count)
 	dst = binary.AppendVarint(dst, firstMs-c.Claimant.Stamp/int64(time.Millisecond))
-	var flags byte
-	if published {
-		flags |= flagPublished
-	}
+	flags &^= flagKey
 	if len(c.Key) > MaxRawKey {
 		flags |= flagKey
 	}
@@ -111,6 +126,7 @@ func decodeClaimValue(data []byte) (claimValue, bool) {
 	}
 	flags := b[0]
 	v.Pub = flags&flagPublished != 0
+	v.Flags = flags & (flagReleased | flagMayBeStored)
 	if flags&flagKey != 0 {
 		if len(b)-1 <= MaxRawKey {
 			return claimValue{}, false // only a key the KV key holds hashed is written out

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -55,42 +54,44 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	return e
 }
 
-// Release gives up the claim this delivery holds on (tenant, source, key): rev is the revision its Claim returned
-// with Won or Owned (never a Duplicate's or Stale's revision: that claim is someone else's). It removes the claim
-// only while the key's last revision is still rev, with one write to the key's subject: a KV purge (rollup of the
-// subject) expected at rev. It can therefore never remove a claim made since by another envelope or a later
-// delivery of this one, nor an expiry marker; Forget, by contrast, removes whatever the key holds. It reports
-// true when it removed the claim and false when the key had moved on (the claim expired, was forgotten, taken
-// over or replaced), which is not an error. The purge marker it leaves lives for the bucket's marker TTL, like
-// an expiry marker, and the next Claim of the key writes over it. Errors wrap ErrUnavailable (or ErrInvalid for
-// bad arguments, including rev 0); after a timeout the release may still have happened.
-func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
-	k, err := KVKey(tenant, source, key)
-	if err != nil {
+// Release gives up the claim this delivery holds on c's key after dead-lettering its event: rev is the revision
+// its Claim returned with Won or Owned (never a Duplicate's or Stale's revision: that claim is someone else's). It
+// replaces the claim only while the key's last revision is still rev, with one write to the key's subject expected
+// at rev: a release marker naming c's claimant and delivery, with the claim's TTL (c.TTL). It can therefore never
+// replace a claim made since by another envelope or a later delivery of this one, nor an expiry marker; Forget, by
+// contrast, removes whatever the key holds. The marker is no claim (Get and List skip it): the next Claim of
+// another envelope writes over it (Won), while a Claim of c's own envelope gets DeadLettered, so that a later
+// delivery of an envelope already dead-lettered never holds the key again. mayBeStored says in the marker that the
+// event may be in the output (the releasing delivery took the claim over from an earlier one): the claim written
+// over it reports Outcome.MayBeStored. It reports true when it wrote the marker and false when the key had moved
+// on (the claim expired, was forgotten, taken over or replaced), which is not an error. Errors wrap
+// ErrUnavailable (or ErrInvalid for a bad claim, including rev 0); after a timeout the release may still have
+// happened.
+func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
+	if err := c.Validate(); err != nil {
 		return false, err
 	}
 	if rev == 0 {
-		// Expecting revision 0 means "the key is empty": the purge would write a marker on a free key.
+		// Expecting revision 0 means "the key is empty": the marker would be written on a free key.
 		return false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
 	}
+	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
 	// As in purge: a publish made while disconnected sits in the client's reconnect buffer and would land after
 	// the caller was told it failed, leaving the caller to believe it still holds the claim.
 	if !w.nc.IsConnected() {
-		return false, w.unavailable("release", k, nats.ErrDisconnected)
+		return false, w.unavailable("release", subj, nats.ErrDisconnected)
 	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	m := &nats.Msg{Subject: w.prefix + k, Header: nats.Header{
-		kvOperation:                         []string{"PURGE"},
-		jetstream.MsgRollup:                 []string{jetstream.MsgRollupSubject},
-		jetstream.ExpectedLastSubjSeqHeader: []string{strconv.FormatUint(rev, 10)},
-		// Without a TTL the purge marker would stay on the key for good (the bucket's limits never remove it).
-		jetstream.MsgTTLHeader: []string{ttlHeader(int64((w.markTTL + time.Second - 1) / time.Second))},
-	}}
 	if err := w.usable(); err != nil {
 		return false, err
 	}
-	if _, err := w.publish(ctx, m, w.cfg.Timeout); err != nil {
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	var flags byte = flagReleased
+	if mayBeStored {
+		flags |= flagMayBeStored
+	}
+	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, time.Now().UnixMilli(), flags)
+	if _, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout); err != nil {
 		if errors.Is(err, ErrWindowLost) {
 			return false, err
 		}
@@ -100,7 +101,7 @@ func (w *shard) Release(ctx context.Context, tenant, source, key string, rev uin
 			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
 			return false, nil
 		}
-		return false, w.unavailable("release", k, err)
+		return false, w.unavailable("release", subj, err)
 	}
 	return true, nil
 }
@@ -194,7 +195,7 @@ func (w *shard) Ping(ctx context.Context) error {
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
 // keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
-// reads it from the claim first (one more round trip to the stream leader). c.Known is not read.
+// reads it from the claim first (one more round trip to the stream leader).
 func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
@@ -223,7 +224,7 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		}
 		first = v.firstClaimed()
 	}
-	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), true)
+	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), flagPublished)
 	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)
 	if err != nil {
 		if errors.Is(err, ErrWindowLost) {

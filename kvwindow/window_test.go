@@ -283,10 +283,10 @@ func TestForget(t *testing.T) {
 		return ok
 	}
 	seed()
-	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 1 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).Forget(ctx, "a", "s1", "k0"); n != 1 || err != nil {
 		t.Fatalf("Forget: %d %v", n, err)
 	}
-	if n, err := w.Forget(ctx, "a", "s1", "k0"); n != 0 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).Forget(ctx, "a", "s1", "k0"); n != 0 || err != nil {
 		t.Fatalf("Forget again: %d %v", n, err)
 	}
 	if held("a", "s1", "k0") || !held("a", "s1", "k1") || !held("b", "s1", "k0") {
@@ -297,14 +297,14 @@ func TestForget(t *testing.T) {
 	}
 
 	// Source-scoped.
-	if n, err := w.ForgetAll(ctx, "a", "s2"); n != 3 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", "s2"); n != 3 || err != nil {
 		t.Fatalf("ForgetAll(a, s2): %d %v", n, err)
 	}
 	if held("a", "s2", "k1") || !held("a", "s1", "k1") || !held("b", "s2", "k1") || !held("ab", "s2", "k1") {
 		t.Fatal("ForgetAll(a, s2) removed the wrong claims")
 	}
 	// Tenant-wide: "a" must not touch "ab" (a prefix of its subject) or "b".
-	if n, err := w.ForgetAll(ctx, "a", ""); n != 3 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", ""); n != 3 || err != nil {
 		t.Fatalf("ForgetAll(a): %d %v", n, err)
 	}
 	for _, src := range []string{"s1", "s2"} {
@@ -315,18 +315,18 @@ func TestForget(t *testing.T) {
 			}
 		}
 	}
-	if n, err := w.ForgetAll(ctx, "a", ""); n != 0 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "a", ""); n != 0 || err != nil {
 		t.Fatalf("ForgetAll(a) again: %d %v", n, err)
 	}
 	for _, bad := range [][2]string{{"", ""}, {"a.>", ""}, {"*", ""}, {"a", "s.>"}, {"a", "*"}, {strings.Repeat("a", 65), ""}} {
-		if _, err := w.ForgetAll(ctx, bad[0], bad[1]); !errors.Is(err, kvwindow.ErrInvalid) {
+		if _, err := kvwindow.ManagerOf(w).ForgetAll(ctx, bad[0], bad[1]); !errors.Is(err, kvwindow.ErrInvalid) {
 			t.Errorf("ForgetAll%q: %v, want ErrInvalid", bad, err)
 		}
 	}
-	if _, err := w.Forget(ctx, "a", ">", "k"); !errors.Is(err, kvwindow.ErrInvalid) {
+	if _, err := kvwindow.ManagerOf(w).Forget(ctx, "a", ">", "k"); !errors.Is(err, kvwindow.ErrInvalid) {
 		t.Errorf("Forget with a wildcard source: %v", err)
 	}
-	if n, err := w.ForgetAll(ctx, "b", ""); n != 6 || err != nil {
+	if n, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "b", ""); n != 6 || err != nil {
 		t.Fatalf("ForgetAll(b): %d %v", n, err)
 	}
 }
@@ -397,7 +397,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	c2 := c
 	c2.Key = "k2"
 	start := time.Now()
-	out, err := w.Claim(ctx, c2)
+	out, err := w.Claim(ctx, c2, kvwindow.Known{})
 	if !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim with the server down: %+v %v", out, err)
 	}
@@ -411,11 +411,11 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	if _, _, err := w.Get(ctx, "t", "s", "k"); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("get with the server down: %v", err)
 	}
-	if _, err := w.ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
+	if _, err := kvwindow.ManagerOf(w).ForgetAll(ctx, "t", ""); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("forget with the server down: %v", err)
 	}
 	// Refused at once, not left in the reconnect buffer to land after the restart (checked below: the claim stays).
-	if ok, err := w.Release(ctx, "t", "s", "k", first.Revision); ok || !errors.Is(err, kvwindow.ErrUnavailable) || !errors.Is(err, nats.ErrDisconnected) {
+	if ok, err := w.Release(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}, first.Revision, false); ok || !errors.Is(err, kvwindow.ErrUnavailable) || !errors.Is(err, nats.ErrDisconnected) {
 		t.Fatalf("release with the server down: %v %v", ok, err)
 	}
 	t.Logf("claim while down: %v", err)
@@ -424,7 +424,7 @@ func TestUnavailableThenRecovers(t *testing.T) {
 	natstest.Eventually(t, 20*time.Second, func() error { return w.Ping(ctx) })
 	var got kvwindow.Outcome
 	natstest.Eventually(t, 20*time.Second, func() error {
-		got, err = w.Claim(ctx, c2)
+		got, err = w.Claim(ctx, c2, kvwindow.Known{})
 		return err
 	})
 	// The claim that timed out sat in the client's reconnect buffer and may have landed after the restart: the
@@ -449,7 +449,7 @@ func TestBucketFull(t *testing.T) {
 	var fullErr error
 	won := 0
 	for i := 0; i < 1000 && fullErr == nil; i++ {
-		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(uint64(i + 1))})
+		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "key-" + strconv.Itoa(i), TTL: time.Hour, Claimant: envelope(uint64(i + 1))}, kvwindow.Known{})
 		if err != nil {
 			fullErr = err
 			break
@@ -627,89 +627,88 @@ func TestTakeoverRewritesClaim(t *testing.T) {
 	}
 }
 
-// TestReleaseOnServer: Release is one purge of the key expected at the caller's revision (a subject rollup). The
-// purge marker it leaves is written over by the next claim, and expires after the marker TTL without leaving a
-// marker of its own. An expiry marker is never released.
+// TestReleaseOnServer: Release is one write of the key expected at the caller's revision: a release marker naming
+// the envelope, with the claim's TTL. It is no claim (Get skips it). The same envelope's later delivery finds it
+// and gets DeadLettered without writing; another envelope claims over it (Won, through the marker path), told
+// whether the event may be stored, and a takeover of that claim keeps it. An expiry marker is never released.
 func TestReleaseOnServer(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	ctx := ctxT(t, 60*time.Second)
-	cfg := kvwindow.DefaultConfig()
-	cfg.MarkerTTL = time.Second
-	w := newWindow(t, js, cfg)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
 	st, err := js.Stream(ctx, "KV_dedupe-window")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}
+	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(2)}
 	first := claim(t, w, c)
-	if ok, err := w.Release(ctx, "t", "s", "k", first.Revision); !ok || err != nil {
+	if ok, err := w.Release(ctx, c, first.Revision, true); !ok || err != nil {
 		t.Fatalf("release: %v %v", ok, err)
 	}
-	purge := lastOn(t, st, "t", "s", "k")
-	if purge == nil || purge.Sequence != first.Revision+1 || purge.Header.Get("KV-Operation") != "PURGE" ||
-		purge.Header.Get(jetstream.MsgTTLHeader) != "1s" || len(purge.Data) != 0 {
-		t.Fatalf("purge marker: %+v", purge)
-	}
-	if _, err := st.GetMsg(ctx, first.Revision); !errors.Is(err, jetstream.ErrMsgNotFound) {
-		t.Fatalf("the released claim is still stored: %v", err)
+	marker := lastOn(t, st, "t", "s", "k")
+	if marker == nil || marker.Sequence != first.Revision+1 || marker.Header.Get(jetstream.MsgTTLHeader) != "3600s" {
+		t.Fatalf("release marker: %+v", marker)
 	}
 	if _, ok, err := w.Get(ctx, "t", "s", "k"); ok || err != nil {
 		t.Fatalf("Get after release: %v %v", ok, err)
 	}
+	if ok, err := w.Release(ctx, c, first.Revision, true); ok || err != nil {
+		t.Fatalf("release again: %v %v", ok, err)
+	}
 
-	// The next claim writes over the purge marker.
+	// A later delivery of the same envelope: dead-lettered already, nothing written.
+	again := c
+	again.Delivery = delivery(3)
+	if got := claim(t, w, again); decision(got) != (kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: marker.Sequence}) {
+		t.Fatalf("claim of the released envelope: %+v", got)
+	}
+	if m := lastOn(t, st, "t", "s", "k"); m.Sequence != marker.Sequence {
+		t.Fatalf("the claim of the released envelope wrote seq %d", m.Sequence)
+	}
+
+	// Another envelope claims over the marker, told that the event may be stored; its takeover keeps that.
 	_, _, markers, _ := kvwindow.Stats(w)
-	c.Claimant = envelope(2)
-	next := claim(t, w, c)
-	if next.Status != kvwindow.Won || next.Revision != purge.Sequence+1 {
-		t.Fatalf("claim over the purge marker: %+v (marker %d)", next, purge.Sequence)
+	b := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(2), Delivery: delivery(1)}
+	next := claim(t, w, b)
+	if next.Status != kvwindow.Won || next.Revision != marker.Sequence+1 || !next.MayBeStored {
+		t.Fatalf("claim over the release marker: %+v (marker %d)", next, marker.Sequence)
 	}
 	if _, _, m, _ := kvwindow.Stats(w); m != markers+1 {
 		t.Fatal("the claim did not go through the marker path")
 	}
-
-	// Left alone, the purge marker expires and the key is empty again: no expiry marker takes its place.
-	if ok, err := w.Release(ctx, "t", "s", "k", next.Revision); !ok || err != nil {
-		t.Fatalf("second release: %v %v", ok, err)
+	b.Delivery = delivery(2)
+	if took := claim(t, w, b); took.Status != kvwindow.Owned || !took.MayBeStored {
+		t.Fatalf("takeover of a claim made over a may-be-stored marker: %+v", took)
 	}
-	purge = lastOn(t, st, "t", "s", "k")
-	natstest.Eventually(t, 15*time.Second, func() error {
-		if m := lastOn(t, st, "t", "s", "k"); m != nil {
-			return fmt.Errorf("key holds seq %d headers %v", m.Sequence, m.Header)
-		}
-		return nil
-	})
-	info, err := st.Info(ctx)
+
+	// A release that does not say so leaves a marker the next claim is not warned by.
+	e, _, err := w.Get(ctx, "t", "s", "k")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.State.LastSeq != purge.Sequence {
-		t.Fatalf("stream last seq %d, purge marker %d: the server wrote a marker for the purge marker", info.State.LastSeq, purge.Sequence)
+	if ok, err := w.Release(ctx, b, e.Revision, false); !ok || err != nil {
+		t.Fatalf("second release: %v %v", ok, err)
 	}
-	w10071, _, markers, _ := kvwindow.Stats(w)
-	if got := claim(t, w, c); got.Status != kvwindow.Won {
-		t.Fatalf("claim of an empty key: %+v", got)
-	}
-	if a, _, m, _ := kvwindow.Stats(w); a != w10071 || m != markers {
-		t.Fatal("a claim of an empty key needed more than its create")
+	third := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Hour, Claimant: envelope(3), Delivery: delivery(1)}
+	if got := claim(t, w, third); got.Status != kvwindow.Won || got.MayBeStored {
+		t.Fatalf("claim over a plain release marker: %+v", got)
 	}
 
 	// An expired claim's marker is not the caller's claim: Release leaves it alone.
 	short := kvwindow.Claim{Tenant: "t", Source: "s", Key: "short", TTL: time.Second, Claimant: envelope(3), Delivery: delivery(1)}
 	expiring := claim(t, w, short)
-	var marker *jetstream.RawStreamMsg
+	var expiry *jetstream.RawStreamMsg
 	natstest.Eventually(t, 15*time.Second, func() error {
-		marker = lastOn(t, st, "t", "s", "short")
-		if marker == nil || marker.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
+		expiry = lastOn(t, st, "t", "s", "short")
+		if expiry == nil || expiry.Header.Get(jetstream.MarkerReasonHeader) != "MaxAge" {
 			return errors.New("no expiry marker yet")
 		}
 		return nil
 	})
-	if ok, err := w.Release(ctx, "t", "s", "short", expiring.Revision); ok || err != nil {
+	if ok, err := w.Release(ctx, short, expiring.Revision, false); ok || err != nil {
 		t.Fatalf("release of an expired claim: %v %v", ok, err)
 	}
-	if m := lastOn(t, st, "t", "s", "short"); m != nil && m.Sequence != marker.Sequence {
-		t.Fatalf("release changed the key: seq %d, marker %d", m.Sequence, marker.Sequence)
+	if m := lastOn(t, st, "t", "s", "short"); m != nil && m.Sequence != expiry.Sequence {
+		t.Fatalf("release changed the key: seq %d, marker %d", m.Sequence, expiry.Sequence)
 	}
 }

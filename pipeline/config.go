@@ -19,11 +19,13 @@ import (
 // windowtest.Memory). Claim must bound its own duration (kvwindow.Config.Timeout) and report a window that cannot
 // decide with an error wrapping kvwindow.ErrUnavailable.
 type Window interface {
-	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
-	// Release removes the claim on the key only while it is still at revision rev (the caller's own claim). The
-	// pipeline calls it only for an event it claimed and then had to dead-letter because the output stream refused
-	// it for good, so that a well-formed retry of the event is not suppressed.
-	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
+	// Release replaces c's claim on the key, only while it is still at revision rev (the caller's own claim), by
+	// a release marker naming c's envelope (mayBeStored: saying the event may be in the output). The pipeline
+	// calls it only for an event it claimed and then had to dead-letter because the output stream refused it for
+	// good, so that a well-formed copy of the event is admitted (and a later delivery of the same envelope is told
+	// DeadLettered instead of holding the key again).
+	Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error)
 	// MarkPublished records in the claim (still at revision rev) that its event was published, so that a later
 	// delivery finds Owned with Published and does not publish again, and a copy waiting for the holder (a
 	// Duplicate without Published) is acknowledged. The pipeline calls it after every keyed publish, before the ack.

@@ -32,7 +32,7 @@ type spyWindow struct {
 	stall func(c kvwindow.Claim) (d time.Duration, before bool)
 }
 
-func (w *spyWindow) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+func (w *spyWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
 	w.mu.Lock()
 	w.claims = append(w.claims, c)
 	stall := w.stall
@@ -45,7 +45,7 @@ func (w *spyWindow) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outco
 	if d > 0 && before {
 		time.Sleep(d) // the stall being simulated: a replica that stops between receiving and claiming
 	}
-	out, err := w.Window.Claim(ctx, c)
+	out, err := w.Window.Claim(ctx, c, known)
 	if d > 0 && !before {
 		time.Sleep(d) // a replica that stops between claiming and publishing
 	}

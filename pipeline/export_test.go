@@ -26,10 +26,10 @@ func (noJetStream) Options() jetstream.JetStreamOptions { return jetstream.JetSt
 // noWindow stands in for a window that is never used.
 type noWindow struct{}
 
-func (noWindow) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
+func (noWindow) Claim(context.Context, kvwindow.Claim, kvwindow.Known) (kvwindow.Outcome, error) {
 	return kvwindow.Outcome{}, kvwindow.ErrUnavailable
 }
-func (noWindow) Release(context.Context, string, string, string, uint64) (bool, error) {
+func (noWindow) Release(context.Context, kvwindow.Claim, uint64, bool) (bool, error) {
 	return false, kvwindow.ErrUnavailable
 }
 func (noWindow) MarkPublished(context.Context, kvwindow.Claim, uint64, time.Time) (uint64, bool, error) {

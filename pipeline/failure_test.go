@@ -30,7 +30,7 @@ func TestCrashBetweenClaimAndAck(t *testing.T) {
 	}
 	claim := func(key string, seq uint64) uint64 {
 		out, err := w.Claim(ctx(t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour,
-			Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: kvwindow.Delivery{Count: 1}})
+			Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: kvwindow.Delivery{Count: 1}}, kvwindow.Known{})
 		if err != nil || out.Status != kvwindow.Won {
 			t.Fatalf("claim %s: %v %v", key, out, err)
 		}
@@ -76,8 +76,8 @@ type lostAnswer struct {
 	lost bool
 }
 
-func (w *lostAnswer) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
-	out, err := w.Window.Claim(ctx, c)
+func (w *lostAnswer) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
+	out, err := w.Window.Claim(ctx, c, known)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if err == nil && !w.lost {
@@ -377,7 +377,7 @@ func TestServerRestart(t *testing.T) {
 // invalidClaims is a window that rejects every claim as invalid.
 type invalidClaims struct{ pipeline.Window }
 
-func (invalidClaims) Claim(context.Context, kvwindow.Claim) (kvwindow.Outcome, error) {
+func (invalidClaims) Claim(context.Context, kvwindow.Claim, kvwindow.Known) (kvwindow.Outcome, error) {
 	return kvwindow.Outcome{}, fmt.Errorf("%w: key: too odd", kvwindow.ErrInvalid)
 }
 
@@ -427,7 +427,7 @@ func TestDeadLetterStreamMissing(t *testing.T) {
 // stuckWindow never answers until its context is cancelled.
 type stuckWindow struct{ pipeline.Window }
 
-func (stuckWindow) Claim(ctx context.Context, _ kvwindow.Claim) (kvwindow.Outcome, error) {
+func (stuckWindow) Claim(ctx context.Context, _ kvwindow.Claim, _ kvwindow.Known) (kvwindow.Outcome, error) {
 	<-ctx.Done()
 	return kvwindow.Outcome{}, fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, ctx.Err())
 }

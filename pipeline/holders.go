@@ -110,7 +110,7 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan st
 }
 
 // known is what a claim of k may be decided by without a read at now (p.clock): the last finished, published
-// holding of k here, with the revision of its last write (see kvwindow.Claim.Known), while its claim's TTL runs.
+// holding of k here, with the revision of its last write (see kvwindow.Known), while its claim's TTL runs.
 // The zero Known when there is none. Within the TTL a copy of k is a duplicate of the event this process published
 // whatever the bucket holds now; past it, a key whose last revision is still that number can only be another
 // bucket's (the claim's expiry would have written a marker): the bucket was deleted and created again, and the

@@ -21,6 +21,8 @@ import (
 type hookWindow struct {
 	pipeline.Window
 	mu sync.Mutex
+	// beforeClaim runs before the real claim is made.
+	beforeClaim func(c kvwindow.Claim)
 	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
 	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
 	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
@@ -28,8 +30,14 @@ type hookWindow struct {
 	marks     atomic.Int64
 }
 
-func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
-	out, err := w.Window.Claim(ctx, c)
+func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
+	w.mu.Lock()
+	before := w.beforeClaim
+	w.mu.Unlock()
+	if before != nil {
+		before(c)
+	}
+	out, err := w.Window.Claim(ctx, c, known)
 	w.mu.Lock()
 	hook := w.afterClaim
 	w.mu.Unlock()

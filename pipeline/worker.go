@@ -206,7 +206,7 @@ func (s *step) do(plan protocol.Plan) {
 		s.dead, s.deadWhy = s.deadReason(plan.Dead)
 		f.DeadLetter = w.deadLetter(d, s.dead, s.deadWhy)
 	case protocol.Release:
-		ok, err := p.cfg.Window.Release(w.durable, e.tenant, e.source, e.key, s.rev)
+		ok, err := p.cfg.Window.Release(w.durable, s.claim, s.rev, plan.MayBeStored)
 		switch {
 		case err != nil:
 			p.log.Warn("pipeline: claim of a dead-lettered event not released; handing the envelope back",
@@ -263,10 +263,9 @@ func (s *step) doClaim() {
 		Tenant: e.tenant, Source: e.source, Key: e.key, TTL: ttl,
 		Claimant: kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp},
 		Delivery: kvwindow.Delivery{Consumer: p.consumerCreated.Load(), Count: d.delivered},
-		// A copy of an event this process published a moment ago is decided by the create's refusal alone.
-		Known: p.holders.known(s.hk, now),
 	}
-	res, err := p.cfg.Window.Claim(w.ctx, s.claim)
+	// A copy of an event this process published a moment ago is decided by the create's refusal alone.
+	res, err := p.cfg.Window.Claim(w.ctx, s.claim, p.holders.known(s.hk, now))
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	s.res, s.claimErr = res, err
 	if err != nil {
@@ -285,7 +284,7 @@ func (s *step) doClaim() {
 		return
 	}
 	p.windowUp()
-	f.Claim = protocol.ClaimResult{Published: res.Published, HolderKnown: res.HolderSeq != 0}
+	f.Claim = protocol.ClaimResult{Published: res.Published, HolderKnown: res.HolderSeq != 0, MayBeStored: res.MayBeStored}
 	if !res.FirstClaimed.IsZero() {
 		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
 	}
@@ -298,6 +297,8 @@ func (s *step) doClaim() {
 		f.Claim.Status = protocol.Duplicate
 	case kvwindow.Stale:
 		f.Claim.Status = protocol.Stale
+	case kvwindow.DeadLettered:
+		f.Claim.Status = protocol.DeadLettered
 	default:
 		f.Claim.Status = protocol.ClaimUnknown
 	}

@@ -15,7 +15,7 @@ import (
 // own, so that the receiver's NATS user never writes the worker's claims; `dedupeworker window get`, pointed at
 // that bucket, finds what the guard recorded.
 type ReplayWindow interface {
-	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
+	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
 	// Bucket names the bucket, for the log line that says how to find a replay's claim.
 	Bucket() string
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
@@ -139,7 +140,7 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 	c := guardClaim(tenant, source, id, body, sp.ttl)
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
 	start := time.Now()
-	o, err := r.cfg.Window.Claim(ctx, c)
+	o, err := r.cfg.Window.Claim(ctx, c, kvwindow.Known{})
 	cancel()
 	r.metrics.guardDuration.Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -95,7 +95,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
-	w, err := kvwindow.New(ctx, js, windowConfig(cfg))
+	w, err := kvwindow.NewManager(ctx, js, windowConfig(cfg))
 	if err != nil {
 		// kvwindow's own message suggests enabling provisioning, which these commands never do.
 		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); errors.Is(serr, jetstream.ErrStreamNotFound) {

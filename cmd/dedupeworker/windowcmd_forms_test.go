@@ -85,7 +85,7 @@ func TestWindowFormsFindKeysNATSWouldAlter(t *testing.T) {
 	}
 	for _, c := range claims {
 		out, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "forms", Key: c.key, TTL: time.Hour,
-			Claimant: kvwindow.Claimant{Seq: c.seq, Stamp: c.stamp}, Delivery: c.delivery})
+			Claimant: kvwindow.Claimant{Seq: c.seq, Stamp: c.stamp}, Delivery: c.delivery}, kvwindow.Known{})
 		if err != nil || out.Status != kvwindow.Won {
 			t.Fatalf("claim %q: %v %v", c.key, out, err)
 		}

@@ -76,7 +76,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 
 // bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
 // bucket). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Writer) (*kvwindow.Window, config.Config, *nats.Conn, error) {
+func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
 	cfg, log, err := loadSettings(stderr)
 	if err != nil {
 		return nil, cfg, nil, err
@@ -87,8 +87,8 @@ func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Wri
 	}
 	js, err := jetstream.New(nc)
 	if err == nil {
-		var w *kvwindow.Window
-		if w, err = kvwindow.New(ctx, js, windowConfig(cfg)); err == nil {
+		var w *kvwindow.Manager
+		if w, err = kvwindow.NewManager(ctx, js, windowConfig(cfg)); err == nil {
 			return w, cfg, nc, nil
 		}
 	}

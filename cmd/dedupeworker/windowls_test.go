@@ -29,12 +29,12 @@ func TestWindowList(t *testing.T) {
 	}
 	for i := range 5 {
 		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: fmt.Sprint("d-", i), TTL: time.Hour,
-			Claimant: kvwindow.Claimant{Seq: uint64(i + 1), Stamp: time.Now().UnixNano()}, Delivery: kvwindow.Delivery{Count: 1}}); err != nil {
+			Claimant: kvwindow.Claimant{Seq: uint64(i + 1), Stamp: time.Now().UnixNano()}, Delivery: kvwindow.Delivery{Count: 1}}, kvwindow.Known{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "stripe", Key: "evt_1", TTL: time.Hour,
-		Claimant: kvwindow.Claimant{Seq: 9}}); err != nil {
+		Claimant: kvwindow.Claimant{Seq: 9}}, kvwindow.Known{}); err != nil {
 		t.Fatal(err)
 	}
 

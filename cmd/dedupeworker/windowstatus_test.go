@@ -30,7 +30,7 @@ func TestWindowStatusSharded(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}); err != nil {
+		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}, kvwindow.Known{}); err != nil {
 			t.Fatal(err)
 		}
 	}

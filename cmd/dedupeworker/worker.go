@@ -56,6 +56,7 @@ type worker struct {
 
 	srv      *embedded.Server
 	nc       *nats.Conn
+	window   *kvwindow.Window // closed by shutdown, after the pipeline and before the connection
 	pipe     *pipeline.Pipeline
 	httpSrv  *http.Server
 	httpDone chan error
@@ -168,6 +169,7 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 	if err != nil {
 		return failErr(err)
 	}
+	w.window = window
 	w.pipe, err = pipeline.New(pipeline.Config{
 		JetStream:             js,
 		Window:                window,
@@ -322,8 +324,8 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	return nil
 }
 
-// shutdown stops, in order: the HTTP server, the NATS connection (draining pending publishes and acks), the
-// embedded server. The pipeline has already returned, within pipelineShutdownBudget; these steps share what is
+// shutdown stops, in order: the HTTP server, the window (its answer subscription: the pipeline, which claimed
+// through it, has returned), the NATS connection (draining pending publishes and acks), the embedded server. The pipeline has already returned, within pipelineShutdownBudget; these steps share what is
 // left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
 func (w *worker) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout-pipelineShutdownBudget(w.cfg.ShutdownTimeout))
@@ -338,6 +340,12 @@ func (w *worker) shutdown() error {
 			errs = append(errs, fmt.Errorf("http: %w", err))
 		}
 		w.httpSrv, w.httpDone = nil, nil
+	}
+	if w.window != nil {
+		if err := w.window.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("dedupe window close: %w", err))
+		}
+		w.window = nil
 	}
 	if w.nc != nil {
 		closed := make(chan struct{})

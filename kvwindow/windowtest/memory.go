@@ -14,9 +14,10 @@ import (
 
 // Claimer is what the conformance suite exercises.
 type Claimer interface {
-	Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error)
-	Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error)
+	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
+	Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error)
 	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error)
+	Get(ctx context.Context, tenant, source, key string) (kvwindow.Entry, bool, error)
 }
 
 type scopeKey struct{ tenant, source, key string }
@@ -29,6 +30,9 @@ type memEntry struct {
 	ttl       time.Duration
 	published bool
 	first     time.Time // when the envelope first claimed the key, kept across takeovers and marks
+	// released: a release marker naming claimant, not a claim; mayBeStored: the marker says the event may be
+	// stored (on a claim: it was made over such a marker).
+	released, mayBeStored bool
 }
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
@@ -99,7 +103,13 @@ func (m *Memory) check(ctx context.Context) error {
 	return nil
 }
 
-// live returns the live entry for k, dropping an expired one. Caller holds mu.
+// claimOf returns the live claim for k (not a release marker). Caller holds mu.
+func (m *Memory) claimOf(k scopeKey) (memEntry, bool) {
+	e, ok := m.live(k)
+	return e, ok && !e.released
+}
+
+// live returns the live entry for k (a claim or a release marker), dropping an expired one. Caller holds mu.
 func (m *Memory) live(k scopeKey) (memEntry, bool) {
 	e, ok := m.entries[k]
 	if !ok {
@@ -112,8 +122,9 @@ func (m *Memory) live(k scopeKey) (memEntry, bool) {
 	return e, true
 }
 
-// Claim records c as in kvwindow.Window.Claim.
-func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome, error) {
+// Claim records c as in kvwindow.Window.Claim. It decides without known: the shortcut only spares the real
+// window a read, and the answer is the same.
+func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) (kvwindow.Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return kvwindow.Outcome{}, err
 	}
@@ -125,9 +136,14 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 	m.claims++
 	k := scopeKey{c.Tenant, c.Source, c.Key}
 	status := kvwindow.Won
-	published := false
+	published, mayBeStored := false, false
 	first := m.now().Truncate(time.Millisecond) // the real window records milliseconds
-	if e, ok := m.live(k); ok {
+	if e, ok := m.live(k); ok && e.released {
+		if e.claimant == c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: e.revision}, nil
+		}
+		mayBeStored = e.mayBeStored // another envelope's release marker: claim over it
+	} else if ok {
 		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
 		if e.claimant != c.Claimant {
 			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published,
@@ -135,25 +151,26 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim) (kvwindow.Outcome,
 		}
 		switch {
 		case e.delivery == c.Delivery:
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published, FirstClaimed: e.first}, nil
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published, FirstClaimed: e.first, MayBeStored: e.mayBeStored}, nil
 		case c.Delivery.Before(e.delivery):
 			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision, FirstClaimed: e.first}, nil
 		}
 		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
 		// rewrite of the claim, which keeps the first claim time and the record of a publish.
-		status, published, first = kvwindow.Owned, e.published, e.first
+		status, published, first, mayBeStored = kvwindow.Owned, e.published, e.first, e.mayBeStored
 	}
 	m.rev++
 	m.entries[k] = memEntry{
-		claimant:  c.Claimant,
-		delivery:  c.Delivery,
-		revision:  m.rev,
-		at:        m.now(),
-		ttl:       time.Duration(c.TTLSeconds()) * time.Second,
-		published: published,
-		first:     first,
+		claimant:    c.Claimant,
+		delivery:    c.Delivery,
+		revision:    m.rev,
+		at:          m.now(),
+		ttl:         time.Duration(c.TTLSeconds()) * time.Second,
+		published:   published,
+		first:       first,
+		mayBeStored: mayBeStored,
 	}
-	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published, FirstClaimed: first}, nil
+	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
 }
 
 // MarkPublished records that c's event was published while the claim is still revision rev, as
@@ -171,7 +188,7 @@ func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64
 		return 0, false, err
 	}
 	k := scopeKey{c.Tenant, c.Source, c.Key}
-	e, ok := m.live(k)
+	e, ok := m.claimOf(k)
 	if !ok || e.revision != rev {
 		return 0, false, nil
 	}
@@ -181,10 +198,10 @@ func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64
 	return m.rev, true, nil
 }
 
-// Release drops the claim on key only while it is still revision rev, as kvwindow.Window.Release: true when it
-// dropped it, false when the key holds another claim or none.
-func (m *Memory) Release(ctx context.Context, tenant, source, key string, rev uint64) (bool, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+// Release replaces c's claim by a release marker only while it is still revision rev, as
+// kvwindow.Window.Release: true when it did, false when the key holds another claim or none.
+func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error) {
+	if err := c.Validate(); err != nil {
 		return false, err
 	}
 	if rev == 0 {
@@ -195,11 +212,13 @@ func (m *Memory) Release(ctx context.Context, tenant, source, key string, rev ui
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	k := scopeKey{tenant, source, key}
-	if e, ok := m.live(k); !ok || e.revision != rev {
+	k := scopeKey{c.Tenant, c.Source, c.Key}
+	if e, ok := m.claimOf(k); !ok || e.revision != rev {
 		return false, nil
 	}
-	delete(m.entries, k)
+	m.rev++
+	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
+		ttl: time.Duration(c.TTLSeconds()) * time.Second, released: true, mayBeStored: mayBeStored}
 	return true, nil
 }
 
@@ -213,7 +232,7 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 	if err := m.check(ctx); err != nil {
 		return kvwindow.Entry{}, false, err
 	}
-	e, ok := m.live(scopeKey{tenant, source, key})
+	e, ok := m.claimOf(scopeKey{tenant, source, key})
 	if !ok {
 		return kvwindow.Entry{}, false, nil
 	}
@@ -235,7 +254,7 @@ func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, e
 		return 0, err
 	}
 	k := scopeKey{tenant, source, key}
-	_, ok := m.live(k)
+	_, ok := m.claimOf(k)
 	delete(m.entries, k)
 	if ok {
 		return 1, nil
@@ -262,7 +281,7 @@ func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, err
 		if k.tenant != tenant || (source != "" && k.source != source) {
 			continue
 		}
-		if _, ok := m.live(k); ok {
+		if _, ok := m.claimOf(k); ok {
 			n++
 		}
 		delete(m.entries, k)

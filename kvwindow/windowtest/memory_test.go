@@ -24,10 +24,10 @@ func TestMemoryUnavailable(t *testing.T) {
 	m := windowtest.NewMemory()
 	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: kvwindow.Claimant{Seq: 1, Stamp: 1}}
 	m.SetUnavailable(true)
-	if _, err := m.Claim(ctx, c); !errors.Is(err, kvwindow.ErrUnavailable) {
+	if _, err := m.Claim(ctx, c, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("claim while unavailable: %v", err)
 	}
-	if _, err := m.Release(ctx, "t", "s", "k", 1); !errors.Is(err, kvwindow.ErrUnavailable) {
+	if _, err := m.Release(ctx, kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: kvwindow.Claimant{Seq: 1}, Delivery: kvwindow.Delivery{Count: 1}}, 1, false); !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("release while unavailable: %v", err)
 	}
 	if err := m.Ping(ctx); !errors.Is(err, kvwindow.ErrUnavailable) {
@@ -37,12 +37,12 @@ func TestMemoryUnavailable(t *testing.T) {
 	if err := m.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := m.Claim(ctx, c); err != nil || out.Status != kvwindow.Won {
+	if out, err := m.Claim(ctx, c, kvwindow.Known{}); err != nil || out.Status != kvwindow.Won {
 		t.Fatalf("claim after recovery: %+v %v", out, err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	if _, err := m.Claim(cctx, c); !errors.Is(err, kvwindow.ErrUnavailable) || !errors.Is(err, context.Canceled) {
+	if _, err := m.Claim(cctx, c, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrUnavailable) || !errors.Is(err, context.Canceled) {
 		t.Fatalf("claim with cancelled ctx: %v", err)
 	}
 }
@@ -54,7 +54,7 @@ func TestMemoryClock(t *testing.T) {
 	m.SetClock(func() time.Time { return now })
 	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: 1500 * time.Millisecond,
 		Claimant: kvwindow.Claimant{Seq: 1, Stamp: 10}, Delivery: kvwindow.Delivery{Consumer: 20, Count: 1}}
-	first, _ := m.Claim(ctx, c)
+	first, _ := m.Claim(ctx, c, kvwindow.Known{})
 	e, ok, err := m.Get(ctx, "t", "s", "k")
 	if err != nil || !ok || e.Claimant != c.Claimant || e.Delivery != c.Delivery || e.TTL != 2*time.Second ||
 		!e.ClaimedAt.Equal(now) || e.Revision != first.Revision {
@@ -63,7 +63,7 @@ func TestMemoryClock(t *testing.T) {
 	// A takeover restarts the claim's TTL from its own time, as the real window's rewrite does.
 	now = now.Add(time.Second)
 	c.Delivery.Count = 2
-	took, _ := m.Claim(ctx, c)
+	took, _ := m.Claim(ctx, c, kvwindow.Known{})
 	if e, _, _ := m.Get(ctx, "t", "s", "k"); took.Status != kvwindow.Owned || e.Revision != took.Revision ||
 		e.Delivery != c.Delivery || !e.ExpiresAt().Equal(now.Add(2*time.Second)) {
 		t.Fatalf("takeover: %+v, entry %+v", took, e)
@@ -71,11 +71,11 @@ func TestMemoryClock(t *testing.T) {
 	first = took
 	c.Claimant = kvwindow.Claimant{Seq: 2, Stamp: 11}
 	now = now.Add(1999 * time.Millisecond)
-	if out, _ := m.Claim(ctx, c); out.Status != kvwindow.Duplicate {
+	if out, _ := m.Claim(ctx, c, kvwindow.Known{}); out.Status != kvwindow.Duplicate {
 		t.Fatalf("before expiry: %+v", out)
 	}
 	now = now.Add(time.Millisecond)
-	out, _ := m.Claim(ctx, c)
+	out, _ := m.Claim(ctx, c, kvwindow.Known{})
 	if out.Status != kvwindow.Won || out.Revision <= first.Revision {
 		t.Fatalf("after expiry: %+v", out)
 	}
@@ -92,7 +92,7 @@ func TestMemoryForget(t *testing.T) {
 		{Tenant: "a", Source: "s2", Key: "k1"}, {Tenant: "b", Source: "s1", Key: "k1"},
 	} {
 		c.TTL, c.Claimant = time.Minute, kvwindow.Claimant{Seq: 1}
-		if _, err := m.Claim(ctx, c); err != nil {
+		if _, err := m.Claim(ctx, c, kvwindow.Known{}); err != nil {
 			t.Fatal(err)
 		}
 	}

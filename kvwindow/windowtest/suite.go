@@ -141,7 +141,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		// An undecided holder that gives up lets the copy through.
 		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(53), Delivery: delivery(1)}
 		held := mustClaim(t, w, other)
-		if ok, err := w.Release(testCtx(t), tn, "s", "released", held.Revision); err != nil || !ok {
+		if ok, err := w.Release(testCtx(t), other, held.Revision, false); err != nil || !ok {
 			t.Fatalf("release: %v %v", ok, err)
 		}
 		other.Claimant = claimant(54)
@@ -236,7 +236,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			"zero ttl":        {Tenant: tn, Source: "s", Key: "k", TTL: 0, Claimant: claimant(1)},
 			"sub-second ttl":  {Tenant: tn, Source: "s", Key: "k", TTL: 500 * time.Millisecond, Claimant: claimant(1)},
 		} {
-			got, err := w.Claim(ctx, c)
+			got, err := w.Claim(ctx, c, kvwindow.Known{})
 			if err == nil {
 				t.Errorf("%s: %+v, want an error", name, got)
 				continue
@@ -303,7 +303,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 					defer wg.Done()
 					<-start
 					outs[i], errs[i] = w.Claim(ctx, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute,
-						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)})
+						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)}, kvwindow.Known{})
 				}()
 			}
 			close(start)
@@ -410,11 +410,11 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		w := newWindow(t)
 		tn := tenant(t)
 		ctx := testCtx(t)
-		release := func(key string, rev uint64) bool {
+		release := func(c kvwindow.Claim, rev uint64) bool {
 			t.Helper()
-			ok, err := w.Release(ctx, tn, "s", key, rev)
+			ok, err := w.Release(ctx, c, rev, false)
 			if err != nil {
-				t.Fatalf("release %s rev %d: %v", key, rev, err)
+				t.Fatalf("release %s rev %d: %v", c.Key, rev, err)
 			}
 			return ok
 		}
@@ -426,17 +426,17 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("takeover: %+v", took)
 		}
 		// The first delivery's revision is stale: releasing it must not free the second delivery's claim.
-		if release("released", won.Revision) {
+		if release(c, won.Revision) {
 			t.Fatal("release with a stale revision reported success")
 		}
 		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(2), Delivery: delivery(1)}
 		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
 			t.Fatalf("after a stale release: %+v, want Duplicate rev %d", got, took.Revision)
 		}
-		if !release("released", took.Revision) {
+		if !release(c, took.Revision) {
 			t.Fatal("release with the holder's revision did nothing")
 		}
-		if release("released", took.Revision) {
+		if release(c, took.Revision) {
 			t.Fatal("second release reported success")
 		}
 		next := mustClaim(t, w, other)
@@ -444,13 +444,15 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("claim after release: %+v, want Won after revision %d", next, took.Revision)
 		}
 		// The released revision cannot free the new holder's claim either.
-		if release("released", took.Revision) {
+		if release(c, took.Revision) {
 			t.Fatal("release of an old revision freed the new holder's claim")
 		}
 		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: next.Revision}) {
 			t.Fatalf("new holder after a stale release: %+v, want Owned rev %d", got, next.Revision)
 		}
-		if release("never-claimed", next.Revision) {
+		never := other
+		never.Key = "never-claimed"
+		if release(never, next.Revision) {
 			t.Fatal("release of a key never claimed reported success")
 		}
 		for name, bad := range map[string]struct {
@@ -462,9 +464,51 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			"empty key":       {tn, "s", "", 1},
 			"revision 0":      {tn, "s", "released", 0},
 		} {
-			if _, err := w.Release(ctx, bad.tenant, bad.source, bad.key, bad.rev); !errors.Is(err, kvwindow.ErrInvalid) {
+			bc := kvwindow.Claim{Tenant: bad.tenant, Source: bad.source, Key: bad.key, TTL: time.Minute, Claimant: claimant(1), Delivery: delivery(1)}
+			if _, err := w.Release(ctx, bc, bad.rev, false); !errors.Is(err, kvwindow.ErrInvalid) {
 				t.Errorf("release with %s: %v, want ErrInvalid", name, err)
 			}
+		}
+	})
+
+	t.Run("ReleaseMarker", func(t *testing.T) {
+		// A release leaves a marker naming the envelope: its later delivery is told DeadLettered (nothing
+		// written); another envelope claims over it, told whether the event may be stored, and keeps that across
+		// a takeover.
+		t.Parallel()
+		w := newWindow(t)
+		tn := tenant(t)
+		ctx := testCtx(t)
+		a := kvwindow.Claim{Tenant: tn, Source: "s", Key: "marker", TTL: time.Minute, Claimant: claimant(71), Delivery: delivery(2)}
+		held := mustClaim(t, w, a)
+		if ok, err := w.Release(ctx, a, held.Revision, true); err != nil || !ok {
+			t.Fatalf("release: %v %v", ok, err)
+		}
+		if _, ok, err := w.Get(ctx, tn, "s", "marker"); ok || err != nil {
+			t.Fatalf("Get of a release marker: %v %v, want no claim", ok, err)
+		}
+		later := a
+		later.Delivery = delivery(3)
+		dl := mustClaim(t, w, later)
+		if dl.Status != kvwindow.DeadLettered {
+			t.Fatalf("later delivery of the released envelope: %+v, want DeadLettered", dl)
+		}
+		earlier := a
+		earlier.Delivery = delivery(1)
+		if got := mustClaim(t, w, earlier); got.Status != kvwindow.DeadLettered || got.Revision != dl.Revision {
+			t.Fatalf("earlier delivery of the released envelope: %+v, want DeadLettered rev %d", got, dl.Revision)
+		}
+		b := kvwindow.Claim{Tenant: tn, Source: "s", Key: "marker", TTL: time.Minute, Claimant: claimant(72), Delivery: delivery(1)}
+		won := mustClaim(t, w, b)
+		if won.Status != kvwindow.Won || !won.MayBeStored || won.Revision <= dl.Revision {
+			t.Fatalf("copy over a may-be-stored release marker: %+v, want Won, MayBeStored", won)
+		}
+		b.Delivery = delivery(2)
+		if took := mustClaim(t, w, b); took.Status != kvwindow.Owned || !took.MayBeStored {
+			t.Fatalf("takeover of that claim: %+v, want Owned, MayBeStored", took)
+		}
+		if got := mustClaim(t, w, later); got.Status != kvwindow.Duplicate {
+			t.Fatalf("the released envelope once a copy holds the key: %+v, want Duplicate", got)
 		}
 	})
 
@@ -488,7 +532,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 					c := c
 					c.Delivery = delivery(uint64(i + 1))
 					<-start
-					outs[i], errs[i] = w.Claim(ctx, c)
+					outs[i], errs[i] = w.Claim(ctx, c, kvwindow.Known{})
 				}()
 			}
 			close(start)
@@ -550,7 +594,7 @@ func testCtx(t *testing.T) context.Context {
 
 func mustClaim(t *testing.T, w Claimer, c kvwindow.Claim) kvwindow.Outcome {
 	t.Helper()
-	out, err := w.Claim(testCtx(t), c)
+	out, err := w.Claim(testCtx(t), c, kvwindow.Known{})
 	if err != nil {
 		t.Fatalf("claim %+v: %v", c, err)
 	}

@@ -47,6 +47,12 @@ func keyed(f Facts) Plan {
 		return nak(f, NakWindow)
 	case Stale:
 		return Plan{Do: Stop, Stop: StaleDelivery}
+	case DeadLettered:
+		// An earlier delivery stored the dead letter and released the claim, leaving a marker naming this
+		// envelope; its ack may not have landed. Claiming again would make this delivery a holder of an envelope
+		// the input may already have let go, so that a copy would take it for a finished holder and be dropped
+		// while this delivery dead-letters and releases again.
+		return ack(f, CountDeadLetter)
 	case Owned:
 		if c.Published {
 			// An earlier delivery stored the event and recorded it: only the ack is missing. Publishing again
@@ -176,7 +182,7 @@ func publish(f Facts, keyed bool) (Plan, bool) {
 			return p, true
 		}
 		p := Plan{Do: Publish}
-		if keyed && possibleDuplicate(f) {
+		if keyed && (possibleDuplicate(f) || f.Claim.MayBeStored) {
 			p.Mark, p.Note = PossibleDuplicate, NotePossibleDuplicate
 		}
 		return p, true
@@ -241,7 +247,7 @@ func deadLetter(f Facts, why Dead, release bool) Plan {
 	if release {
 		switch f.Release {
 		case NotReleased:
-			return Plan{Do: Release}
+			return Plan{Do: Release, MayBeStored: mayBeStored(f)}
 		case ReleaseFailed:
 			// Acknowledging now would leave the claim looking like a finished holder's: its copies would be
 			// dropped and the event live on only as this dead letter. The redelivery dead-letters again (under
@@ -257,6 +263,15 @@ func deadLetter(f Facts, why Dead, release bool) Plan {
 		return ack(f, CountDeadLetter)
 	}
 	return Plan{Do: Stop, Stop: Done}
+}
+
+// mayBeStored reports whether the event may be in the output although this holder dead-letters it: it took the
+// claim over from an earlier delivery, which may have stored it without recording (and been acknowledged), or it
+// won the key over a marker that said so. Its release marker says so in turn, so that the copy admitted next
+// publishes marked as a possible duplicate rather than silently twice; not releasing instead would drop that copy
+// as a duplicate when the earlier delivery never stored the event (a loss).
+func mayBeStored(f Facts) bool {
+	return f.Claim.Status == Owned || f.Claim.MayBeStored
 }
 
 func ack(f Facts, c Count) Plan {

@@ -19,17 +19,19 @@ func keyed(c ClaimResult) Facts {
 func with(f Facts, change func(*Facts)) Facts { change(&f); return f }
 
 var (
-	won        = ClaimResult{Status: Won, AgeKnown: true}
-	owned      = ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 30 * time.Second}
-	ownedOld   = ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 110 * time.Second}
-	ownedPub   = ClaimResult{Status: Owned, Published: true, AgeKnown: true}
-	dupUndec   = ClaimResult{Status: Duplicate, HolderKnown: true, AgeKnown: true}
-	dupDec     = ClaimResult{Status: Duplicate, Published: true, HolderKnown: true}
-	stale      = ClaimResult{Status: Stale}
-	unstorable = func(f *Facts) { f.Output.Unstorable = true }
-	keeps      = func(f *Facts) { f.Config.InputKeeps = true }
-	stored     = func(f *Facts) { f.Publish = PublishStored }
-	d250       = 250 * time.Millisecond
+	won      = ClaimResult{Status: Won, AgeKnown: true}
+	owned    = ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 30 * time.Second}
+	ownedOld = ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 110 * time.Second}
+	ownedPub = ClaimResult{Status: Owned, Published: true, AgeKnown: true}
+	dupUndec = ClaimResult{Status: Duplicate, HolderKnown: true, AgeKnown: true}
+	dupDec   = ClaimResult{Status: Duplicate, Published: true, HolderKnown: true}
+	stale    = ClaimResult{Status: Stale}
+	// wonOverStored won the key over the release marker of a holder that may have stored the event.
+	wonOverStored = ClaimResult{Status: Won, AgeKnown: true, MayBeStored: true}
+	unstorable    = func(f *Facts) { f.Output.Unstorable = true }
+	keeps         = func(f *Facts) { f.Config.InputKeeps = true }
+	stored        = func(f *Facts) { f.Publish = PublishStored }
+	d250          = 250 * time.Millisecond
 )
 
 func TestDecide(t *testing.T) {
@@ -109,6 +111,16 @@ func TestDecide(t *testing.T) {
 		{"unstorable, released: ack", with(keyed(won), func(f *Facts) { unstorable(f); f.DeadLetter = PublishStored; f.Release = Released }), Plan{Do: Ack, Count: CountDeadLetter}},
 		{"unstorable, release failed: nak", with(keyed(won), func(f *Facts) { unstorable(f); f.DeadLetter = PublishStored; f.Release = ReleaseFailed }), Plan{Do: Nak, Nak: NakWindow, Delay: d250}},
 		{"unstorable, release found the key moved on: nothing", with(keyed(owned), func(f *Facts) { unstorable(f); f.DeadLetter = PublishStored; f.Release = ReleaseMoved }), Plan{Do: Stop, Stop: Superseded}},
+		// A release marker names its envelope and says whether the event may be stored: the same envelope's
+		// later delivery finds its dead letter decided (no claim), a copy claims over it (marked if so).
+		{"owned, unstorable, dead letter stored: release, may be stored", with(keyed(owned), func(f *Facts) { unstorable(f); f.DeadLetter = PublishStored }), Plan{Do: Release, MayBeStored: true}},
+		{"owned, refused, dead letter stored: release, may be stored", with(keyed(owned), func(f *Facts) { f.Publish = PublishRefused; f.DeadLetter = PublishStored }), Plan{Do: Release, MayBeStored: true}},
+		{"won over a may-be-stored marker, refused: release, may be stored", with(keyed(wonOverStored), func(f *Facts) { f.Publish = PublishRefused; f.DeadLetter = PublishStored }), Plan{Do: Release, MayBeStored: true}},
+		{"won over a may-be-stored marker: publish marked", keyed(wonOverStored), Plan{Do: Publish, Mark: PossibleDuplicate, Note: NotePossibleDuplicate}},
+		{"takeover of a claim made over a may-be-stored marker: publish marked", keyed(ClaimResult{Status: Owned, AgeKnown: true, MayBeStored: true}), Plan{Do: Publish, Mark: PossibleDuplicate, Note: NotePossibleDuplicate}},
+		{"own release marker: ack the dead letter", keyed(ClaimResult{Status: DeadLettered}), Plan{Do: Ack, Count: CountDeadLetter}},
+		{"own release marker, unstorable: ack the dead letter", with(keyed(ClaimResult{Status: DeadLettered}), unstorable), Plan{Do: Ack, Count: CountDeadLetter}},
+		{"own release marker, acked", with(keyed(ClaimResult{Status: DeadLettered}), func(f *Facts) { f.Ack = AckUnconfirmed }), Plan{Do: Stop}},
 		{"unstorable, released and acked", with(keyed(won), func(f *Facts) {
 			unstorable(f)
 			f.DeadLetter = PublishStored

@@ -20,8 +20,10 @@
 //   - Record: the holder writes into its claim that the event is stored in the output (the window's
 //     MarkPublished), so that a later delivery of the envelope only acknowledges, and a copy that finds the claim
 //     knows the holder's outcome is decided.
-//   - Release: the holder removes its claim (expecting its revision) after dead-lettering the event, so that a
-//     well-formed copy is admitted; a release that finds another revision removes nothing.
+//   - Release: the holder replaces its claim (expecting its revision) by a release marker after dead-lettering the
+//     event, so that a well-formed copy is admitted; a release that finds another revision changes nothing. The
+//     marker names the envelope (a later delivery of it finds DeadLettered and only acknowledges) and says whether
+//     the event may be stored (the holder had taken the claim over: the copy admitted over it publishes marked).
 //
 // # Invariants
 //
@@ -32,7 +34,8 @@
 //     dead letter stored and, when the delivery held the claim, the claim released by this very delivery; or a
 //     copy of an event whose holder's outcome is decided (the claim records the publish, the holder finished
 //     published in this process, or the holder is gone from a work-queue input stream while the key, read again
-//     after that lookup, still holds the claim the copy found); or an earlier delivery's recorded publish.
+//     after that lookup, still holds the claim the copy found); or an earlier delivery's recorded publish; or an
+//     earlier delivery's dead letter, found through the release marker naming the envelope.
 //  3. Only the holder acknowledges a claimed envelope. A keyed envelope is never dead-lettered and acknowledged
 //     without claiming first; a stale delivery, and a delivery whose release finds the key moved on, stop without
 //     ack or NAK (JetStream would take that ack from any delivery and drop the envelope while a later delivery
@@ -41,7 +44,9 @@
 //     not across a pause of the process, so that no publish reaches the output after the duplicate window of
 //     another delivery's publish of the same envelope.
 //  5. A takeover whose claim was first made so long ago that the output's duplicate window may have forgotten an
-//     earlier delivery's publish publishes marked as a possible duplicate.
+//     earlier delivery's publish publishes marked as a possible duplicate; so does a claim made over a release
+//     marker that says the event may be stored (a takeover refused for good released it: not releasing would lose
+//     the event when the earlier delivery never stored it).
 //  6. Once the output holds the event, shutdown changes nothing: the ack and the record still follow (the executor
 //     sends them on a bounded context that shutdown does not cancel). When the input stream keeps acknowledged
 //     envelopes the record comes before the ack (a waiting copy cannot see the holder leave the stream); otherwise
@@ -64,4 +69,7 @@
 //   - Recheck (action) and Facts.Recheck: a copy whose holder is gone from the input reads the key again before
 //     it is acknowledged as a duplicate (the model found a copy acknowledged while its holder was dead-lettered
 //     and released between the copy's claim and its input lookup).
+//   - ClaimStatus DeadLettered, ClaimResult.MayBeStored and Plan.MayBeStored: release markers (the model found a
+//     redelivery of a dead-lettered envelope holding the key again, and a copy published unmarked after a refused
+//     takeover released a claim whose earlier delivery had stored the event).
 package protocol

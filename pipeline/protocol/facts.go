@@ -94,6 +94,11 @@ type ClaimResult struct {
 	// window did not say).
 	FirstClaimAge time.Duration
 	AgeKnown      bool
+	// MayBeStored, with Won or Owned: the claim was made over the release marker of another envelope's holder
+	// that may have stored the event before it was refused (a takeover: an earlier delivery of that envelope may
+	// have published unrecorded); the claim keeps it across takeovers. This delivery publishes marked as a
+	// possible duplicate.
+	MayBeStored bool
 }
 
 // ClaimStatus is the claim's answer: a window decision, or why there is none.
@@ -110,6 +115,9 @@ const (
 	ClaimLost                    // the window's bucket was lost: no decision until an operator acts
 	ClaimCancelled               // the claim failed because the worker is shutting down
 	ClaimUnknown                 // the window answered a status this protocol does not know
+	// DeadLettered: the key holds this envelope's own release marker: an earlier delivery dead-lettered the event
+	// and released its claim. Nothing is claimed; the envelope's outcome is that dead letter.
+	DeadLettered
 )
 
 // HolderResult is what waiting in memory for a Duplicate's holder found.

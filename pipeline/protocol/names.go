@@ -25,7 +25,7 @@ func (b Built) String() string { return name([]string{"not-built", "keyed", "unk
 
 func (s ClaimStatus) String() string {
 	return name([]string{"not-claimed", "won", "owned", "duplicate", "stale", "invalid", "unavailable", "lost",
-		"cancelled", "unknown"}, uint8(s))
+		"cancelled", "unknown", "dead-lettered"}, uint8(s))
 }
 
 func (r HolderResult) String() string {
@@ -93,6 +93,10 @@ func (p Plan) String() string {
 		}
 	case DeadLetter:
 		b.WriteString(" " + p.Dead.String())
+	case Release:
+		if p.MayBeStored {
+			b.WriteString(" may-be-stored")
+		}
 	case Ack:
 		b.WriteString(" as " + p.Count.String())
 	case Nak:

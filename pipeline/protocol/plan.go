@@ -12,6 +12,9 @@ type Plan struct {
 	Mark Mark
 	// Dead, with DeadLetter: the dead-letter reason.
 	Dead Dead
+	// MayBeStored, with Release: the release marker says that an earlier holder may have stored the event (the
+	// delivery took the claim over, or won it over such a marker), so that the copy admitted next publishes marked.
+	MayBeStored bool
 	// Count, with Ack: what the envelope counts as once acknowledged.
 	Count Count
 	// Nak and Delay, with Nak: why the delivery is handed back (the metric's reason) and when it may come again.
@@ -44,7 +47,8 @@ const (
 	PublishCopy
 	// DeadLetter publishes the dead letter (Plan.Dead); report Facts.DeadLetter.
 	DeadLetter
-	// Release removes the delivery's claim, expecting the revision it holds; report Facts.Release.
+	// Release replaces the delivery's claim, expecting the revision it holds, by a release marker naming the
+	// envelope (with Plan.MayBeStored and the claim's TTL); report Facts.Release.
 	Release
 	// Record writes the publish into the delivery's claim, expecting the revision it holds; report Facts.Record.
 	Record

@@ -122,12 +122,14 @@ func outcomes(f Facts, p Plan) []result {
 			add(fmt.Sprintf("built %s unstorable=%v", built, u), func(f *Facts) { f.Output = Output{Built: built, Unstorable: u} })
 		}
 	case Claim:
-		for s := Won; s <= ClaimUnknown; s++ {
+		for s := Won; s <= DeadLettered; s++ {
 			for _, pub := range []bool{false, true} {
 				for _, known := range []bool{false, true} {
 					for _, age := range []time.Duration{0, time.Hour} {
-						c := ClaimResult{Status: s, Published: pub, HolderKnown: known, FirstClaimAge: age, AgeKnown: true}
-						add(fmt.Sprintf("claim %+v", c), func(f *Facts) { f.Claim = c })
+						for _, may := range []bool{false, true} {
+							c := ClaimResult{Status: s, Published: pub, HolderKnown: known, FirstClaimAge: age, AgeKnown: true, MayBeStored: may}
+							add(fmt.Sprintf("claim %+v", c), func(f *Facts) { f.Claim = c })
+						}
 					}
 				}
 			}
@@ -237,6 +239,8 @@ func check(f Facts, trace []step) (violations []string) {
 		durable = !holds || f.Release == Released
 	case f.Kind == Keyed && f.Claim.Status == Owned && f.Claim.Published:
 		durable = true
+	case f.Kind == Keyed && f.Claim.Status == DeadLettered:
+		durable = true // an earlier delivery's dead letter, stored before it left the release marker
 	case f.Kind == Keyed && f.Claim.Status == Duplicate:
 		durable = f.Claim.Published || f.Holder == HolderPublished ||
 			f.Input == InputGone && f.Recheck == StillHeld && !f.Config.InputKeeps && f.Claim.HolderKnown

@@ -40,9 +40,10 @@ func ToFacts(f Facts) protocol.Facts {
 		pf.Output = protocol.Output{Built: protocol.BuiltKeyed, Unstorable: f.Unpublishable}
 	}
 	pf.Claim.Status = [...]protocol.ClaimStatus{ClaimNone: protocol.NotClaimed, ClaimFailed: protocol.ClaimUnavailable,
-		Won: protocol.Won, Owned: protocol.Owned, Duplicate: protocol.Duplicate, Stale: protocol.Stale}[f.Claim]
+		Won: protocol.Won, Owned: protocol.Owned, Duplicate: protocol.Duplicate, Stale: protocol.Stale, DeadLettered: protocol.DeadLettered}[f.Claim]
 	if f.Claim != ClaimNone && f.Claim != ClaimFailed {
 		pf.Claim.Published = f.Published
+		pf.Claim.MayBeStored = f.MayBeStored
 		pf.Claim.HolderKnown = true
 		pf.Claim.AgeKnown = true
 		if f.PossibleDup {
@@ -87,7 +88,7 @@ func FromPlan(p protocol.Plan) Action {
 	case protocol.DeadLetter:
 		return Action{Kind: DeadLetter}
 	case protocol.Release:
-		return Action{Kind: Release}
+		return Action{Kind: Release, Named: true, MayBeStored: p.MayBeStored}
 	case protocol.Record:
 		return Action{Kind: Record}
 	case protocol.Ack:

@@ -11,8 +11,11 @@ type Facts struct {
 	// First: the delivery is the first of its consumer (JetStream's delivery count 1).
 	First bool
 	// Claim is the claim's answer; Published and PossibleDup qualify it (Owned, Duplicate).
-	Claim       ClaimAnswer
-	Published   bool // Owned: an earlier delivery recorded the publish. Duplicate: the holder's claim says published
+	Claim     ClaimAnswer
+	Published bool // Owned: an earlier delivery recorded the publish. Duplicate: the holder's claim says published
+	// MayBeStored, with Won or Owned: the claim was made over the release marker of a holder that may have
+	// stored the event.
+	MayBeStored bool
 	PossibleDup bool // Owned: the envelope first claimed the key longer ago than the output's duplicate window
 	// Holder is what waiting in this process's memory for a Duplicate's holder found; Input, whether the holder
 	// envelope is still in the work-queue input stream.
@@ -44,6 +47,7 @@ const (
 	Owned
 	Duplicate
 	Stale
+	DeadLettered // the key holds this envelope's own release marker: an earlier delivery dead-lettered it
 )
 
 // RecheckAnswer is what reading the key again found.
@@ -57,7 +61,7 @@ const (
 )
 
 func (c ClaimAnswer) String() string {
-	return [...]string{"-", "failed", "won", "owned", "duplicate", "stale"}[c]
+	return [...]string{"-", "failed", "won", "owned", "duplicate", "stale", "its own release marker (dead-lettered)"}[c]
 }
 
 // HolderAnswer is what waiting in memory for a Duplicate's holder found.
@@ -116,11 +120,15 @@ func (k Kind) String() string {
 }
 
 // Action is the next step of one delivery: Marked with Publish marks the output Dedupe-Possible-Duplicate; Reason
-// names a NAK's metric reason.
+// names a NAK's metric reason. With Release, Named leaves a release marker naming the envelope (a release without
+// it leaves an anonymous marker, as the worker before the decision core did) and MayBeStored says in it that the
+// event may be stored.
 type Action struct {
-	Kind   Kind
-	Marked bool
-	Reason string
+	Kind        Kind
+	Marked      bool
+	Reason      string
+	Named       bool
+	MayBeStored bool
 }
 
 // Decider is the decision core as the model drives it: given what a delivery has learned, its next step. It must be

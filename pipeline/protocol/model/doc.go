@@ -10,8 +10,10 @@
 //
 //   - the window key: a create that succeeds only on an empty key or a marker (Won); a claim that records its
 //     claimant and delivery, so that a later delivery of the claimant takes it over with a revision-checked write
-//     (Owned) and an earlier one is Stale; revision-checked record (MarkPublished) and release; TTL expiry as a
-//     step, which leaves a marker;
+//     (Owned) and an earlier one is Stale; revision-checked record (MarkPublished) and release; a release leaves
+//     a marker naming the released envelope and saying whether the event may be stored: the same envelope's later
+//     claim is told DeadLettered, another's wins over it (and a claim won over a may-be-stored marker says so,
+//     across takeovers); TTL expiry as a step, which leaves an anonymous marker;
 //   - the consumer: a work-queue input stream (or one that keeps acknowledged envelopes); deliveries numbered per
 //     consumer; the ack wait running out as a step, after which the envelope is delivered again while the earlier
 //     delivery may still be running; a NAK; an ack accepted from any delivery of a pending message, which removes
@@ -41,7 +43,9 @@
 //     dedupe window by definition), except a second store of the same envelope marked Dedupe-Possible-Duplicate;
 //   - RuleMarkedUnexcused: such a marked copy only under the README's conditions: an earlier store of the envelope
 //     was not known to be stored and recorded (its PubAck lost; its process dead, or held a whole duplicate window,
-//     between the PubAck and its ack; its ack unconfirmed and its record failed or found the key moved on);
+//     between the PubAck and its ack; its ack unconfirmed and its record failed or found the key moved on). A
+//     marked store of a copy whose claim was made over a may-be-stored release marker is excused too: a takeover
+//     refused for good released the key while its earlier delivery may have stored the event;
 //   - RuleTwiceAfterDeadLetter: a second store after a store of the event was dead-lettered and its claim released
 //     (the same invariant as RuleTwice, counted apart);
 //   - RuleNoOutcome: an envelope is acknowledged only when it is stored, dead-lettered or a duplicate.

@@ -134,6 +134,26 @@ var mutations = []mutation{
 		rule: model.RuleTwice,
 	},
 	{
+		name: "an anonymous release marker (a later delivery of a dead-lettered envelope claims the key again)",
+		wrap: wrap(func(d model.Decider, f model.Facts) model.Action {
+			a := d.Next(f)
+			a.Named = false
+			return a
+		}),
+		cfg:  func(c *model.Config) { c.Deliveries = 3 },
+		rule: model.RuleLost,
+	},
+	{
+		name: "a release marker that never says the event may be stored (the copy admitted next published unmarked)",
+		wrap: wrap(func(d model.Decider, f model.Facts) model.Action {
+			a := d.Next(f)
+			a.MayBeStored = false
+			return a
+		}),
+		cfg:  func(c *model.Config) { c.Deliveries = 3 },
+		rule: model.RuleTwiceAfterDeadLetter,
+	},
+	{
 		name: "no connection fence (a frozen replica's buffered publish sent when it resumes)",
 		cfg:  func(c *model.Config) { c.NoFence, c.Faults = true, 3 },
 		rule: model.RuleTwice,
@@ -151,7 +171,7 @@ func TestModelFindsEachFixUndone(t *testing.T) {
 			if m.cfg != nil {
 				m.cfg(&c)
 			}
-			base.Faults = c.Faults
+			base.Faults, base.Deliveries = c.Faults, c.Deliveries
 			d := core
 			if m.wrap != nil {
 				d = m.wrap(d)

@@ -21,6 +21,11 @@ type kvKey struct {
 	Count uint8 // and delivery count
 	First uint8 // claim: the epoch the envelope first claimed the key (kept across takeovers and records)
 	Pub   bool  // claim: the publish is recorded
+	// RelEnv, with a marker: the envelope whose holder released the claim, plus one (0: an anonymous marker, a
+	// TTL expiry's). RelStored, with a marker: it says the event may be stored (the holder took the claim over);
+	// with a claim: it was made over such a marker (kept across takeovers and records).
+	RelEnv    uint8
+	RelStored bool
 }
 
 const (
@@ -380,6 +385,8 @@ func (w *world) flush(s *State, slot int, v uint8) string {
 	} else {
 		switch {
 		case s.Life == 0 || s.Expired:
+		case h.Marked && h.F.MayBeStored && s.Life&bit == 0:
+			// Admitted over the release marker of a holder that may have stored the event: visible, not silent.
 		case h.Marked && s.Life == bit && s.E[e].Excused:
 		case h.Marked && s.Life == bit:
 			rule = fmt.Sprintf("%s: %s stored marked, but the delivery that stored it before knew it had (its PubAck came, and its ack was confirmed or its record written, or the record was never tried)", RuleMarkedUnexcused, name)
@@ -523,6 +530,9 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 		if applies && v != 1 {
 			s.RevCtr++
 			s.Key = kvKey{Kind: keyMarker, Rev: s.RevCtr}
+			if a.Named {
+				s.Key.RelEnv, s.Key.RelStored = e+1, a.MayBeStored
+			}
 		}
 		switch {
 		case v != 0:
@@ -530,7 +540,7 @@ func (w *world) do(s *State, slot int, v uint8, a Action) string {
 			w.say("FAULT %s releases the claim at rev %d: no answer (applied=%v)", name, h.Rev, applies && v == 2)
 		case applies:
 			h.F.Release = OK
-			w.say("%s releases the claim (rev %d)", name, h.Rev)
+			w.say("%s releases the claim (rev %d; marker named=%v, may be stored=%v)", name, h.Rev, a.Named, a.MayBeStored)
 		default:
 			h.F.Release = Moved
 			w.say("%s releases the claim at rev %d: the key moved on (release false)", name, h.Rev)
@@ -570,9 +580,13 @@ func (w *world) claim(s *State, slot int, v uint8) {
 	k := &s.Key
 	var ans ClaimAnswer
 	write := false
+	mayBeStored := false
 	switch {
+	case k.Kind == keyMarker && k.RelEnv == e+1:
+		ans = DeadLettered // its own release marker: nothing is written
 	case k.Kind != keyClaim:
 		ans, write = Won, true
+		mayBeStored = k.Kind == keyMarker && k.RelStored
 	case k.Env != e:
 		ans = Duplicate
 	case k.Gen == h.Gen && k.Count == h.Count || w.c.NoTakeover:
@@ -588,7 +602,7 @@ func (w *world) claim(s *State, slot int, v uint8) {
 	if write && v != 1 {
 		s.RevCtr++
 		if ans == Won {
-			*k = kvKey{Kind: keyClaim, Env: e, First: s.Epoch}
+			*k = kvKey{Kind: keyClaim, Env: e, First: s.Epoch, RelStored: mayBeStored}
 		}
 		k.Rev, k.Gen, k.Count = s.RevCtr, h.Gen, h.Count
 	}
@@ -601,10 +615,12 @@ func (w *world) claim(s *State, slot int, v uint8) {
 	switch ans {
 	case Won:
 		h.Rev = k.Rev
+		h.F.MayBeStored = mayBeStored
 	case Owned:
 		h.Rev = k.Rev
 		h.F.Published = k.Pub
 		h.F.PossibleDup = k.First < s.Epoch
+		h.F.MayBeStored = k.RelStored
 	case Duplicate:
 		h.F.Published = k.Pub
 		h.Holder, h.Rev = k.Env, k.Rev
@@ -612,6 +628,13 @@ func (w *world) claim(s *State, slot int, v uint8) {
 	what := ans.String()
 	if ans == Owned && write {
 		what = "owned (takeover)"
+	}
+	switch {
+	case ans == DeadLettered:
+		w.say("%s claims: the key holds its own release marker (rev %d): dead-lettered, nothing written", name, k.Rev)
+		return
+	case ans == Won && mayBeStored:
+		what = "won over a release marker saying the event may be stored"
 	}
 	w.say("%s claims: %s (rev %d, holder %s, published=%v, first claimed in epoch %d)", name, what, k.Rev, envName(k.Env), k.Pub, k.First)
 	if (ans == Won || ans == Owned && !h.F.Published) && !h.F.Unpublishable {

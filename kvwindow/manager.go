@@ -1,0 +1,42 @@
+package kvwindow
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Manager is the operators' hold on a window: it looks at or changes the window as a whole or a scope of it
+// (status, list, rebalance, forget) and is never on a worker's claim path, as nats.go keeps a bucket's management
+// (KeyValueManager) apart from its keys (KeyValue). A worker holds a *Window, whose calls decide or record one
+// key's claim; the window commands hold a *Manager.
+type Manager struct{ w *Window }
+
+// NewManager binds to the window's buckets as New does (creating them only when cfg.Provision is set) and returns
+// the operators' calls on them. Close ends it.
+func NewManager(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manager, error) {
+	w, err := New(ctx, js, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{w: w}, nil
+}
+
+// Get returns the live claim on (tenant, source, key), read from the stream leader; see Window.Get.
+func (m *Manager) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
+	return m.w.Get(ctx, tenant, source, key)
+}
+
+// Bucket is the window's bucket name (the first shard's prefix).
+func (m *Manager) Bucket() string { return m.w.Bucket() }
+
+// Buckets lists the window's buckets, shard 0 first.
+func (m *Manager) Buckets() []string { return m.w.Buckets() }
+
+// BucketOf is the bucket that holds the claim on (tenant, source, key).
+func (m *Manager) BucketOf(tenant, source, key string) (string, error) {
+	return m.w.BucketOf(tenant, source, key)
+}
+
+// Close ends the manager as Window.Close ends a window. The connection is the caller's and stays open.
+func (m *Manager) Close() error { return m.w.Close() }
