@@ -41,9 +41,10 @@
 //     delivery bound) is visibly stuck, not lost: a later delivery would decide it.
 //   - RuleTwice: no second store of the event while its claim lives (a TTL expiry ends the check: the TTL is the
 //     dedupe window by definition), except a second store of the same envelope marked Dedupe-Possible-Duplicate;
-//   - RuleMarkedUnexcused: such a marked copy only under the README's conditions: an earlier store of the envelope
-//     was not known to be stored and recorded (its PubAck lost; its process dead, or held a whole duplicate window,
-//     between the PubAck and its ack; its ack unconfirmed and its record failed or found the key moved on). A
+//   - RuleMarkedUnexcused: such a marked copy only under the conditions of
+//     docs/failures.md#when-never-published-twice-holds: an earlier store of the envelope was not known to be
+//     stored and recorded (its PubAck lost; its process dead, or held a whole duplicate window, between the PubAck
+//     and its ack; its ack unconfirmed and its record failed or found the key moved on). A
 //     marked store of a copy whose claim was made over a may-be-stored release marker is excused too: a takeover
 //     refused for good released the key while its earlier delivery may have stored the event;
 //   - RuleTwiceAfterDeadLetter: a second store after a store of the event was dead-lettered and its claim released

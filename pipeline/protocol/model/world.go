@@ -44,8 +44,8 @@ type envelope struct {
 	DLQ      bool  // dead-lettered
 	DupAcked bool  // acked as a duplicate of another copy
 	// Excused: a store of it may have been unknown to every delivery (its PubAck lost, the process dead or held
-	// for a duplicate window between the PubAck and its ack, or its record failed): the README's condition for a
-	// second copy marked Dedupe-Possible-Duplicate.
+	// for a duplicate window between the PubAck and its ack, or its record failed): the condition of
+	// docs/failures.md#when-never-published-twice-holds for a second copy marked Dedupe-Possible-Duplicate.
 	Excused bool
 }
 
