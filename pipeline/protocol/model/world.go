@@ -428,7 +428,7 @@ func (s *State) storedAndDeadLettered(m uint8) bool {
 const (
 	RuleLost                 = "lost"
 	RuleTwice                = "published twice while its claim lives"
-	RuleMarkedUnexcused      = "published twice, marked, outside the README's conditions"
+	RuleMarkedUnexcused      = "published twice, marked, outside the stated conditions (docs/failures.md)"
 	RuleTwiceAfterDeadLetter = "published twice after a stored event was dead-lettered and released"
 	RuleNoOutcome            = "acked without an outcome"
 )
