@@ -180,10 +180,9 @@ func (w *shard) usable() error {
 // markLost records that the bucket was deleted (recreated false: it may still come back as it was) or created
 // again (for good), and returns the error every claim in it now fails with.
 func (w *shard) markLost(reason string, recreated bool) error {
-	l := &lostState{recreated: recreated, err: w.bucketErr(fmt.Errorf("%w: bucket %q %s: the claims it held are gone, and a copy "+
-		"of an event they covered would be published again; this worker claims nothing in it until it is restarted: "+
-		"restore the bucket, or accept the loss, then restart the worker (OPERATIONS.md, \"The window bucket was lost "+
-		"or re-created\")", ErrWindowLost, w.cfg.Bucket, reason))}
+	l := &lostState{recreated: recreated, err: w.bucketErr(fmt.Errorf("%w: bucket %q %s, so its claims are gone; "+
+		"this worker claims nothing in it until restarted (what to do: OPERATIONS.md#the-window-bucket-was-lost-or-re-created)",
+		ErrWindowLost, w.cfg.Bucket, reason))}
 	for {
 		old := w.lost.Load()
 		if old != nil && old.recreated {

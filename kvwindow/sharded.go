@@ -225,12 +225,9 @@ func lostShards(cfg Config, missing []string, present int, infos []*jetstream.St
 			create = append(create, c)
 		}
 	}
-	return fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist: the claims the missing "+
-		"bucket(s) held are gone, and creating them empty would publish again every retry those claims covered, so "+
-		"the worker does not create them. Restore them from a backup; or, to accept losing those claims, create them "+
-		"by hand (%s); or delete every shard bucket and start again empty (OPERATIONS.md, \"The window bucket was lost "+
-		"or re-created\"). The worker waits until the buckets are there", ErrWindowLost, cfg.Bucket,
-		strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))
+	return fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist, so their claims are "+
+		"gone; the worker waits and does not create them empty (to accept the loss: %s; what to do: OPERATIONS.md#the-window-bucket-was-lost-or-re-created)",
+		ErrWindowLost, cfg.Bucket, strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))
 }
 
 // shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
