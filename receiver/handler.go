@@ -4,8 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -183,10 +184,5 @@ func (r *Receiver) logSometimes(level slog.Level, kind, msg string, args ...any)
 
 // sortedLabels is the label set of the metrics: every declared source, and "other".
 func sortedLabels(declared map[string]bool) []string {
-	out := make([]string, 0, len(declared)+1)
-	for id := range declared {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return append(out, otherSource)
+	return append(slices.Sorted(maps.Keys(declared)), otherSource)
 }

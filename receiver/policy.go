@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -345,23 +346,9 @@ func secretField(s string) string {
 	})
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-func isScheme(name string) bool {
-	for _, s := range verify.Schemes() {
-		if s == name {
-			return true
-		}
-	}
-	return false
-}
+func isScheme(name string) bool { return slices.Contains(verify.Schemes(), name) }
 
 // isProviderScheme reports whether name is both a preset and a provider's own scheme (not hmac, not none).
 func isProviderScheme(name string) bool {
@@ -370,13 +357,7 @@ func isProviderScheme(name string) bool {
 
 // signedSchemes are the schemes that check a signature.
 func signedSchemes() []string {
-	var out []string
-	for _, s := range verify.Schemes() {
-		if s != verify.SchemeNone {
-			out = append(out, s)
-		}
-	}
-	return out
+	return slices.DeleteFunc(verify.Schemes(), func(s string) bool { return s == verify.SchemeNone })
 }
 
 // Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all

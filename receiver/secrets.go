@@ -1,13 +1,15 @@
 package receiver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -184,11 +186,7 @@ func splitSecrets(s, seps string) []string {
 	return out
 }
 
-func sortedIDs(ids []string) []string {
-	out := append([]string(nil), ids...)
-	sort.Strings(out)
-	return out
-}
+func sortedIDs(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
 // forSource returns a source's secrets for every tenant (nil when there are none) and its tenants' own.
 func (s *Secrets) forSource(source string) (all *secretSet, tenants map[string]secretSet) {
@@ -217,17 +215,9 @@ func (s *Secrets) scopes() []secretScope {
 	if s == nil {
 		return nil
 	}
-	out := make([]secretScope, 0, len(s.sets))
-	for scope := range s.sets {
-		out = append(out, scope)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].source != out[j].source {
-			return out[i].source < out[j].source
-		}
-		return out[i].tenant < out[j].tenant
+	return slices.SortedFunc(maps.Keys(s.sets), func(a, b secretScope) int {
+		return cmp.Or(strings.Compare(a.source, b.source), strings.Compare(a.tenant, b.tenant))
 	})
-	return out
 }
 
 // String describes the secrets by scope, count and origin: "github (every tenant): 2 secrets from

@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 )
@@ -81,14 +82,7 @@ type FieldError struct {
 func (e *FieldError) Error() string { return "verify: " + e.Field + ": " + e.Reason }
 
 // Schemes returns the scheme names New accepts, sorted.
-func Schemes() []string {
-	s := make([]string, 0, len(builders))
-	for name := range builders {
-		s = append(s, name)
-	}
-	sort.Strings(s)
-	return s
-}
+func Schemes() []string { return slices.Sorted(maps.Keys(builders)) }
 
 // New validates cfg and returns its Verifier. The Verifier keeps copies of what it needs: changing cfg afterwards
 // changes nothing.
