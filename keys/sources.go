@@ -5,7 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -32,12 +33,7 @@ type Sources struct {
 
 // IDs returns the ids of all declared sources, sorted.
 func (s Sources) IDs() []string {
-	ids := make([]string, 0, len(s.Specs))
-	for id := range s.Specs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	return ids
+	return slices.Sorted(maps.Keys(s.Specs))
 }
 
 // Lookup returns a source's spec and whether the source is declared. A source declared without dedupe returns the
@@ -136,7 +132,7 @@ func LoadSources(doc []byte) (Sources, error) {
 			out.WithoutDedupe = append(out.WithoutDedupe, id)
 		}
 	}
-	sort.Strings(out.WithoutDedupe)
+	slices.Sort(out.WithoutDedupe)
 	return out, nil
 }
 

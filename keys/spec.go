@@ -2,8 +2,9 @@ package keys
 
 import (
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,17 +78,10 @@ var presets = map[string]preset{
 	"salesforce": {kind: KindJSON, json: "id"},
 }
 
-var presetNames = func() []string {
-	names := make([]string, 0, len(presets))
-	for n := range presets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}()
+var presetNames = slices.Sorted(maps.Keys(presets))
 
 // Presets returns the preset names, sorted.
-func Presets() []string { return append([]string(nil), presetNames...) }
+func Presets() []string { return slices.Clone(presetNames) }
 
 func presetSpec(name string) *spec {
 	p := presets[name]
@@ -102,60 +96,33 @@ func presetSpec(name string) *spec {
 // Enabled reports whether the spec asks for dedupe (false for the zero Spec).
 func (s Spec) Enabled() bool { return s.p != nil }
 
-// Kind says where the key comes from.
-func (s Spec) Kind() Kind {
+// get is the spec's fields; those of KindNone for the zero Spec.
+func (s Spec) get() *spec {
 	if s.p == nil {
-		return KindNone
+		return &spec{}
 	}
-	return s.p.kind
+	return s.p
 }
+
+// Kind says where the key comes from.
+func (s Spec) Kind() Kind { return s.get().kind }
 
 // Preset returns the preset the spec names, or "".
-func (s Spec) Preset() string {
-	if s.p == nil {
-		return ""
-	}
-	return s.p.preset
-}
+func (s Spec) Preset() string { return s.get().preset }
 
 // Header returns the header name of a header source, as written.
-func (s Spec) Header() string {
-	if s.p == nil {
-		return ""
-	}
-	return s.p.header
-}
+func (s Spec) Header() string { return s.get().header }
 
 // JSONPath returns the path of a json source, as written.
-func (s Spec) JSONPath() string {
-	if s.p == nil {
-		return ""
-	}
-	return s.p.jsonPath
-}
+func (s Spec) JSONPath() string { return s.get().jsonPath }
 
 // PayloadPaths returns the only / except path lists of a payload source (copies; nil when not given).
 func (s Spec) PayloadPaths() (only, except []string) {
-	if s.p == nil {
-		return nil, nil
-	}
-	return clone(s.p.only), clone(s.p.except)
-}
-
-func clone(ss []string) []string {
-	if ss == nil {
-		return nil
-	}
-	return append([]string(nil), ss...)
+	return slices.Clone(s.get().only), slices.Clone(s.get().except)
 }
 
 // OwnTTL returns the TTL the spec itself sets, and whether it sets one.
-func (s Spec) OwnTTL() (time.Duration, bool) {
-	if s.p == nil || s.p.ttl == 0 {
-		return 0, false
-	}
-	return s.p.ttl, true
-}
+func (s Spec) OwnTTL() (time.Duration, bool) { return s.get().ttl, s.get().ttl != 0 }
 
 // TTL returns the spec's own TTL, or def when it sets none.
 func (s Spec) TTL(def time.Duration) time.Duration {
