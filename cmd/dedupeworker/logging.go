@@ -18,17 +18,8 @@ import (
 // newLogger builds the worker's logger: tint (coloured, human) on a terminal, JSON otherwise, unless the format
 // is forced with DEDUPE_LOG_FORMAT.
 func newLogger(w io.Writer, level, format string) *slog.Logger {
-	var lvl slog.Level
-	switch strings.ToLower(level) {
-	case "debug":
-		lvl = slog.LevelDebug
-	case "warn", "warning":
-		lvl = slog.LevelWarn
-	case "error":
-		lvl = slog.LevelError
-	default:
-		lvl = slog.LevelInfo
-	}
+	var lvl slog.Level // info unless level is debug, warn (warning) or error, in any case
+	_ = lvl.UnmarshalText([]byte(strings.Replace(strings.ToLower(level), "warning", "warn", 1)))
 	if format == "auto" {
 		format = "json"
 		if isTerminal(w) {

@@ -91,12 +91,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	} else {
 		defer func() { err = commandErr("run", err) }()
 	}
-	if len(args) > 0 {
-		if len(args) > 0 && isHelpArg(args[0]) {
-			// CMD -h, CMD help: what the command prints is the help that was asked for (commands with
-			// subcommands print their usage themselves). Errors still reach standard error through exitCode.
-			stderr = stdout
-		}
+	if len(args) > 0 && isHelpArg(args[0]) {
+		// CMD -h, CMD help: what the command prints is the help that was asked for (commands with subcommands
+		// print their usage themselves). Errors still reach standard error through exitCode.
+		stderr = stdout
 	}
 	switch cmd {
 	case "", "run":

@@ -348,17 +348,9 @@ func (w *worker) shutdown() error {
 		w.window = nil
 	}
 	if w.nc != nil {
-		closed := make(chan struct{})
-		w.nc.SetClosedHandler(func(*nats.Conn) { close(closed) })
-		if err := w.nc.Drain(); err != nil {
-			w.nc.Close()
-		} else {
-			select {
-			case <-closed:
-			case <-ctx.Done():
-				w.nc.Close()
-				errs = append(errs, errors.New("nats drain: timed out"))
-			}
+		left, _ := ctx.Deadline()
+		if err := drainNATS(w.nc, time.Until(left)); err != nil {
+			errs = append(errs, err)
 		}
 		w.nc = nil
 	}
