@@ -1,6 +1,7 @@
 package receiver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -108,39 +109,17 @@ const MaxHeaderBytesLimit = 65535 - 1023
 
 // WithDefaults returns cfg with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.InputStream == "" {
-		c.InputStream = DefaultInputStream
-	}
-	if c.InputPrefix == "" {
-		c.InputPrefix = DefaultInputPrefix
-	}
-	if c.MaxBody == 0 {
-		c.MaxBody = DefaultMaxBody
-	}
-	if c.MaxHeaderBytes == 0 {
-		c.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.MaxBufferedBytes == 0 {
-		c.MaxBufferedBytes = max(DefaultMaxBuffered, c.MaxBody)
-	}
-	if c.BodyTimeout == 0 {
-		c.BodyTimeout = DefaultBodyTimeout
-	}
-	if c.RetryAfter == 0 {
-		c.RetryAfter = DefaultRetryAfter
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	c.InputStream = cmp.Or(c.InputStream, DefaultInputStream)
+	c.InputPrefix = cmp.Or(c.InputPrefix, DefaultInputPrefix)
+	c.MaxBody = cmp.Or(c.MaxBody, DefaultMaxBody)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, max(DefaultMaxBuffered, c.MaxBody))
+	c.BodyTimeout = cmp.Or(c.BodyTimeout, DefaultBodyTimeout)
+	c.RetryAfter = cmp.Or(c.RetryAfter, DefaultRetryAfter)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"crypto/hmac"
 	"crypto/sha1"
 	"crypto/sha256"
@@ -131,18 +132,12 @@ func newHMAC(cfg Config, _ time.Duration, _ func() time.Time) (Verifier, error) 
 	if !httpguts.ValidHeaderFieldName(cfg.Header) {
 		return nil, &FieldError{"header", "not a header name (letters, digits and !#$%&'*+-.^_`|~; the value is not shown)"}
 	}
-	algName := strings.ToLower(cfg.Algorithm)
-	if algName == "" {
-		algName = "sha256"
-	}
+	algName := cmp.Or(strings.ToLower(cfg.Algorithm), "sha256")
 	alg, ok := algorithms[algName]
 	if !ok {
 		return nil, &FieldError{"algorithm", fmt.Sprintf("not a known algorithm (%s)", notShown(cfg.Algorithm, "sha1", "sha256", "sha512"))}
 	}
-	encName := strings.ToLower(cfg.Encoding)
-	if encName == "" {
-		encName = "hex"
-	}
+	encName := cmp.Or(strings.ToLower(cfg.Encoding), "hex")
 	decode, ok := encodings[encName]
 	if !ok {
 		return nil, &FieldError{"encoding", fmt.Sprintf("not a known encoding (%s)", notShown(cfg.Encoding, "hex", "base64", "base64url"))}

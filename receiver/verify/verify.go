@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -128,10 +129,7 @@ func New(cfg Config) (Verifier, error) {
 			}
 		}
 	}
-	tol := cfg.Tolerance
-	if tol == 0 {
-		tol = DefaultTolerance
-	}
+	tol := cmp.Or(cfg.Tolerance, DefaultTolerance)
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
