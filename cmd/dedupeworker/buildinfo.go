@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -10,10 +12,8 @@ import (
 // -ldflags values included: collectors.NewBuildInfoCollector (go_build_info) only knows what the toolchain stamped,
 // which in the Docker image (built without .git) is "(devel)" and no revision.
 func buildInfoGauge(b buildInfo) prometheus.Gauge {
-	revision := b.Revision
-	if revision == "" {
-		revision = "unknown" // as `dedupeworker version` says; an empty label would read as no label at all
-	}
+	// "unknown" as `dedupeworker version` says; an empty label would read as no label at all.
+	revision := cmp.Or(b.Revision, "unknown")
 	g := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "dedupeworker_build_info",
 		Help: "Always 1: the build that runs, as `dedupeworker version` prints it (version, VCS revision, Go version).",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"log/slog"
@@ -80,9 +81,7 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintln(tw, "SETTING\tFROM\tVALUE")
 	for _, s := range rep.Settings {
 		v := s.Value
-		if v == "" {
-			v = "-"
-		}
+		v = cmp.Or(v, "-")
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.From, v)
 	}
 	if err := tw.Flush(); err != nil {
