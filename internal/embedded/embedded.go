@@ -4,6 +4,7 @@
 package embedded
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -60,9 +61,7 @@ type Server struct {
 // Start validates cfg, locks the store directory (ErrStoreInUse when another server holds it), starts the server
 // and waits until it accepts connections.
 func Start(cfg Config) (*Server, error) {
-	if cfg.ReadyTimeout == 0 {
-		cfg.ReadyTimeout = 10 * time.Second
-	}
+	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 10*time.Second)
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen address %q: %w", cfg.Listen, err)
@@ -74,9 +73,7 @@ func Start(cfg Config) (*Server, error) {
 	if cfg.StoreDir == "" {
 		return nil, errors.New("embedded: store directory: must not be empty")
 	}
-	if cfg.MaxPayload == 0 {
-		cfg.MaxPayload = DefaultMaxPayload
-	}
+	cfg.MaxPayload = cmp.Or(cfg.MaxPayload, DefaultMaxPayload)
 	if cfg.MaxPayload < 0 || cfg.MaxPayload > math.MaxInt32 {
 		return nil, fmt.Errorf("embedded: max payload: must be between 1 and %d bytes, got %d", math.MaxInt32, cfg.MaxPayload)
 	}
