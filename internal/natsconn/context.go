@@ -2,6 +2,7 @@ package natsconn
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -152,9 +153,7 @@ func LoadContext(nameOrFile string) (CLIContext, error) {
 		return CLIContext{}, bad("%v", err)
 	}
 	c.URL, c.User, c.InboxPrefix, c.TLSFirst = strings.TrimSpace(f.URL), f.User, f.InboxPrefix, f.TLSFirst
-	if c.URL == "" {
-		c.URL = nats.DefaultURL
-	}
+	c.URL = cmp.Or(c.URL, nats.DefaultURL)
 	for _, s := range []struct {
 		field string
 		in    string
@@ -235,9 +234,7 @@ func pathRef(v string) (string, error) {
 		return "", nil
 	}
 	if scheme := unsupportedRef(v); scheme != "" || strings.HasPrefix(v, "env://") {
-		if scheme == "" {
-			scheme = "env://"
-		}
+		scheme = cmp.Or(scheme, "env://")
 		return "", fmt.Errorf("%s references are not supported: give a file path", scheme)
 	}
 	return expandPath(strings.TrimPrefix(v, "file://")), nil
