@@ -410,15 +410,9 @@ func Usage(w io.Writer) error {
 
 // Variables lists every variable name the worker reads.
 func Variables() []string {
-	var out []string
 	var sb strings.Builder
 	_ = envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\n{{end}}")
-	for _, l := range strings.Split(strings.TrimSpace(sb.String()), "\n") {
-		if l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
+	return strings.Fields(sb.String())
 }
 
 // ParsePlacement reads DEDUPE_WINDOW_PLACEMENT: entries separated by ';', one per shard in turn (shard i takes entry
