@@ -14,32 +14,14 @@
 //   - New builds the Receiver: the HTTP handler (hooks, /metrics, /healthz, /readyz) and Serve, which owns the
 //     http.Server and shuts it down within a bound, letting in-flight requests finish.
 //
-// # Answers
+// # Answers and headers
 //
-//	202  JetStream (the input stream, named in Nats-Expected-Stream so that no other stream can acknowledge it)
-//	     stored the envelope; Ingest-Verified: true, or false for a source with on_invalid: forward whose
-//	     signature did not verify
-//	202  not published: a replay — a signed body already accepted under another id within the source's TTL
-//	     (the replay guard, Config.Window)
-//	400  verified, but a header carries another id than the verified one (a bound key, below)
-//	401  the signature is missing or does not verify (on_invalid: reject, the default)
-//	404  not /hooks/<tenant>/<source> with ids of 1-64 [A-Za-z0-9_-], an undeclared source, or a tenant the
-//	     source's secrets do not cover
-//	405  another method than POST (Allow: POST)
-//	408  the body did not arrive within Config.BodyTimeout (the connection is closed)
-//	413  a body over Config.MaxBody, or one the NATS server (max_payload) or the stream (max_msg_size) refuses
-//	431  headers over Config.MaxHeaderBytes as published, a header section net/http refuses on its own, or one
-//	     JetStream refuses (error 10097)
-//	503  always with Retry-After, and the provider's retry delivers it:
-//	     - "not stored": JetStream refused the envelope or could not be reached (NATS down, no stream);
-//	     - "storage not confirmed": no acknowledgement within Config.PublishTimeout — it may have been stored,
-//	       and a retry then stores a second copy (keyed sources collapse it in the worker);
-//	     - "busy": Config.MaxInFlight deliveries are being published, or Config.MaxBufferedBytes of bodies are
-//	       held;
-//	     - "the replay guard's window is unavailable": a guarded source's claim got no answer (nothing is
-//	       published unguarded).
-//
-// A delivery takes a publish slot only once its whole body is in; until then it holds only the bytes that
+// docs/receiver.md ("What is published and answered") lists every answer (every 503 carries Retry-After, so that
+// the provider retries) and every header removed from an envelope: hop-by-hop headers, the hop's credentials, the
+// names NATS clients read, and every Nats-*, Dedupe-* and Ingest-* header, matched ignoring case and with '_' read
+// as '-' (gateways turn one into the other). The receiver never sets Nats-Msg-Id: the event key is the worker's
+// business, and a client-chosen id would let a forged request that reached the stream first shadow the genuine
+// one. A delivery takes a publish slot only once its whole body is in; until then it holds only the bytes that
 // arrived (counted against MaxBufferedBytes), for at most BodyTimeout.
 //
 // # Keys bound to what was verified
@@ -50,19 +32,4 @@
 // that sign the body alone (github, shopify, hmac with replay_guard: on) and a header key, the replay guard claims
 // the body's digest (ReplayKey) in Config.Window under the fingerprint of the id the worker will key it on
 // (IDFingerprint): the same id again passes, another id is a replay and is not published.
-//
-// # Headers
-//
-// The published headers are the request's, minus: hop-by-hop headers (Connection and the headers it names, except
-// the headers the source's verifier or key reads,
-// Keep-Alive, Proxy-*, TE, Trailer, Transfer-Encoding, Upgrade; Host is not a header in Go's requests and is not
-// published), Expect, the credentials of the hop to the receiver (Authorization, Cookie), the names NATS clients
-// read from a message (Status and Description — nats.go takes an empty-bodied message with them for a server
-// status —, KV-Operation), and every header the server, the receiver or the worker reserves: Nats-* (a client must
-// not set Nats-Msg-Id, Nats-Expected-*, Nats-TTL, …), Dedupe-*, and Ingest-* (so that a client's Ingest-Verified
-// never reaches the worker). Names are matched ignoring case and with '_' read as '-' (Ingest_Verified, Nats_Msg_Id
-// are dropped: gateways turn one into the other); they arrive in Go's canonical form (X-Github-Delivery).
-//
-// The receiver never sets Nats-Msg-Id: the event key is the worker's business, and a client-chosen id would let a
-// forged request that reached the stream first shadow the genuine one.
 package receiver

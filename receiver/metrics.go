@@ -36,27 +36,9 @@ func Outcomes() []string {
 		OutcomeUnavailable, OutcomeUnconfirmed, OutcomeOverloaded}
 }
 
-// Metrics holds the receiver's Prometheus collectors, all prefixed dedupeworker_ingest_:
-//
-//	dedupeworker_ingest_requests_total{source,outcome}        counter    hook requests by answer (Outcomes)
-//	dedupeworker_ingest_verify_failures_total{source,reason}  counter    signatures that did not verify, by
-//	                                                                     verify.Reason (missing, malformed,
-//	                                                                     mismatch, timestamp), rejected or forwarded
-//	dedupeworker_ingest_replays_total{source}                 counter    verified deliveries the replay guard kept
-//	                                                                     from the stream: a body already accepted
-//	                                                                     under another id
-//	dedupeworker_ingest_replay_guard_duration_seconds         histogram  the replay guard's claim in the window
-//	dedupeworker_ingest_request_duration_seconds{outcome}     histogram  a hook request from its headers to its
-//	                                                                     answer (body, verification, publish)
-//	dedupeworker_ingest_publish_duration_seconds              histogram  publish until JetStream's acknowledgement
-//	dedupeworker_ingest_in_flight                             gauge      deliveries being verified and published
-//	dedupeworker_ingest_in_flight_limit                       gauge      Config.MaxInFlight
-//	dedupeworker_ingest_reading                               gauge      hook requests reading their body
-//	dedupeworker_ingest_buffered_bytes                        gauge      body bytes held (reading or publishing)
-//	dedupeworker_ingest_buffered_bytes_limit                  gauge      Config.MaxBufferedBytes
-//
-// The source label is the source id when the source is declared and "other" otherwise (and for net/http's own
-// 431, whose path is never read).
+// Metrics holds the receiver's Prometheus collectors, all prefixed dedupeworker_ingest_; docs/receiver.md lists
+// them, and each one's Help says what it counts. The source label is the source id when the source is declared
+// and "other" otherwise (and for net/http's own 431, whose path is never read).
 type Metrics struct {
 	requests           *prometheus.CounterVec
 	verifyFailures     *prometheus.CounterVec
