@@ -2,22 +2,9 @@
 // rules), and parses the sources file that declares those specs.
 //
 // A source (a webhook integration such as stripe, named by its subject token) declares how its deliveries are
-// deduplicated, as a preset name or an object with exactly one of preset, header, json or payload, plus an optional
-// ttl (a Go duration of whole seconds, at least 1s) or ttl_seconds:
-//
-//	github       -> header X-GitHub-Delivery
-//	standard_webhooks -> header webhook-id
-//	svix         -> header svix-id
-//	shopify      -> header X-Shopify-Webhook-Id
-//	stripe       -> JSON member id
-//	salesforce   -> JSON member id (a convention, see below)
-//	{header: X-Event-Id, ttl_seconds: 86400}
-//	{json: data.order.id}                       (or .["dotted.key"] in the hashing path grammar)
-//	{payload: {except: [.submitted_at]}}        (a digest of the body, as in package hashing, without prefix)
-//
-// Salesforce convention: Salesforce outbound calls stamp no delivery id, so the salesforce preset relies on the
-// callout (Flow, Apex) setting a top-level "id" that is the same on every retry of one event, e.g. the record id
-// and its SystemModstamp. A body without a top-level string or integer "id" has no key and is never deduplicated.
+// deduplicated: a preset name, or an object with exactly one of preset, header, json or payload, plus an optional
+// ttl or ttl_seconds. docs/sources.md ("Sources, dedupe specs and TTLs") lists the presets and writes the spec
+// grammar, the salesforce convention included.
 //
 // # Guarantees
 //
