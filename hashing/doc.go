@@ -7,25 +7,13 @@
 //	h, err := hashing.New(hashing.Options{Only: []string{".user_id", ".template"}})
 //	key, err := h.Key("send_email", body) // "send_email:<64 hex digits>"
 //
-// # Selection
+// # Selection and canonical form
 //
-// Paths are jq-flavoured (see ParsePath). With Only, each path is walked and the matched values are rebuilt with
-// their nesting (".user.id" on {"user":{"id":7,"name":"x"}} hashes {"user":{"id":7}}); array positions are kept by
-// padding with null; a path that matches nothing is skipped, not hashed as null; "." keeps everything; when
-// nothing matches the payload hashes as {}. With Except, paths are removed in order from the progressively
-// modified payload (removing an array element shifts the rest left), a missing path is a no-op, and "." makes the
-// payload null.
-//
-// # Canonical form
-//
-// The digest is the lowercase hex SHA-256 of a canonical stream, written into the hash through a small buffer:
-// objects as '{', then each member sorted by the bytes of its (unescaped) name as name ':' value ',', then '}';
-// arrays as '[', each element followed by ',', ']'; strings unescaped then re-escaped minimally ('"', '\',
-// \b \t \n \f \r, other bytes below 0x20 as \u00XX with uppercase hex; everything else raw UTF-8); integers (no '.',
-// 'e' or 'E') as their exact decimal of any size, with -0 as 0; floats as Erlang's float_to_binary(F, [short])
-// writes them (1.0, 1.0e3, 0.0001, 1.0e-5), so 1 and 1.0 hash differently, exactly as in Elixir; true, false and
-// null as themselves. When a name appears twice in one object, the last occurrence wins. Canonical writes the
-// stream itself, for debugging.
+// docs/sources.md ("Payload digests") writes the path grammar (ParsePath), what Only and Except keep and remove,
+// and the canonical form that is hashed: members sorted by the bytes of their unescaped names, strings re-escaped
+// minimally, integers exact, floats as Erlang's float_to_binary(F, [short]) writes them (so 1 and 1.0 hash
+// differently, as in Elixir), the last of two equal names winning. Canonical writes the stream itself, for
+// debugging.
 //
 // # Guarantees
 //
