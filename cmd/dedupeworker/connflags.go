@@ -17,19 +17,10 @@ import (
 )
 
 // connFlags are the NATS connection flags of every command that talks to NATS (run, window …, dlq …). With the
-// DEDUPE_NATS_* settings, the nats CLI's NATS_* variables and its saved contexts they make one connection, in this
-// order:
-//
-//  1. the flags -s/--server, --creds, --nkey, --tlsca and --tlscert with --tlskey, each over its own part (a
-//     credential flag replaces every other credential);
-//  2. with --context NAME: that context, the NATS_* variables over its fields as in the nats CLI (DEDUPE_NATS_* are
-//     not read);
-//  3. else, when any DEDUPE_NATS_* connection setting is set (URL, creds, nkey seed, TLS files): those settings
-//     alone (NATS_* variables and contexts are not read, so that a worker's own configuration never mixes with a
-//     person's nats CLI setup);
-//  4. else the NATS_* variables over the context NATS_CONTEXT names, else over the one `nats context select` chose;
-//  5. else no server is configured: run starts the embedded server; the other commands connect to
-//     nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings listens.
+// DEDUPE_NATS_* settings, the nats CLI's NATS_* variables and its saved contexts they make one connection, first
+// match winning in the order docs/reference.md ("Connecting") writes: the flags, --context, DEDUPE_NATS_* (then
+// NATS_* and contexts are not read at all), NATS_* over NATS_CONTEXT's or the selected context, else the embedded
+// server.
 type connFlags struct {
 	cmd string // the command, as errors name it ("run", "window get", "dlq ls")
 
