@@ -78,15 +78,7 @@ func (s dlqSeqSet) merged() dlqSeqSet {
 }
 
 func (s dlqSeqSet) contains(seq uint64) bool {
-	if len(s) == 0 {
-		return true
-	}
-	for _, r := range s {
-		if seq >= r.lo && seq <= r.hi {
-			return true
-		}
-	}
-	return false
+	return len(s) == 0 || slices.ContainsFunc(s, func(r dlqSeqRange) bool { return seq >= r.lo && seq <= r.hi })
 }
 
 // dlqSelection is what --reason, --tenant, --source and --seq select; every part narrows it, an empty part

@@ -161,12 +161,7 @@ func runHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		_, err := fmt.Fprintln(stdout, sb.String())
 		return err
 	}
-	var out string
-	if prefix {
-		out, err = h.Key(*typ, in)
-	} else {
-		out, err = h.Digest(in)
-	}
+	out, err := h.Key(*typ, in) // the bare digest without --type: Prefix is off
 	if err != nil {
 		return failErr(err)
 	}
