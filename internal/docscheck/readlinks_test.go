@@ -32,14 +32,7 @@ func Links(md []byte) []Link {
 		if trimmed == "" {
 			pending = "" // a paragraph ends: an unclosed [ was no link
 		}
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if f := fenceOf(trimmed); f != "" {
-			fence = f
+		if inFence(&fence, trimmed) {
 			continue
 		}
 		if comment {
@@ -77,6 +70,19 @@ func Links(md []byte) []Link {
 	return out
 }
 
+// inFence follows fenced code blocks line by line, fence being the one open ("" outside): true for a line that
+// opens, lies in or closes one.
+func inFence(fence *string, trimmed string) bool {
+	if *fence != "" {
+		if strings.HasPrefix(trimmed, *fence) {
+			*fence = ""
+		}
+		return true
+	}
+	*fence = fenceOf(trimmed)
+	return *fence != ""
+}
+
 // fenceOf is the fence a line opens (``` or ~~~, as long as written), or "".
 func fenceOf(trimmed string) string {
 	for _, c := range []string{"`", "~"} {
@@ -96,14 +102,7 @@ func Anchors(md []byte) map[string]bool {
 	fence := ""
 	for _, line := range strings.Split(string(md), "\n") {
 		trimmed := strings.TrimSpace(line)
-		if fence != "" {
-			if strings.HasPrefix(trimmed, fence) {
-				fence = ""
-			}
-			continue
-		}
-		if f := fenceOf(trimmed); f != "" {
-			fence = f
+		if inFence(&fence, trimmed) {
 			continue
 		}
 		for _, m := range htmlAnchor.FindAllStringSubmatch(line, -1) {
