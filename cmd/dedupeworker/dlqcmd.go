@@ -298,6 +298,15 @@ func (t *dlqTable) row(dl *deadLetter, extra string) {
 
 func (t *dlqTable) flush() error { return t.tw.Flush() }
 
+// notes is where a dlq command writes its closing lines: standard error with --json, whose standard output holds
+// only the objects.
+func (o dlqOptions) notes(stdout, stderr io.Writer) io.Writer {
+	if o.asJSON {
+		return stderr
+	}
+	return stdout
+}
+
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	name := r.name
 	empty := false // the stream holds nothing: the count line says so, once
@@ -310,31 +319,19 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 		empty = len(counts) == 0
 	}
 	table := newDlqTable(stdout, now, "")
-	n, more, next := 0, false, uint64(0)
-	err := r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
-		if o.limit > 0 && n == o.limit {
-			more, next = true, dl.seq
-			return false, nil
-		}
-		n++
+	n, next, err := r.scanLimited(ctx, o, table, func(dl *deadLetter) (bool, error) {
 		if o.asJSON {
 			return true, writeJSON(stdout, dl.record(now))
 		}
 		table.row(dl, "")
 		return true, nil
 	})
-	if ferr := table.flush(); err == nil {
-		err = ferr
-	}
 	if err != nil {
 		return failErr(err)
 	}
-	note := stdout
-	if o.asJSON {
-		note = stderr // standard output holds only the objects
-	}
+	note := o.notes(stdout, stderr)
 	switch {
-	case more:
+	case next > 0:
 		fmt.Fprintf(note, "more dead letters match: these are the first %d; go on with --seq %d- (or --limit 0 for all)\n", n, next)
 	case n == 0 && !o.asJSON && !empty:
 		fmt.Fprintln(note, "no dead letter matches the selection")

@@ -133,6 +133,23 @@ func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLet
 	return nil
 }
 
+// scanLimited is scan of o's selection for at most o.limit dead letters (0: all), flushing table at the end: n
+// were passed to fn, and next is the sequence of the first one past the limit (0: none was).
+func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, table *dlqTable, fn func(*deadLetter) (bool, error)) (n int, next uint64, err error) {
+	err = r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
+		if o.limit > 0 && n == o.limit {
+			next = dl.seq
+			return false, nil
+		}
+		n++
+		return fn(dl)
+	})
+	if ferr := table.flush(); err == nil {
+		err = ferr
+	}
+	return n, next, err
+}
+
 // counts returns the number of dead letters per reason, from the stream's subject state.
 func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
 	info, err := r.st.Info(ctx, jetstream.WithSubjectFilter(contract.All(r.dlqPrefix)))

@@ -62,19 +62,13 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	}
 	table := newDlqTable(stdout, rp.now, "RESULT")
 	var (
-		n, more   = 0, false
 		tally     = map[string]int{}
 		notes     []string // one line per dead letter not replayed (or to be refused)
 		notDone   []string // "seq N (why)" for the error line
 		stoppedAt error
 		silent    = 0 // publishes in a row without an answer
 	)
-	err := rp.r.scan(ctx, rp.opts.sel, func(dl *deadLetter) (bool, error) {
-		if rp.opts.limit > 0 && n == rp.opts.limit {
-			more = true
-			return false, nil
-		}
-		n++
+	n, next, err := rp.r.scanLimited(ctx, rp.opts, table, func(dl *deadLetter) (bool, error) {
 		rec := rp.one(ctx, dl)
 		tally[rec.Result]++
 		if rec.Detail != "" && rec.Result != dlqReplayed {
@@ -110,17 +104,11 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		}
 		return true, nil
 	})
-	if ferr := table.flush(); err == nil {
-		err = ferr
-	}
-	out := stdout
-	if rp.opts.asJSON {
-		out = stderr // standard output holds only the objects
-	}
+	out := rp.opts.notes(stdout, stderr)
 	for _, l := range notes {
 		fmt.Fprintln(out, dlqCell(l, 0))
 	}
-	fmt.Fprintln(out, rp.summary(dlqName, n, more, tally))
+	fmt.Fprintln(out, rp.summary(dlqName, n, next > 0, tally))
 	if err == nil {
 		err = stoppedAt
 	}

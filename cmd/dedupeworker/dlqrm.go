@@ -20,16 +20,10 @@ type dlqRmRecord struct {
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	table := newDlqTable(stdout, now, "RESULT")
 	var (
-		n, more = 0, false
 		removed int
 		failed  []string
 	)
-	err := r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
-		if o.limit > 0 && n == o.limit {
-			more = true
-			return false, nil
-		}
-		n++
+	n, next, err := r.scanLimited(ctx, o, table, func(dl *deadLetter) (bool, error) {
 		rec := dlqRmRecord{dlqRecord: dl.record(now), Result: "would-remove"}
 		if o.yes {
 			if err := r.st.DeleteMsg(ctx, dl.seq); err != nil {
@@ -46,16 +40,10 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		table.row(dl, rec.Result)
 		return ctx.Err() == nil, nil
 	})
-	if ferr := table.flush(); err == nil {
-		err = ferr
-	}
 	if err != nil {
 		return failErr(fmt.Errorf("dlq rm: %w", err))
 	}
-	out := stdout
-	if o.asJSON {
-		out = stderr // standard output holds only the objects
-	}
+	out := o.notes(stdout, stderr)
 	var b strings.Builder
 	switch {
 	case n == 0:
@@ -68,7 +56,7 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 	default:
 		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", removed, n, r.name)
 	}
-	if more {
+	if next > 0 {
 		fmt.Fprintf(&b, "; more dead letters match than --limit %d", o.limit)
 	}
 	fmt.Fprintln(out, b.String())
