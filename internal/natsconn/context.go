@@ -152,8 +152,7 @@ func LoadContext(nameOrFile string) (CLIContext, error) {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return CLIContext{}, bad("%v", err)
 	}
-	c.URL, c.User, c.InboxPrefix, c.TLSFirst = strings.TrimSpace(f.URL), f.User, f.InboxPrefix, f.TLSFirst
-	c.URL = cmp.Or(c.URL, nats.DefaultURL)
+	c.URL, c.User, c.InboxPrefix, c.TLSFirst = cmp.Or(strings.TrimSpace(f.URL), nats.DefaultURL), f.User, f.InboxPrefix, f.TLSFirst
 	for _, s := range []struct {
 		field string
 		in    string
