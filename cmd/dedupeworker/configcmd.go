@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -80,9 +81,7 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETTING\tFROM\tVALUE")
 	for _, s := range rep.Settings {
-		v := s.Value
-		v = cmp.Or(v, "-")
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.From, v)
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", s.Name, s.From, cmp.Or(s.Value, "-"))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -99,9 +98,7 @@ func configSettings(cfg config.Config, lookup func(string) (string, bool)) []con
 		values[a.Key] = a.Value
 	}
 	derived := inForce(cfg, config.RoleRun)
-	for k, v := range inForce(cfg, config.RoleIngest) {
-		derived[k] = v
-	}
+	maps.Copy(derived, inForce(cfg, config.RoleIngest))
 	var out []configSetting
 	for _, name := range config.Variables() {
 		s := configSetting{Name: name, From: "default"}
