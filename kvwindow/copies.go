@@ -31,7 +31,7 @@ func CopiesStream(bucket string) string { return bucket + "-copies" }
 
 // ErrNoCopies is wrapped by the errors that mean the counter stream does not exist (deleted, or never created:
 // provisioning off, or a deployment older than the count).
-var ErrNoCopies = errors.New("counter stream missing")
+var ErrNoCopies = errors.New("no counter stream")
 
 // CopiesStreamConfig is the counter stream ProvisionCopies creates.
 type CopiesStreamConfig struct {
@@ -160,7 +160,7 @@ func NewCopyCounter(nc *nats.Conn, cfg CopyCounterConfig) (*CopyCounter, error) 
 		jetstream.WithPublishAsyncTimeout(cfg.Timeout),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
 			if errors.Is(err, jetstream.ErrNoStreamResponse) {
-				err = fmt.Errorf("%w: no stream captures %s.> (nats stream info %s): %w", ErrNoCopies, cfg.Stream, cfg.Stream, err)
+				err = fmt.Errorf("no stream captures %s.> (nats stream info %s): %w: %w", cfg.Stream, cfg.Stream, ErrNoCopies, err)
 			}
 			report(err)
 		}),
@@ -208,7 +208,7 @@ func (c *CopyCounter) Close() { c.js.CleanupPublisher() }
 func Copies(ctx context.Context, js jetstream.JetStream, stream string, e Entry) (uint64, error) {
 	s, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, fmt.Errorf("%w: stream %s does not exist", ErrNoCopies, stream)
+		return 0, fmt.Errorf("stream %s does not exist: %w", stream, ErrNoCopies)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("stream %s: %w", stream, err)

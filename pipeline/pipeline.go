@@ -69,6 +69,8 @@ type Pipeline struct {
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
 
+	copies copies // the count of the copies each claim suppressed (copies.go)
+
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog rateLog
 }
 
@@ -213,6 +215,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.req = req
 	defer func() { _ = req.Close() }()
+	defer p.startCopies()()
 
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {

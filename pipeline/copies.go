@@ -1,0 +1,116 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
+)
+
+// copies counts, beside the window, the copies each claim suppressed (Config.CopiesStream): one increment per copy
+// acknowledged as a duplicate, sent after the ack and never waited for. A count that fails is a count lost; it
+// never changes what happens to an envelope.
+type copies struct {
+	c       *kvwindow.CopyCounter // nil: not counting
+	log     *slog.Logger
+	stream  string
+	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
+}
+
+// copiesMaxPending bounds the increments awaiting the server's answer; beyond it copies go uncounted.
+const copiesMaxPending = 4096
+
+// startCopies starts counting copies when Config.CopiesStream names a stream; the returned function ends it.
+func (p *Pipeline) startCopies() func() {
+	if p.cfg.CopiesStream == "" {
+		return func() {}
+	}
+	p.copies.log, p.copies.stream = p.log, p.cfg.CopiesStream
+	c, err := kvwindow.NewCopyCounter(p.nc, kvwindow.CopyCounterConfig{Stream: p.cfg.CopiesStream, Timeout: p.cfg.PublishTimeout,
+		MaxPending: copiesMaxPending, Report: p.copies.answer})
+	if err != nil {
+		p.log.Warn("pipeline: not counting the copies claims suppress", "stream", p.cfg.CopiesStream, "err", err)
+		return func() {}
+	}
+	p.copies.c = c
+	return c.Close
+}
+
+// answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
+// rest at DEBUG, and the first success after a failure at INFO.
+func (c *copies) answer(err error) {
+	if err == nil {
+		if c.failing.Load() && c.failing.CompareAndSwap(true, false) {
+			c.log.Info("pipeline: counting the copies claims suppress again", "stream", c.stream)
+		}
+		return
+	}
+	if c.failing.CompareAndSwap(false, true) {
+		msg := "pipeline: copies a claim suppressed are not counted (dedupeworker window get shows them as unknown or too few); deduplication goes on"
+		if errors.Is(err, kvwindow.ErrNoCopies) {
+			msg = "pipeline: counter stream missing: copies a claim suppressed are not counted until it exists " +
+				"(a worker started with DEDUPE_PROVISION=true creates it); deduplication goes on"
+		}
+		c.log.Warn(msg, "stream", c.stream, "err", err)
+		return
+	}
+	c.log.Debug("pipeline: copy not counted", "stream", c.stream, "err", err)
+}
+
+// countCopy counts the delivery, just acknowledged as a duplicate with the server's confirmation, as a copy the
+// claim it found suppressed. An ack that was not confirmed is not counted (a redelivery may follow, and be
+// counted then), nor a delivery held past the hold bound or through a pause: two deliveries of one copy are both
+// counted only within the hold bound of each other, which the counter stream's duplicate window covers, so that
+// each copy counts at most once.
+func (s *step) countCopy() {
+	p, e := s.w.p, &s.w.e
+	if p.copies.c == nil || s.res.HolderSeq == 0 || p.hold(e.received).TooOld() {
+		return
+	}
+	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
+	if err := p.copies.c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
+		p.copies.answer(err)
+	}
+}
+
+// copyCounted reports whether an ack plan's outcome is a copy to count.
+func copyCounted(plan protocol.Plan, ack protocol.AckResult) bool {
+	return plan.Count == protocol.CountDuplicate && ack == protocol.AckConfirmed
+}
+
+// provisionCopies creates the counter stream when it is missing (cfg.Replicas, file storage; an age limit of the
+// longest claim TTL and an hour, a duplicate window of twice the hold bound). It never fails provisioning: the
+// count is a diagnosis, and without its stream the worker deduplicates as before.
+func provisionCopies(ctx context.Context, js jetstream.JetStream, cfg Config) {
+	if cfg.CopiesStream == "" {
+		return
+	}
+	maxTTL := cfg.DefaultTTL
+	for _, spec := range cfg.Sources.Specs {
+		maxTTL = max(maxTTL, spec.TTL(cfg.DefaultTTL))
+	}
+	hold := cfg.MaxHold
+	if hold <= 0 {
+		hold = cfg.OutputDuplicates / 2
+	}
+	want := kvwindow.CopiesStreamConfig{Name: cfg.CopiesStream, Replicas: cfg.Replicas, Storage: jetstream.FileStorage,
+		MaxAge: maxTTL.Round(time.Second) + time.Hour, Duplicates: 2 * hold}
+	created, problems, err := kvwindow.ProvisionCopies(ctx, js, want)
+	switch {
+	case err != nil:
+		cfg.Logger.Warn("pipeline: counter stream not provisioned: copies a claim suppressed are not counted; deduplication goes on",
+			"stream", cfg.CopiesStream, "err", err)
+	case created:
+		cfg.Logger.Info("pipeline: created stream", "stream", cfg.CopiesStream, "subjects", cfg.CopiesStream+".>",
+			"replicas", want.Replicas, "max_age", want.MaxAge)
+	}
+	for _, pr := range problems {
+		cfg.Logger.Warn("pipeline: "+pr, "stream", cfg.CopiesStream)
+	}
+}
