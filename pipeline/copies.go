@@ -21,7 +21,14 @@ type copies struct {
 	log     *slog.Logger
 	stream  string
 	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
+	// retryAt is the p.clock() before which, while failing, no copy is counted: one increment per copiesRetry
+	// finds out whether counting works again, instead of one per duplicate (each a NATS asynchronous error when the
+	// user may not publish to the stream, three publishes when no stream captures it).
+	retryAt atomic.Int64
 }
+
+// copiesRetry is how often a failing count is tried again.
+const copiesRetry = 10 * time.Second
 
 // copiesMaxPending bounds the increments awaiting the server's answer; beyond it copies go uncounted.
 const copiesMaxPending = 4096
@@ -43,7 +50,8 @@ func (p *Pipeline) startCopies() func() {
 }
 
 // answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
-// rest at DEBUG, and the first success after a failure at INFO.
+// rest at DEBUG, and the first success after a failure at INFO. While failing, copies are counted only one per
+// copiesRetry (countCopy).
 func (c *copies) answer(err error) {
 	if err == nil {
 		if c.failing.Load() && c.failing.CompareAndSwap(true, false) {
@@ -72,6 +80,12 @@ func (s *step) countCopy() {
 	p, e := s.w.p, &s.w.e
 	if p.copies.c == nil || s.res.HolderSeq == 0 || p.hold(e.received).TooOld() {
 		return
+	}
+	if p.copies.failing.Load() {
+		now, at := int64(p.clock()), p.copies.retryAt.Load()
+		if now < at || !p.copies.retryAt.CompareAndSwap(at, now+int64(copiesRetry)) {
+			return
+		}
 	}
 	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
 	if err := p.copies.c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
