@@ -31,8 +31,9 @@ func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Ent
 	n, err := kvwindow.Copies(ctx, js, stream, e)
 	switch {
 	case errors.Is(err, kvwindow.ErrNoCopies):
-		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so the workers count no copies; a worker started "+
-			"with DEDUPE_PROVISION=true creates it (nats-server 2.12 or later)", stream)
+		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so nothing counts the copies of this window's claims; "+
+			"a worker started with DEDUPE_PROVISION=true creates it for its window (nats-server 2.12 or later; the replay guard's "+
+			"window has none)", stream)
 	case err != nil:
 		out.CopiesUnknown = "unknown: " + err.Error()
 	default:
