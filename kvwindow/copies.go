@@ -159,6 +159,9 @@ func NewCopyCounter(nc *nats.Conn, cfg CopyCounterConfig) (*CopyCounter, error) 
 		jetstream.WithPublishAsyncMaxPending(cfg.MaxPending),
 		jetstream.WithPublishAsyncTimeout(cfg.Timeout),
 		jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, _ *nats.Msg, err error) {
+			if errors.Is(err, jetstream.ErrJetStreamPublisherClosed) {
+				return // Close: its caller stopped counting
+			}
 			if errors.Is(err, jetstream.ErrNoStreamResponse) {
 				err = fmt.Errorf("no stream captures %s.> (nats stream info %s): %w: %w", cfg.Stream, cfg.Stream, ErrNoCopies, err)
 			}

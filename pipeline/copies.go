@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -17,10 +18,14 @@ import (
 // acknowledged as a duplicate, sent after the ack and never waited for. A count that fails is a count lost; it
 // never changes what happens to an envelope.
 type copies struct {
-	c       *kvwindow.CopyCounter // nil: not counting
+	c       atomic.Pointer[kvwindow.CopyCounter] // nil: not counting
 	log     *slog.Logger
 	stream  string
 	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
+	// hold is the longest a delivery may have been held to be counted: half the counter stream's duplicate window,
+	// so that two deliveries of one copy, each counted within it of its receipt, are counted within it of each
+	// other and the stream keeps one.
+	hold time.Duration
 	// retryAt is the p.clock() before which, while failing, no copy is counted: one increment per copiesRetry
 	// finds out whether counting works again, instead of one per duplicate (each a NATS asynchronous error when the
 	// user may not publish to the stream, three publishes when no stream captures it).
@@ -33,20 +38,34 @@ const copiesRetry = 10 * time.Second
 // copiesMaxPending bounds the increments awaiting the server's answer; beyond it copies go uncounted.
 const copiesMaxPending = 4096
 
-// startCopies starts counting copies when Config.CopiesStream names a stream; the returned function ends it.
-func (p *Pipeline) startCopies() func() {
+// startCopies starts counting copies when Config.CopiesStream names a stream, after provisioning: it reads the
+// stream's duplicate window (a missing stream is logged now, once). The returned function ends the count.
+func (p *Pipeline) startCopies(ctx context.Context) func() {
 	if p.cfg.CopiesStream == "" {
 		return func() {}
 	}
 	p.copies.log, p.copies.stream = p.log, p.cfg.CopiesStream
+	p.copies.hold = copiesDuplicates(p.cfg) / 2
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+	s, err := p.js.Stream(lctx, p.cfg.CopiesStream)
+	cancel()
+	switch {
+	case err == nil && s.CachedInfo().Config.Duplicates > 0:
+		p.copies.hold = s.CachedInfo().Config.Duplicates / 2
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		p.copies.answer(fmt.Errorf("stream %s does not exist: %w", p.cfg.CopiesStream, kvwindow.ErrNoCopies))
+	}
 	c, err := kvwindow.NewCopyCounter(p.nc, kvwindow.CopyCounterConfig{Stream: p.cfg.CopiesStream, Timeout: p.cfg.PublishTimeout,
 		MaxPending: copiesMaxPending, Report: p.copies.answer})
 	if err != nil {
 		p.log.Warn("pipeline: not counting the copies claims suppress", "stream", p.cfg.CopiesStream, "err", err)
 		return func() {}
 	}
-	p.copies.c = c
-	return c.Close
+	p.copies.c.Store(c)
+	return func() {
+		p.copies.c.Store(nil)
+		c.Close()
+	}
 }
 
 // answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
@@ -73,12 +92,17 @@ func (c *copies) answer(err error) {
 
 // countCopy counts the delivery, just acknowledged as a duplicate with the server's confirmation, as a copy the
 // claim it found suppressed. An ack that was not confirmed is not counted (a redelivery may follow, and be
-// counted then), nor a delivery held past the hold bound or through a pause: two deliveries of one copy are both
-// counted only within the hold bound of each other, which the counter stream's duplicate window covers, so that
-// each copy counts at most once.
+// counted then), nor a delivery held through a pause or past the hold bound or copies.hold: a delivery of a copy is
+// acknowledged no earlier than it was received, and a second delivery of it is received before the first is
+// acknowledged, so two deliveries both counted are counted within copies.hold of each other, inside the counter
+// stream's duplicate window, and the stream keeps one (their Nats-Msg-Id is the copy's envelope).
 func (s *step) countCopy() {
 	p, e := s.w.p, &s.w.e
-	if p.copies.c == nil || s.res.HolderSeq == 0 || p.hold(e.received).TooOld() {
+	c := p.copies.c.Load()
+	if c == nil || s.res.HolderSeq == 0 {
+		return
+	}
+	if h := p.hold(e.received); h.Paused || h.Held > min(h.Bound, p.copies.hold) {
 		return
 	}
 	if p.copies.failing.Load() {
@@ -88,7 +112,7 @@ func (s *step) countCopy() {
 		}
 	}
 	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
-	if err := p.copies.c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
+	if err := c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
 		p.copies.answer(err)
 	}
 }
@@ -96,6 +120,14 @@ func (s *step) countCopy() {
 // copyCounted reports whether an ack plan's outcome is a copy to count.
 func copyCounted(plan protocol.Plan, ack protocol.AckResult) bool {
 	return plan.Count == protocol.CountDuplicate && ack == protocol.AckConfirmed
+}
+
+// copiesDuplicates is the duplicate window of the counter stream Provision creates: twice the hold bound.
+func copiesDuplicates(cfg Config) time.Duration {
+	if cfg.MaxHold > 0 {
+		return 2 * cfg.MaxHold
+	}
+	return cfg.OutputDuplicates
 }
 
 // provisionCopies creates the counter stream when it is missing (cfg.Replicas, file storage; an age limit of the
@@ -109,12 +141,8 @@ func provisionCopies(ctx context.Context, js jetstream.JetStream, cfg Config) {
 	for _, spec := range cfg.Sources.Specs {
 		maxTTL = max(maxTTL, spec.TTL(cfg.DefaultTTL))
 	}
-	hold := cfg.MaxHold
-	if hold <= 0 {
-		hold = cfg.OutputDuplicates / 2
-	}
 	want := kvwindow.CopiesStreamConfig{Name: cfg.CopiesStream, Replicas: cfg.Replicas, Storage: jetstream.FileStorage,
-		MaxAge: maxTTL.Round(time.Second) + time.Hour, Duplicates: 2 * hold}
+		MaxAge: maxTTL.Round(time.Second) + time.Hour, Duplicates: copiesDuplicates(cfg)}
 	created, problems, err := kvwindow.ProvisionCopies(ctx, js, want)
 	switch {
 	case err != nil:

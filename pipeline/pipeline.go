@@ -215,7 +215,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	p.req = req
 	defer func() { _ = req.Close() }()
-	defer p.startCopies()()
 
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {
@@ -226,6 +225,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}
 	p.refreshStreams(ctx)
+	defer p.startCopies(ctx)()
 
 	rs := &runState{
 		work:     make(chan *delivery),
