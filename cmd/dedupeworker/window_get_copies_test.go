@@ -74,8 +74,18 @@ func windowGetClaim(t *testing.T, key string) map[string]any {
 	return v
 }
 
-// One event delivered three times: window get shows the claim and the two copies it suppressed.
+// One event delivered three times: window get shows the claim and the two copies it suppressed, in a window of
+// one bucket and in one of four shards (one counter stream for all of them).
 func TestWindowGetShowsSuppressedCopies(t *testing.T) {
+	for _, shards := range []string{"1", "4"} {
+		t.Run("shards="+shards, func(t *testing.T) {
+			t.Setenv("DEDUPE_WINDOW_SHARDS", shards)
+			testWindowGetShowsSuppressedCopies(t)
+		})
+	}
+}
+
+func testWindowGetShowsSuppressedCopies(t *testing.T) {
 	js, logs, metrics := startCountingWorker(t)
 	deliverThrice(t, js, metrics, "d1")
 	// The counts are sent after the acks, without waiting: poll.
