@@ -44,6 +44,8 @@
 //     created again, or a write stored at or below that sequence, marks the bucket lost, and every later claim in
 //     it fails with ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and
 //     its index (metadata, and the description), checked on every bucket at New.
+//   - Copies counted beside the window. The copies a claim suppressed are counted in a counter stream of their own
+//     (CopiesStream, CopyCounter, Copies), never in a bucket: counting writes nothing a claim's revision depends on.
 //
 // Key layout: "<tenant>.<source>.<enc>" in the bucket (subject "$KV.<bucket>.<tenant>.<source>.<enc>"), where enc
 // is the unpadded base64url of the event key when it is at most 48 bytes and otherwise "=" followed by the unpadded

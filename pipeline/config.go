@@ -83,6 +83,9 @@ type Config struct {
 	DuplicatesPrefix string
 	// Consumer is the durable pull consumer on InputStream that all replicas share. Default dedupeworker.
 	Consumer string
+	// CopiesStream, when set, is the counter stream in which each claim counts the copies it suppressed
+	// (kvwindow.CopiesStream of the window's bucket; Provision creates it). Empty (the default): not counted.
+	CopiesStream string
 
 	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
 	// changed). The zero value (false) only binds to what exists; DefaultConfig sets it to true.
@@ -207,6 +210,9 @@ func (c Config) Validate() error {
 		if !validName(f.v) {
 			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
 		}
+	}
+	if c.CopiesStream != "" && !validName(c.CopiesStream) {
+		return fmt.Errorf("pipeline: CopiesStream: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", c.CopiesStream)
 	}
 	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || c.OutputStream == c.DLQStream {
 		return fmt.Errorf("pipeline: InputStream, OutputStream and DLQStream must differ, got %q, %q and %q",

@@ -69,6 +69,8 @@ type Pipeline struct {
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
 
+	copies copies // the count of the copies each claim suppressed (copies.go)
+
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog rateLog
 }
 
@@ -223,6 +225,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}
 	p.refreshStreams(ctx)
+	defer p.startCopies(ctx)()
 
 	rs := &runState{
 		work:     make(chan *delivery),

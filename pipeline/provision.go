@@ -41,6 +41,8 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending (default max(1000,
 //     10×MaxInFlight): room for a fleet of ten replicas), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
 //     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart).
+//   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies).
+//     Never an error: without it the copies go uncounted (logged at warn), and deduplication is the same.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	if js != nil {
 		cfg.JetStream = js
@@ -106,6 +108,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
+	provisionCopies(ctx, js, cfg)
 	return ensureConsumer(ctx, js, cfg, input)
 }
 

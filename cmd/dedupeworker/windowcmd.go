@@ -35,10 +35,12 @@ A claim is named by its tenant, source and event key, in exactly one of three fo
                        gives tenant, source and key (--tenant and --source, when given, must agree with it)
 
 get prints {"claimed": true, "claimant_seq": N, "claimant_stamp": "...", "delivery_count": D, "revision": R,
-"claimed_at": "...", "expires_in_seconds": X} or {"claimed": false}. claimant_seq and claimant_stamp identify the
-input envelope holding the claim (its sequence in the input stream and when the stream stored it; no
-claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that envelope that made
-or last took over the claim (0: not recorded). forget removes claims, so that the next delivery of the event is
+"claimed_at": "...", "expires_in_seconds": X, "copies_suppressed": C} or {"claimed": false}. claimant_seq and
+claimant_stamp identify the input envelope holding the claim (its sequence in the input stream and when the stream
+stored it; no claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that
+envelope that made or last took over the claim (0: not recorded). copies_suppressed is how many other envelopes of
+the event the workers have acknowledged as duplicates of this claim, counted best-effort (never more, possibly
+fewer); null with copies_suppressed_unknown saying why when the count cannot be read. forget removes claims, so that the next delivery of the event is
 published again (a deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
 
 Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context, else
@@ -114,7 +116,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			// What was looked for, so that a miss on a mistyped key shows the mistake.
 			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: cfg.Bucket})
 		}
-		return writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, time.Now()))
+		return writeJSON(stdout, windowClaimJSON(ctx, js, e, cfg.Bucket, time.Now()))
 	}
 	var n int
 	if tg.all {

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// windowGet is what window get prints for a held claim: the claim, and how many copies of its event the workers
+// have acknowledged as duplicates of it so far (null when that cannot be read, with the reason beside).
+type windowGet struct {
+	windowEntry
+	CopiesSuppressed *uint64 `json:"copies_suppressed"`
+	CopiesUnknown    string  `json:"copies_suppressed_unknown,omitempty"`
+}
+
+// copiesReadTimeout bounds the read of the count: a count that cannot be read is printed as unknown, never a
+// failure of the command.
+const copiesReadTimeout = 5 * time.Second
+
+func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, bucket string, now time.Time) windowGet {
+	out := windowGet{windowEntry: windowEntryJSON(e, bucket, now)}
+	ctx, cancel := context.WithTimeout(ctx, copiesReadTimeout)
+	defer cancel()
+	stream := kvwindow.CopiesStream(bucket)
+	n, err := kvwindow.Copies(ctx, js, stream, e)
+	switch {
+	case errors.Is(err, kvwindow.ErrNoCopies):
+		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so nothing counts the copies of this window's claims; "+
+			"a worker started with DEDUPE_PROVISION=true creates it for its window (nats-server 2.12 or later; the replay guard's "+
+			"window has none)", stream)
+	case err != nil:
+		out.CopiesUnknown = "unknown: " + err.Error()
+	default:
+		out.CopiesSuppressed = &n
+	}
+	return out
+}

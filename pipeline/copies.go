@@ -1,0 +1,158 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
+)
+
+// copies counts, beside the window, the copies each claim suppressed (Config.CopiesStream): one increment per copy
+// acknowledged as a duplicate, sent after the ack and never waited for. A count that fails is a count lost; it
+// never changes what happens to an envelope.
+type copies struct {
+	c       atomic.Pointer[kvwindow.CopyCounter] // nil: not counting
+	log     *slog.Logger
+	stream  string
+	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
+	// hold is the longest a delivery may have been held to be counted: half the counter stream's duplicate window,
+	// so that two deliveries of one copy, each counted within it of its receipt, are counted within it of each
+	// other and the stream keeps one.
+	hold time.Duration
+	// retryAt is the p.clock() before which, while failing, no copy is counted: one increment per copiesRetry
+	// finds out whether counting works again, instead of one per duplicate (each a NATS asynchronous error when the
+	// user may not publish to the stream, three publishes when no stream captures it).
+	retryAt atomic.Int64
+}
+
+// copiesRetry is how often a failing count is tried again.
+const copiesRetry = 10 * time.Second
+
+// copiesMaxPending bounds the increments awaiting the server's answer; beyond it copies go uncounted.
+const copiesMaxPending = 4096
+
+// startCopies starts counting copies when Config.CopiesStream names a stream, after provisioning: it reads the
+// stream's duplicate window (a missing stream is logged now, once). The returned function ends the count.
+func (p *Pipeline) startCopies(ctx context.Context) func() {
+	if p.cfg.CopiesStream == "" {
+		return func() {}
+	}
+	p.copies.log, p.copies.stream = p.log, p.cfg.CopiesStream
+	p.copies.hold = copiesDuplicates(p.cfg) / 2
+	lctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
+	s, err := p.js.Stream(lctx, p.cfg.CopiesStream)
+	cancel()
+	switch {
+	case err == nil && s.CachedInfo().Config.Duplicates > 0:
+		p.copies.hold = s.CachedInfo().Config.Duplicates / 2
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		p.copies.answer(fmt.Errorf("stream %s does not exist: %w", p.cfg.CopiesStream, kvwindow.ErrNoCopies))
+	}
+	c, err := kvwindow.NewCopyCounter(p.nc, kvwindow.CopyCounterConfig{Stream: p.cfg.CopiesStream, Timeout: p.cfg.PublishTimeout,
+		MaxPending: copiesMaxPending, Report: p.copies.answer})
+	if err != nil {
+		p.log.Warn("pipeline: not counting the copies claims suppress", "stream", p.cfg.CopiesStream, "err", err)
+		return func() {}
+	}
+	p.copies.c.Store(c)
+	return func() {
+		p.copies.c.Store(nil)
+		c.Close()
+	}
+}
+
+// answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
+// rest at DEBUG, and the first success after a failure at INFO. While failing, copies are counted only one per
+// copiesRetry (countCopy).
+func (c *copies) answer(err error) {
+	if err == nil {
+		if c.failing.Load() && c.failing.CompareAndSwap(true, false) {
+			c.log.Info("pipeline: counting the copies claims suppress again", "stream", c.stream)
+		}
+		return
+	}
+	if c.failing.CompareAndSwap(false, true) {
+		msg := "pipeline: copies a claim suppressed are not counted (dedupeworker window get shows them as unknown or too few); deduplication goes on"
+		if errors.Is(err, kvwindow.ErrNoCopies) {
+			msg = "pipeline: counter stream missing: copies a claim suppressed are not counted until it exists " +
+				"(a worker started with DEDUPE_PROVISION=true creates it); deduplication goes on"
+		}
+		c.log.Warn(msg, "stream", c.stream, "err", err)
+		return
+	}
+	c.log.Debug("pipeline: copy not counted", "stream", c.stream, "err", err)
+}
+
+// countCopy counts the delivery, just acknowledged as a duplicate with the server's confirmation, as a copy the
+// claim it found suppressed. An ack that was not confirmed is not counted (a redelivery may follow, and be
+// counted then), nor a delivery held through a pause or past the hold bound or copies.hold: a delivery of a copy is
+// acknowledged no earlier than it was received, and a second delivery of it is received before the first is
+// acknowledged, so two deliveries both counted are counted within copies.hold of each other, inside the counter
+// stream's duplicate window, and the stream keeps one (their Nats-Msg-Id is the copy's envelope).
+func (s *step) countCopy() {
+	p, e := s.w.p, &s.w.e
+	c := p.copies.c.Load()
+	if c == nil || s.res.HolderSeq == 0 {
+		return
+	}
+	if h := p.hold(e.received); h.Paused || h.Held > min(h.Bound, p.copies.hold) {
+		return
+	}
+	if p.copies.failing.Load() {
+		now, at := int64(p.clock()), p.copies.retryAt.Load()
+		if now < at || !p.copies.retryAt.CompareAndSwap(at, now+int64(copiesRetry)) {
+			return
+		}
+	}
+	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
+	if err := c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
+		p.copies.answer(err)
+	}
+}
+
+// copyCounted reports whether an ack plan's outcome is a copy to count.
+func copyCounted(plan protocol.Plan, ack protocol.AckResult) bool {
+	return plan.Count == protocol.CountDuplicate && ack == protocol.AckConfirmed
+}
+
+// copiesDuplicates is the duplicate window of the counter stream Provision creates: twice the hold bound.
+func copiesDuplicates(cfg Config) time.Duration {
+	if cfg.MaxHold > 0 {
+		return 2 * cfg.MaxHold
+	}
+	return cfg.OutputDuplicates
+}
+
+// provisionCopies creates the counter stream when it is missing (cfg.Replicas, file storage; an age limit of the
+// longest claim TTL and an hour, a duplicate window of twice the hold bound). It never fails provisioning: the
+// count is a diagnosis, and without its stream the worker deduplicates as before.
+func provisionCopies(ctx context.Context, js jetstream.JetStream, cfg Config) {
+	if cfg.CopiesStream == "" {
+		return
+	}
+	maxTTL := cfg.DefaultTTL
+	for _, spec := range cfg.Sources.Specs {
+		maxTTL = max(maxTTL, spec.TTL(cfg.DefaultTTL))
+	}
+	want := kvwindow.CopiesStreamConfig{Name: cfg.CopiesStream, Replicas: cfg.Replicas, Storage: jetstream.FileStorage,
+		MaxAge: maxTTL.Round(time.Second) + time.Hour, Duplicates: copiesDuplicates(cfg)}
+	created, problems, err := kvwindow.ProvisionCopies(ctx, js, want)
+	switch {
+	case err != nil:
+		cfg.Logger.Warn("pipeline: counter stream not provisioned: copies a claim suppressed are not counted; deduplication goes on",
+			"stream", cfg.CopiesStream, "err", err)
+	case created:
+		cfg.Logger.Info("pipeline: created stream", "stream", cfg.CopiesStream, "subjects", cfg.CopiesStream+".>",
+			"replicas", want.Replicas, "max_age", want.MaxAge)
+	}
+	for _, pr := range problems {
+		cfg.Logger.Warn("pipeline: "+pr, "stream", cfg.CopiesStream)
+	}
+}
