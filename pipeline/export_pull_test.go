@@ -32,7 +32,7 @@ func LimitFromRefusal(descr string, c jetstream.ConsumerConfig) (jetstream.Consu
 func PullsStuck(now, answered time.Duration, busy bool, refusedAt time.Duration, bound time.Duration, maxWaiting int) error {
 	var r *failure
 	if refusedAt >= 0 {
-		r = &failure{errRefusedForTest, refusedAt}
+		r = &failure{err: errRefusedForTest, at: refusedAt}
 	}
 	return pullsStuck(now, answered, busy, r, bound, consumerLimits{maxWaiting: maxWaiting})
 }

@@ -127,3 +127,18 @@ const FinishedHoldings = finishedHoldings
 // SetDecide makes p's workers execute decide instead of protocol.Decide (a wrapper that alters plans: a test shows
 // that undoing a rule is caught). Call it before Run.
 func SetDecide(p *Pipeline, decide protocol.Decider) { p.decide = decide }
+
+// Clock is p's clock (the time since New), in which the hooks below take a request's send time.
+func Clock(p *Pipeline) time.Duration { return p.clock() }
+
+// PublishFailed records an output publish sent at sent that failed with err, as the executor does.
+func PublishFailed(p *Pipeline, err error, sent time.Duration) { p.publishDown(err, sent) }
+
+// PublishStored records an output publish JetStream stored.
+func PublishStored(p *Pipeline) { p.publishUp() }
+
+// AckFailed records an ack sent at sent that got no answer.
+func AckFailed(p *Pipeline, err error, sent time.Duration) { p.ackFailed(AckUnconfirmed, err, sent) }
+
+// AckConfirmed records an ack the server confirmed.
+func AckConfirmed(p *Pipeline) { p.ackUp() }

@@ -14,16 +14,18 @@ import (
 
 // publishResult is the protocol's name for a publish's answer: stored, refused for good (the output stream will
 // never take the message), cancelled by shutdown, or failed for now (full, unavailable, no answer in time).
-func (w *worker) publishResult(err error) protocol.PublishResult {
+// publishResult classifies the answer to an output publish sent at sent (p.clock).
+func (w *worker) publishResult(err error, sent time.Duration) protocol.PublishResult {
 	switch {
 	case err == nil:
+		w.p.publishUp()
 		return protocol.PublishStored
 	case w.ctx.Err() != nil:
 		return protocol.PublishCancelled
 	case jserr.TooLarge(err):
 		return protocol.PublishRefused
 	}
-	w.p.publishDown(err)
+	w.p.publishDown(err, sent)
 	return protocol.PublishFailed
 }
 
@@ -59,20 +61,22 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 // the holder gone, or Nats-Msg-Id) and acks again. The ack is sent even during a shutdown (its outcome is
 // durable): its wait is bounded by the ack timeout alone.
 func (w *worker) ack(d *delivery) bool {
+	sent := w.p.clock()
 	err := w.p.ackMsg(w.durable, d, &w.ackOut)
 	switch {
 	case err == nil:
+		w.p.ackUp()
 		return true
 	case errors.Is(err, nats.ErrNoResponders):
-		w.p.ackFailed(AckNoConsumer, fmt.Errorf("no consumer took the ack (deleted, or its stream): %w", err))
+		w.p.ackFailed(AckNoConsumer, fmt.Errorf("no consumer took the ack (deleted, or its stream): %w", err), sent)
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout):
 		if refusal := w.p.ackRefusal(d); refusal != nil {
-			w.p.ackFailed(AckRefused, refusal)
+			w.p.ackFailed(AckRefused, refusal, sent)
 		} else if w.ctx.Err() == nil {
-			w.p.ackFailed(AckUnconfirmed, fmt.Errorf("no answer to the ack within %s: %w", w.p.ackTimeout(), err))
+			w.p.ackFailed(AckUnconfirmed, fmt.Errorf("no answer to the ack within %s: %w", w.p.ackTimeout(), err), sent)
 		}
 	default:
-		w.p.ackFailed(AckError, err)
+		w.p.ackFailed(AckError, err, sent)
 	}
 	return false
 }
@@ -99,7 +103,6 @@ func (w *worker) publish(out *nats.Msg) error {
 		return err
 	}
 	p.m.publishDuration.Observe(time.Since(start).Seconds())
-	p.publishUp()
 	return nil
 }
 

@@ -46,7 +46,9 @@ type Pipeline struct {
 	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
-	ackFailedAt atomic.Int64            // p.clock() of the last ack that failed (0: none)
+	ackErr      atomic.Pointer[failure] // last ack failure (nil: none); it stands for failureQuiet
+	publishOK   atomic.Int64            // p.clock() of the last output publish stored (0: none)
+	ackOK       atomic.Int64            // p.clock() of the last ack confirmed (0: none)
 	link        link                    // the NATS connection's last outage (status.go)
 	pulls       pullHealth              // what the consumer answers to the pull requests (pull.go)
 	pullSub     atomic.Pointer[pullSub] // the pull subscription of the consumer bound now (nil: none)

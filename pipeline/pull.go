@@ -146,7 +146,7 @@ func (s *pullSub) heartbeat() time.Duration {
 func (s *pullSub) accepted() { s.p.pulls.answered.Store(int64(s.p.clock())) }
 
 // refused records a refusal of the requests, for readiness to report once it persists.
-func (s *pullSub) refused(err error) { s.p.pulls.refusal.Store(&failure{err, s.p.clock()}) }
+func (s *pullSub) refused(err error) { s.p.pulls.refusal.Store(&failure{err: err, at: s.p.clock()}) }
 
 func (s *pullSub) onMsg(m *nats.Msg) {
 	s.lastSeen.Store(int64(s.p.clock()))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -61,9 +62,9 @@ func (p *Pipeline) readiness() error {
 	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
 	}
-	if at := p.ackFailedAt.Load(); at != 0 && p.clock()-time.Duration(at) < p.failureQuiet() {
+	if e := p.ackErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: acknowledgements failing (the last %s ago); envelopes are redelivered after the ack wait",
-			(p.clock() - time.Duration(at)).Round(time.Millisecond))
+			(p.clock() - e.at).Round(time.Millisecond))
 	}
 	return nil
 }
@@ -93,23 +94,76 @@ func (p *Pipeline) windowReason(err error) error {
 // unready: with nothing left to publish or acknowledge, no success can clear a failure.
 func (p *Pipeline) failureQuiet() time.Duration { return max(10*time.Second, 2*p.cfg.StatusInterval) }
 
-// failure is an error and when (p.clock) it happened.
-type failure struct {
-	err error
-	at  time.Duration
+// superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
+// kind was answered at lastOK (p.clock; 0: never), after it was sent. A publish or an ack that waits out its
+// timeout across a leader change fails after the ones sent behind it have gone through; counting it would leave a
+// pipeline that has just drained everything unready for failureQuiet, with nothing left to clear it. A failure
+// of a request sent after the last answer counts: the output or the consumer has not answered since.
+func superseded(sent time.Duration, lastOK int64) bool {
+	return lastOK != 0 && time.Duration(lastOK) >= sent
 }
 
-func (p *Pipeline) publishUp() {
-	if p.publishErr.Load() != nil && p.publishErr.Swap(nil) != nil {
-		p.log.Info("pipeline: publishes succeed again", "stream", p.cfg.OutputStream)
-		p.updateReady()
+// failure is an error, when (p.clock) it happened, and when the request that failed was sent.
+type failure struct {
+	err  error
+	at   time.Duration
+	sent time.Duration
+}
+
+// answered records in ok an answer at now, never moving it back.
+func answered(ok *atomic.Int64, now time.Duration) {
+	v := int64(max(now, 1))
+	for cur := ok.Load(); cur < v && !ok.CompareAndSwap(cur, v); cur = ok.Load() {
 	}
 }
 
-func (p *Pipeline) publishDown(err error) {
+// stand makes f the standing failure in last, unless an answer recorded in ok superseded it or the failure of a
+// request sent later stands already. It reports whether last went from no failure to one, or back.
+func stand(last *atomic.Pointer[failure], ok *atomic.Int64, f *failure) (changed bool) {
+	for {
+		cur := last.Load()
+		if superseded(f.sent, ok.Load()) || cur != nil && cur.sent > f.sent {
+			return false
+		}
+		if last.CompareAndSwap(cur, f) {
+			changed = cur == nil
+			break
+		}
+	}
+	// An answer recorded between the check and the swap came after f's request (and every earlier one) was sent.
+	if superseded(f.sent, ok.Load()) && last.CompareAndSwap(f, nil) {
+		changed = !changed
+	}
+	return changed
+}
+
+// ackUp records an ack the server confirmed. It leaves a standing ack failure in place: acks that fail now and
+// then keep the pipeline unready until none has failed for failureQuiet.
+func (p *Pipeline) ackUp() { answered(&p.ackOK, p.clock()) }
+
+// publishUp records an output publish JetStream stored: the output answers, and every failure of a publish sent
+// before now is superseded.
+func (p *Pipeline) publishUp() {
+	answered(&p.publishOK, p.clock())
+	for {
+		cur := p.publishErr.Load()
+		if cur == nil || !superseded(cur.sent, p.publishOK.Load()) {
+			return
+		}
+		if p.publishErr.CompareAndSwap(cur, nil) {
+			p.log.Info("pipeline: publishes succeed again", "stream", p.cfg.OutputStream)
+			p.updateReady()
+			return
+		}
+	}
+}
+
+// publishDown records an output publish sent at sent (p.clock) that failed with err. A failure that a later
+// answer superseded does not count (superseded).
+func (p *Pipeline) publishDown(err error, sent time.Duration) {
 	// A publish the client could not send while disconnected is the connection's failure, which readiness reports
 	// as long as it lasts; it must not keep the pipeline unready for failureQuiet after the reconnect.
-	if !p.offline(err) && p.publishErr.Swap(&failure{err, p.clock()}) == nil {
+	if !p.offline(err) && stand(&p.publishErr, &p.publishOK, &failure{err: err, at: p.clock(), sent: sent}) {
 		p.updateReady()
 	}
 	if ok, n := p.publishLog.allow(); ok {
@@ -121,9 +175,11 @@ func (p *Pipeline) publishDown(err error) {
 // ackFailed records an acknowledgement that did not reach the consumer. The envelope is redelivered after the ack
 // wait and finds its own claim, so nothing is lost or doubled, but a pipeline whose acks keep failing redelivers
 // everything for ever: it is counted, logged and makes the pipeline unready.
-func (p *Pipeline) ackFailed(reason string, err error) {
+// The ack was sent at sent (p.clock): a failure that a later answer superseded is counted and logged but leaves
+// readiness alone (superseded).
+func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
-	if !p.offline(err) && p.ackFailedAt.Swap(int64(max(p.clock(), 1))) == 0 {
+	if !p.offline(err) && stand(&p.ackErr, &p.ackOK, &failure{err: err, at: p.clock(), sent: sent}) {
 		p.updateReady()
 	}
 	if ok, n := p.ackLog.allow(); ok {

@@ -188,8 +188,9 @@ func (s *step) do(plan protocol.Plan) {
 			w.set(7, contract.HeaderPossibleDuplicate, "true")
 		}
 		out := &w.out.msg
+		sent := p.clock()
 		err := w.publish(out)
-		f.Publish = w.publishResult(err)
+		f.Publish = w.publishResult(err, sent)
 		s.publishErr = err
 		if err == nil && p.log.Enabled(w.ctx, slog.LevelDebug) {
 			p.log.Debug("pipeline: forwarded", "seq", e.seq, "subject", out.Subject, "key", e.key, "reason", string(e.reason),
@@ -197,8 +198,9 @@ func (s *step) do(plan protocol.Plan) {
 		}
 	case protocol.PublishCopy:
 		out := w.buildDuplicate(m.Header, m.Data)
+		sent := p.clock()
 		err := w.publish(out)
-		f.Copy = w.publishResult(err)
+		f.Copy = w.publishResult(err, sent)
 		if f.Copy == protocol.PublishRefused {
 			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
 		}
