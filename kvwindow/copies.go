@@ -69,8 +69,15 @@ func ProvisionCopies(ctx context.Context, js jetstream.JetStream, cfg CopiesStre
 	want := cfg.stream()
 	s, err := js.Stream(ctx, cfg.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		_, err = js.CreateStream(ctx, want)
+		var st jetstream.Stream
+		st, err = js.CreateStream(ctx, want)
 		if err == nil {
+			if !st.CachedInfo().Config.AllowMsgCounter {
+				// A server before 2.12 drops the setting it does not know and creates a plain stream, which would
+				// store every increment as an empty message and count nothing.
+				return true, []string{fmt.Sprintf("stream %s was created without counting (allow_msg_counter): the server "+
+					"predates counter streams (nats-server 2.12 or later); nothing is counted", cfg.Name)}, nil
+			}
 			return true, nil, nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

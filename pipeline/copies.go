@@ -50,10 +50,19 @@ func (p *Pipeline) startCopies(ctx context.Context) func() {
 	s, err := p.js.Stream(lctx, p.cfg.CopiesStream)
 	cancel()
 	switch {
-	case err == nil && s.CachedInfo().Config.Duplicates > 0:
-		p.copies.hold = s.CachedInfo().Config.Duplicates / 2
 	case errors.Is(err, jetstream.ErrStreamNotFound):
 		p.copies.answer(fmt.Errorf("stream %s does not exist: %w", p.cfg.CopiesStream, kvwindow.ErrNoCopies))
+	case err != nil:
+		// Without the stream's own duplicate window, two deliveries of one copy could both be counted.
+		p.log.Warn("pipeline: not counting the copies claims suppress: counter stream not read (restart the worker to "+
+			"count again); deduplication goes on", "stream", p.cfg.CopiesStream, "err", err)
+		return func() {}
+	case !s.CachedInfo().Config.AllowMsgCounter:
+		p.log.Warn("pipeline: not counting the copies claims suppress: the stream is not a counter stream (nats-server "+
+			"2.12 or later; nats stream rm it and restart a worker to create it); deduplication goes on", "stream", p.cfg.CopiesStream)
+		return func() {}
+	case s.CachedInfo().Config.Duplicates > 0:
+		p.copies.hold = s.CachedInfo().Config.Duplicates / 2
 	}
 	c, err := kvwindow.NewCopyCounter(p.nc, kvwindow.CopyCounterConfig{Stream: p.cfg.CopiesStream, Timeout: p.cfg.PublishTimeout,
 		MaxPending: copiesMaxPending, Report: p.copies.answer})

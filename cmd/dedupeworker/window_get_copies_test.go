@@ -25,6 +25,7 @@ func startCountingWorker(t *testing.T) (jetstream.JetStream, *natstest.Buffer, s
 	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}}")
+	t.Setenv("DEDUPE_COUNT_COPIES", "true")
 	logs, _ := startWorker(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	waitHTTP(t, base+"/readyz", http.StatusOK)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -23,6 +24,14 @@ type windowGet struct {
 // failure of the command.
 const copiesReadTimeout = 5 * time.Second
 
+// copiesStream is the counter stream the worker counts copies in: none with DEDUPE_COUNT_COPIES=false.
+func copiesStream(cfg config.Config) string {
+	if !cfg.CountCopies {
+		return ""
+	}
+	return kvwindow.CopiesStream(cfg.Bucket)
+}
+
 func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, bucket string, now time.Time) windowGet {
 	out := windowGet{windowEntry: windowEntryJSON(e, bucket, now)}
 	ctx, cancel := context.WithTimeout(ctx, copiesReadTimeout)
@@ -32,8 +41,8 @@ func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Ent
 	switch {
 	case errors.Is(err, kvwindow.ErrNoCopies):
 		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so nothing counts the copies of this window's claims; "+
-			"a worker started with DEDUPE_PROVISION=true creates it for its window (nats-server 2.12 or later; the replay guard's "+
-			"window has none)", stream)
+			"workers count them with DEDUPE_COUNT_COPIES=true, and one started so with DEDUPE_PROVISION=true creates it for its "+
+			"window (nats-server 2.12 or later; the replay guard's window has none)", stream)
 	case err != nil:
 		out.CopiesUnknown = "unknown: " + err.Error()
 	default:

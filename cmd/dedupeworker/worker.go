@@ -184,7 +184,7 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		DLQPrefix:             cfg.DLQPrefix,
 		DuplicatesPrefix:      cfg.DuplicatesPrefix,
 		Consumer:              cfg.Consumer,
-		CopiesStream:          kvwindow.CopiesStream(cfg.Bucket),
+		CopiesStream:          copiesStream(cfg),
 		Provision:             cfg.Provision,
 		Replicas:              cfg.Replicas,
 		MaxInFlight:           cfg.MaxInFlight,
