@@ -87,6 +87,10 @@ func TestDecide(t *testing.T) {
 		{"won: publish", keyed(won), Plan{Do: Publish}},
 		{"owned: publish unmarked", keyed(owned), Plan{Do: Publish}},
 		{"owned long ago: publish marked", keyed(ownedOld), Plan{Do: Publish, Mark: PossibleDuplicate, Note: NotePossibleDuplicate}},
+		// The edge: stored no earlier than the first claim, the takeover's publish within the publish timeout,
+		// a second of slack for clocks; at the window's length exactly, marked.
+		{"owned at the window's edge (109s + 10s + 1s): publish marked", keyed(ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 109 * time.Second}), Plan{Do: Publish, Mark: PossibleDuplicate, Note: NotePossibleDuplicate}},
+		{"owned a second inside the edge (108s): unmarked", keyed(ClaimResult{Status: Owned, AgeKnown: true, FirstClaimAge: 108 * time.Second}), Plan{Do: Publish}},
 		{"owned, age unknown: unmarked", keyed(ClaimResult{Status: Owned, FirstClaimAge: time.Hour}), Plan{Do: Publish}},
 		{"owned long ago, no duplicate window: unmarked", with(keyed(ownedOld), func(f *Facts) { f.Config.DupWindow = 0 }), Plan{Do: Publish}},
 		{"won long ago: unmarked", keyed(ClaimResult{Status: Won, AgeKnown: true, FirstClaimAge: time.Hour}), Plan{Do: Publish}},
