@@ -99,19 +99,12 @@ func (c *copies) answer(err error) {
 	c.log.Debug("pipeline: copy not counted", "stream", c.stream, "err", err)
 }
 
-// countCopy counts the delivery, just acknowledged as a duplicate with the server's confirmation, as a copy the
-// claim it found suppressed. An ack that was not confirmed is not counted (a redelivery may follow, and be
-// counted then), nor a delivery held through a pause or past the hold bound or copies.hold: a delivery of a copy is
-// acknowledged no earlier than it was received, and a second delivery of it is received before the first is
-// acknowledged, so two deliveries both counted are counted within copies.hold of each other, inside the counter
-// stream's duplicate window, and the stream keeps one (their Nats-Msg-Id is the copy's envelope).
-func (s *step) countCopy() {
+// countCopy counts the delivery, whose ack plan counted count and found ack, as a copy its claim suppressed when
+// countable says so.
+func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 	p, e := s.w.p, &s.w.e
 	c := p.copies.c.Load()
-	if c == nil || s.res.HolderSeq == 0 {
-		return
-	}
-	if h := p.hold(e.received); h.Paused || h.Held > min(h.Bound, p.copies.hold) {
+	if c == nil || !countable(count, ack, s.res.HolderSeq, p.hold(e.received), p.copies.hold) {
 		return
 	}
 	if p.copies.failing.Load() {
@@ -126,9 +119,16 @@ func (s *step) countCopy() {
 	}
 }
 
-// copyCounted reports whether an ack plan's outcome is a copy to count.
-func copyCounted(plan protocol.Plan, ack protocol.AckResult) bool {
-	return plan.Count == protocol.CountDuplicate && ack == protocol.AckConfirmed
+// countable reports whether a delivery is a copy to count: acknowledged as a duplicate with the server's
+// confirmation, of a claim whose holder is known, and held neither through a pause nor past the hold bound or
+// hold (half the counter stream's duplicate window). An ack that was not confirmed is not counted (a redelivery
+// may follow, and be counted then). A delivery of a copy is acknowledged no earlier than it was received, and a
+// second delivery of it is received before the first is acknowledged, so two deliveries both counted are counted
+// within hold of each other, inside the counter stream's duplicate window, and the stream keeps one (their
+// Nats-Msg-Id is the copy's envelope).
+func countable(count protocol.Count, ack protocol.AckResult, holderSeq uint64, h protocol.Hold, hold time.Duration) bool {
+	return count == protocol.CountDuplicate && ack == protocol.AckConfirmed && holderSeq != 0 &&
+		!h.Paused && h.Held <= min(h.Bound, hold)
 }
 
 // copiesDuplicates is the duplicate window of the counter stream Provision creates: twice the hold bound.

@@ -241,9 +241,7 @@ func (s *step) do(plan protocol.Plan) {
 			f.Ack = protocol.AckUnconfirmed
 		}
 		s.count(plan.Count)
-		if copyCounted(plan, f.Ack) {
-			s.countCopy()
-		}
+		s.countCopy(plan.Count, f.Ack)
 	case protocol.Nak:
 		w.nak(d, plan.Delay, p.nakCounter(plan.Nak))
 		f.Naked = true
