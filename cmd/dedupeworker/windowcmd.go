@@ -99,9 +99,11 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
 	w, err := kvwindow.NewManager(ctx, js, windowConfig(cfg))
 	if err != nil {
-		// kvwindow's own message suggests enabling provisioning, which these commands never do.
-		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); errors.Is(serr, jetstream.ErrStreamNotFound) {
-			return failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no claim was ever made in it; check "+
+		// kvwindow's own message suggests enabling provisioning, which these commands never do. A sharded
+		// window has no bucket named DEDUPE_BUCKET itself: its own error names the shard at fault.
+		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); cfg.WindowShards <= 1 && errors.Is(serr, jetstream.ErrStreamNotFound) {
+			return failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no worker has started on this window yet, or "+
+				"the bucket was deleted with its claims (OPERATIONS.md, \"The window bucket was lost or re-created\"); check "+
 				"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
 				"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
 		}
@@ -125,6 +127,12 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		n, err = w.Forget(ctx, tg.tenant, tg.source, tg.key)
 	}
 	if err != nil {
+		if n > 0 {
+			// Shards purged before the failure stay purged: say how many keys went, and that the server may still
+			// finish the rest of a purge it did not answer in time.
+			return failErr(fmt.Errorf("forgot %d keys, then: %w (a purge the server did not answer in time may still "+
+				"complete: window ls shows what is left)", n, err))
+		}
 		return failErr(err)
 	}
 	return writeJSON(stdout, map[string]int{"forgotten": n})
