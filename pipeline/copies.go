@@ -114,7 +114,12 @@ func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 		}
 	}
 	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
-	if err := c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}); err != nil {
+	err := c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp})
+	switch {
+	case errors.Is(err, kvwindow.ErrCopiesBusy):
+		// Back-pressure, not a failure of the count: this copy goes uncounted, the next ones are tried.
+		p.copies.log.Debug("pipeline: copy not counted: too many counts awaiting their answer", "stream", p.copies.stream)
+	case err != nil:
 		p.copies.answer(err)
 	}
 }
@@ -127,8 +132,8 @@ func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 // within hold of each other, inside the counter stream's duplicate window, and the stream keeps one (their
 // Nats-Msg-Id is the copy's envelope).
 func countable(count protocol.Count, ack protocol.AckResult, holderSeq uint64, h protocol.Hold, hold time.Duration) bool {
-	return count == protocol.CountDuplicate && ack == protocol.AckConfirmed && holderSeq != 0 &&
-		!h.Paused && h.Held <= min(h.Bound, hold)
+	h.Bound = min(h.Bound, hold)
+	return count == protocol.CountDuplicate && ack == protocol.AckConfirmed && holderSeq != 0 && !h.TooOld()
 }
 
 // copiesDuplicates is the duplicate window of the counter stream Provision creates: twice the hold bound.
