@@ -16,6 +16,8 @@ import (
 // that bucket, finds what the guard recorded.
 type ReplayWindow interface {
 	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
+	// Release gives up a claim the guard won for a delivery without an id whose publish then failed.
+	Release(ctx context.Context, c kvwindow.Claim, revision uint64, mayBeStored bool) (bool, error)
 	// Bucket names the bucket, for the log line that says how to find a replay's claim.
 	Bucket() string
 }

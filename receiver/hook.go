@@ -78,6 +78,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		}
 	}
 	hdr := stripHeader(req.Header, conn)
+	var held guardHeld // the guard's claim of an id-less delivery, given up if its publish fails
 	if verr == nil {
 		// The key is bound to what was verified, and a body signed alone is not published again under another id:
 		// both decided on the headers as the worker will read them.
@@ -85,7 +86,9 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 			return outcome
 		}
 		if sp.guard && r.cfg.Window != nil {
-			if outcome, done := r.guardReplay(w, req, label, tenant, source, sp, hdr, body); done {
+			var outcome string
+			var done bool
+			if held, outcome, done = r.guardReplay(w, req, label, tenant, source, sp, hdr, body); done {
 				return outcome
 			}
 		}
@@ -95,6 +98,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	subject := contract.InputSubject(r.cfg.InputPrefix, tenant, source)
 	seq, err := r.publish(req.Context(), subject, hdr, body)
 	if err != nil {
+		r.releaseGuard(req.Context(), held)
 		return r.publishFailed(w, label, subject, err)
 	}
 	if verr != nil {
@@ -135,7 +139,7 @@ func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, 
 // done when it answered instead: 202 without publishing for a replay, 503 when the window did not answer (the
 // provider retries; nothing is published unguarded).
 func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,
-	hdr nats.Header, body []byte) (string, bool) {
+	hdr nats.Header, body []byte) (guardHeld, string, bool) {
 	id, _ := keys.NATSHeaders(hdr).Get(sp.key.written) // what the worker will key the envelope on
 	c := guardClaim(tenant, source, id, body, sp.ttl)
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
@@ -146,17 +150,21 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 	if err != nil {
 		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard could not reach the window; answered 503",
 			"tenant", tenant, "source", source, "err", err)
-		return r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
+		return guardHeld{}, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
 	}
 	if judgeReplay(o) != replayCaught {
-		return "", false
+		if id == "" && o.Status == kvwindow.Won {
+			// Without an id the provider's retry cannot be told from a replay: if this publish fails, the claim goes.
+			return guardHeld{c: c, rev: o.Revision}, "", false
+		}
+		return guardHeld{}, "", false
 	}
 	r.metrics.replays.WithLabelValues(label).Inc()
 	r.logSometimes(slog.LevelWarn, "replay:"+label, "delivery not published: its signed body was accepted under another id (replay guard)",
 		"tenant", tenant, "source", source, "id", id, "id_header", sp.key.header, "window_key", c.Key,
 		"first_id_fingerprint", o.HolderSeq, "first_claimed", o.FirstClaimed, "remote", req.RemoteAddr,
 		"find", "DEDUPE_BUCKET="+r.cfg.Window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
-	return r.answer(w, label, OutcomeReplay, http.StatusAccepted,
+	return guardHeld{}, r.answer(w, label, OutcomeReplay, http.StatusAccepted,
 		"accepted, not published: this signed body was accepted under another id (replay guard)"), true
 }
 
@@ -174,4 +182,25 @@ func (r *Receiver) bodyFailed(w http.ResponseWriter, label string, err error) st
 			fmt.Sprintf("the body did not arrive within %s", r.cfg.BodyTimeout))
 	}
 	return r.answer(w, label, OutcomeBadRequest, http.StatusBadRequest, "could not read the body: "+err.Error())
+}
+
+// guardHeld is the guard's claim of a delivery without an id (rev 0: none held).
+type guardHeld struct {
+	c   kvwindow.Claim
+	rev uint64
+}
+
+// releaseGuard gives up the guard's claim of an id-less delivery whose publish failed: the provider retries the
+// same delivery, which, with no id, the claim would take for a replay. A release that fails leaves the retry
+// answered as a replay; it is logged.
+func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
+	if g.rev == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	defer cancel()
+	if _, err := r.cfg.Window.Release(ctx, g.c, g.rev, false); err != nil {
+		r.logSometimes(slog.LevelWarn, "guard_release", "replay guard's claim of a delivery without an id not released after its publish failed: its retry will be taken for a replay",
+			"tenant", g.c.Tenant, "source", g.c.Source, "window_key", g.c.Key, "err", err)
+	}
 }

@@ -215,3 +215,26 @@ func TestReplayGuardUnavailable(t *testing.T) {
 		t.Fatalf("unguarded source: %d %s", rec.Code, rec.Body.String())
 	}
 }
+
+// TestReplayGuardIDlessRetryAfterFailedPublish: a guarded delivery without an id won the guard's claim, then its
+// publish failed (503). The provider's retry is the same delivery, but with no id the guard cannot tell it from a
+// replay: left in place, the claim made the retry a replay (202, never published) and the delivery was lost. The
+// guard's claim is released when the publish fails, so the retry is published.
+func TestReplayGuardIDlessRetryAfterFailedPublish(t *testing.T) {
+	e := startJS(t, false) // no input stream: the first publish fails
+	window, _ := openWindow(t, e, false)
+	r, _ := newReceiver(t, e, testPolicy(t), func(c *receiver.Config) { c.Window = window; c.PublishTimeout = 500 * time.Millisecond })
+	body := `{"n":3}`
+	h := hdr("X-Hub-Signature-256", githubSig(ghOld, body))
+	if rec := do(r, http.MethodPost, "/hooks/acme/gh", h, body); rec.Code != http.StatusServiceUnavailable {
+		t.Fatalf("without the input stream: %d %s", rec.Code, rec.Body.String())
+	}
+	e.createStream(t, "INGEST", "ingest.>")
+	rec := do(r, http.MethodPost, "/hooks/acme/gh", h, body)
+	if rec.Code != http.StatusAccepted || !strings.HasPrefix(rec.Body.String(), "accepted:") {
+		t.Fatalf("the provider's retry: %d %s", rec.Code, rec.Body.String())
+	}
+	if got := e.lastSeq(t); got != 1 {
+		t.Fatalf("INGEST holds %d envelopes, want the retry's 1", got)
+	}
+}
