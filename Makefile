@@ -123,7 +123,7 @@ chaos:
 
 ## model: the exactly-once protocol explored exhaustively (pipeline/protocol/model, RELIABILITY.md): protocol.Decide
 ## driven through every interleaving of two copies of one event, three deliveries each, two replicas and two faults
-## (no seed: the search is deterministic); prints the states explored and the violations found by invariant, with
+## (no seed: the order of the search is fixed); prints the states explored and the violations found by invariant, with
 ## the first trace of each, then each earlier fix undone and the trace that finds it. make test runs a smaller bound.
 model:
 	DEDUPE_MODEL=full $(GO) test -count=1 -v -timeout 20m -run '^TestModel' ./pipeline/protocol/model/
