@@ -58,6 +58,6 @@
 // Depth first from the initial state, skipping states already visited: a state is kept as a 64-bit hash of its
 // canonical form (revisions renumbered by their order, replicas ordered), so states that differ only in the history
 // of revision numbers or in which replica is which are explored once. The order of the search is fixed (no seed);
-// the hashes are taken under a seed drawn per run, so the rare collision of two states' hashes (about 1 in 10^5
+// the hashes are taken under a seed drawn per run, so the rare collision of two states' hashes (a few in a million
 // runs at ten million states) would skip a different state in each run.
 package model
