@@ -3,6 +3,9 @@
 // after each step. It drives the real core (protocol.Decide, through Protocol) and, for comparison, the worker's
 // decisions before the core (Legacy).
 //
+// The model is test code: everything but this package doc is in _test.go files, so no build of the worker
+// compiles it (docs/model.md#test-code).
+//
 // # The world
 //
 // One event, of which Envelopes copies sit in the input stream (copy A is the large one: once the output's limits

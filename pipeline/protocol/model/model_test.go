@@ -5,8 +5,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol/model"
 )
+
+// core is the decision core the model checks.
+var core = model.Protocol(protocol.Decide)
 
 // The bounds. make test explores the small one; make model (DEDUPE_MODEL=full) the full one.
 var (
