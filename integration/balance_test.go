@@ -1,9 +1,6 @@
-// Package integration is dedupeworker's fault suite: real worker processes (built from cmd/dedupeworker) against
-// real nats-servers (internal/natstest), killed, restarted, partitioned from their window and fed hostile input,
-// each run closed by a ledger that must balance. See RELIABILITY.md for the scenarios and their figures.
-//
-// This file is the ledger: what was published, what came out, and a readable diff between the two.
 package integration
+
+// The ledger: what was published, what came out, and a readable diff between the two.
 
 import (
 	"context"
