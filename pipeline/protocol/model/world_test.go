@@ -424,7 +424,7 @@ func (s *State) storedAndDeadLettered(m uint8) bool {
 	return false
 }
 
-// The invariants, as the first word of a violation.
+// The invariants (docs/model.md says what each checks), as the first words of a violation.
 const (
 	RuleLost                 = "lost"
 	RuleTwice                = "published twice while its claim lives"
