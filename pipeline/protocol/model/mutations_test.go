@@ -8,7 +8,7 @@ import (
 )
 
 // mutation undoes one earlier fix: a wrapper around the decision core (or a change of the world, for a fix that
-// lives in the window). The model must find each, as a break of rule that the core without it does not make.
+// lives in the window). The model must find each as a break of its rule that the core with the fix does not make.
 type mutation struct {
 	name string // the fix undone
 	wrap func(model.Decider) model.Decider
@@ -16,6 +16,7 @@ type mutation struct {
 	rule string // the invariant the model must find broken
 }
 
+// wrap makes a decider of f, which decides with the decider d it wraps.
 func wrap(f func(d model.Decider, fs model.Facts) model.Action) func(model.Decider) model.Decider {
 	return func(d model.Decider) model.Decider {
 		return model.DeciderFunc(func(fs model.Facts) model.Action { return f(d, fs) })
