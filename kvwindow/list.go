@@ -91,7 +91,7 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 				return entries, meta.Sequence.Stream, nil
 			}
 			e := entryOf(m.Data(), m.Headers(), meta.Sequence.Stream, meta.Timestamp)
-			e.KVKey = strings.TrimPrefix(m.Subject(), w.prefix)
+			e.KVKey, e.Bucket = strings.TrimPrefix(m.Subject(), w.prefix), w.cfg.Bucket
 			if parts := strings.SplitN(e.KVKey, ".", 3); len(parts) == 3 {
 				e.Tenant, e.Source = parts[0], parts[1]
 			}

@@ -33,7 +33,7 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 		return Entry{}, false, nil
 	}
 	e := entryOf(m.Data, m.Header, m.Sequence, m.Time)
-	e.Tenant, e.Source, e.Key, e.KVKey = tenant, source, key, k
+	e.Tenant, e.Source, e.Key, e.KVKey, e.Bucket = tenant, source, key, k, w.cfg.Bucket
 	return e, true, nil
 }
 

@@ -115,10 +115,15 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return failErr(err)
 		}
 		if !ok {
-			// What was looked for, so that a miss on a mistyped key shows the mistake.
-			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: cfg.Bucket})
+			// What was looked for, and where (with shards: the key's own bucket), so that a miss on a mistyped key
+			// shows the mistake.
+			bucket, err := w.BucketOf(tg.tenant, tg.source, tg.key)
+			if err != nil {
+				return failErr(err)
+			}
+			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: bucket})
 		}
-		return writeJSON(stdout, windowClaimJSON(ctx, js, e, cfg.Bucket, time.Now()))
+		return writeJSON(stdout, windowClaimJSON(ctx, js, e, kvwindow.CopiesStream(cfg.Bucket), time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -153,7 +158,7 @@ type windowEntry struct {
 	Tenant        string `json:"tenant"`
 	Source        string `json:"source"`
 	Key           string `json:"key"`
-	Bucket        string `json:"bucket"`
+	Bucket        string `json:"bucket"` // the bucket holding the claim: with shards, the key's shard
 	KVKey         string `json:"kv_key"` // nats kv get|history <bucket> <kv_key>
 	ClaimantSeq   uint64 `json:"claimant_seq"`
 	ClaimantStamp string `json:"claimant_stamp,omitempty"` // RFC 3339 time the input stream stored the envelope
@@ -164,13 +169,13 @@ type windowEntry struct {
 	ExpiresIn     int64  `json:"expires_in_seconds"`
 }
 
-func windowEntryJSON(e kvwindow.Entry, bucket string, now time.Time) windowEntry {
+func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
 	out := windowEntry{
 		Claimed:       true,
 		Tenant:        e.Tenant,
 		Source:        e.Source,
 		Key:           e.Key,
-		Bucket:        bucket,
+		Bucket:        e.Bucket,
 		KVKey:         e.KVKey,
 		AgeSeconds:    int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
 		ClaimantSeq:   e.Claimant.Seq,

@@ -53,7 +53,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, cfg, nc, err := bindWindow(ctx, conn, "window ls", stderr)
+	w, _, nc, err := bindWindow(ctx, conn, "window ls", stderr)
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	now := time.Now()
 	for _, e := range entries {
-		if err := writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, now)); err != nil {
+		if err := writeJSON(stdout, windowEntryJSON(e, now)); err != nil {
 			return err
 		}
 	}
