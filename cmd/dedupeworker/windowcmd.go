@@ -21,8 +21,8 @@ const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --dedupe-key V
   dedupeworker window get    --idempotency-key V
   dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV]
-  dedupeworker window status [--json]
-  dedupeworker window rebalance [--yes] [--json]
+  dedupeworker window status [--json] [--timeout D]
+  dedupeworker window rebalance [--yes] [--json] [--timeout D]
   dedupeworker window forget (any of the three forms of get)
   dedupeworker window forget --tenant T [--source S] --all --yes
 

@@ -53,7 +53,7 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window ls", stderr)
+	w, _, nc, err := bindWindow(ctx, conn, "window ls", 0, stderr)
 	if err != nil {
 		return err
 	}
@@ -75,8 +75,8 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 }
 
 // bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
-// bucket). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
+// bucket), each of its requests bounded by timeout (0: the window's default). The caller closes the connection.
+func bindWindow(ctx context.Context, conn *connFlags, what string, timeout time.Duration, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
 	cfg, log, err := loadSettings(stderr)
 	if err != nil {
 		return nil, cfg, nil, err
@@ -88,7 +88,9 @@ func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Wri
 	js, err := jetstream.New(nc)
 	if err == nil {
 		var w *kvwindow.Manager
-		if w, err = kvwindow.NewManager(ctx, js, windowConfig(cfg)); err == nil {
+		wcfg := windowConfig(cfg)
+		wcfg.Timeout = timeout
+		if w, err = kvwindow.NewManager(ctx, js, wcfg); err == nil {
 			return w, cfg, nc, nil
 		}
 	}
