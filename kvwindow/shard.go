@@ -46,6 +46,8 @@ type shard struct {
 	lost atomic.Pointer[lostState]
 	// closed is the window's: set once it is closed.
 	closed *atomic.Bool
+	// absent: the bucket was missing beside its siblings when NewManager bound the window (see lostShard).
+	absent bool
 	// readHook, in tests only, makes a claim's read of subj find the key empty (it returns true), as a claim that
 	// expired between the write and the read would.
 	readHook func(subj string) bool
@@ -113,6 +115,24 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	info.Config.AllowDirect = false
 	w.leader = st
 	return w, nil
+}
+
+// lostShard is a shard whose bucket was missing beside its siblings when NewManager bound the window: it holds
+// nothing to read, and every call on it fails with err (ErrWindowLost, naming the bucket and what to do), while
+// the window's other buckets answer.
+func lostShard(js jetstream.JetStream, cfg Config, err error) *shard {
+	w := &shard{js: js, nc: js.Conn(), cfg: cfg, stream: "KV_" + cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".",
+		api: jsapi.Prefix(js.Options()), absent: true}
+	w.lost.Store(&lostState{err: w.bucketErr(err)})
+	return w
+}
+
+// gone is the lost error of a shard bound as lost (lostShard), else nil.
+func (w *shard) gone() error {
+	if w.absent {
+		return w.lost.Load().err
+	}
+	return nil
 }
 
 func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {

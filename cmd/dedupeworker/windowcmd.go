@@ -132,6 +132,10 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		n, err = w.Forget(ctx, tg.tenant, tg.source, tg.key)
 	}
 	if err != nil {
+		if n > 0 && errors.Is(err, kvwindow.ErrWindowLost) {
+			// A bucket lost holds nothing to forget; the others were purged.
+			return failErr(fmt.Errorf("forgot %d keys in the buckets left, but: %w", n, err))
+		}
 		if n > 0 {
 			// Shards purged before the failure stay purged: say how many keys went, and that the server may still
 			// finish the rest of a purge it did not answer in time.

@@ -58,18 +58,21 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return err
 	}
 	defer nc.Close()
+	// With a bucket lost, List gives the other buckets' claims and an error naming it: both are shown.
 	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
-	if err != nil {
-		return failErr(err)
-	}
 	now := time.Now()
 	for _, e := range entries {
-		if err := writeJSON(stdout, windowEntryJSON(e, now)); err != nil {
-			return err
+		if werr := writeJSON(stdout, windowEntryJSON(e, now)); werr != nil {
+			return werr
 		}
 	}
 	if next != 0 {
-		return writeJSON(stdout, map[string]uint64{"next": next})
+		if werr := writeJSON(stdout, map[string]uint64{"next": next}); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return failErr(err)
 	}
 	return nil
 }

@@ -188,10 +188,16 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tLEADER\tREPLICAS\tKEYS\tBYTES\tHEAP/REPLICA")
 	var keys, bytes uint64
+	var lost []kvwindow.BucketStatus
 	for _, b := range status {
 		leader := b.Leader
 		if leader == "" {
 			leader = "-"
+		}
+		if b.Lost != "" {
+			lost = append(lost, b)
+			fmt.Fprintf(tw, "%s\tLOST\t-\t-\t-\t-\n", b.Bucket)
+			continue
 		}
 		replicas := replicaCell(b.Bucket, b.Replicas, health)
 		if replicas == "" {
@@ -203,6 +209,9 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\n", keys, human(bytes))
 	_ = tw.Flush()
+	for _, b := range lost {
+		fmt.Fprintf(w, "\n%s is LOST: %s\n", b.Bucket, b.Lost)
+	}
 	if loads := serverTotals(status, health); len(loads) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
