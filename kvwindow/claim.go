@@ -39,6 +39,9 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 	if err := w.usable(); err != nil {
 		return Outcome{}, err
 	}
+	if err := w.holds(c); err != nil {
+		return Outcome{}, err
+	}
 	// One Timeout bounds the whole claim. Writes and reads carry it as their own timeout (no context per claim: a
 	// claim is the hot path).
 	start := time.Now()

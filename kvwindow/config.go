@@ -39,6 +39,12 @@ type Config struct {
 	// MaxBytes caps the bucket's size when New creates it (0 = unlimited). A full bucket refuses new claims
 	// (ErrUnavailable) rather than evicting live ones.
 	MaxBytes int64
+	// MaxTTL is the longest TTL the window's claims will carry (0: not known). New refuses an existing bucket
+	// whose age limit (its stream's max_age, `nats kv add --ttl`) is shorter: the server removes a message at that
+	// age whatever its own TTL, so every claim would lapse early and a later copy of its event go through again.
+	// Whatever it is set to, a claim whose TTL is longer than the bucket's age limit fails (ErrUnavailable) rather
+	// than being stored to lapse early.
+	MaxTTL time.Duration
 	// Timeout bounds every operation (a Claim with its retries, a Get, a Forget, a Ping). Default 5s.
 	Timeout time.Duration
 	// Shards is the number of buckets the window is spread over (1–64; 0 or 1: the single bucket Bucket, as
@@ -103,6 +109,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBytes < 0 {
 		return fmt.Errorf("kvwindow: max_bytes: must be 0 (unlimited) or positive, got %d", c.MaxBytes)
+	}
+	if c.MaxTTL < 0 {
+		return fmt.Errorf("kvwindow: max_ttl: must be 0 (not known) or positive, got %s", c.MaxTTL)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("kvwindow: timeout: must be positive, got %s", c.Timeout)

@@ -43,7 +43,8 @@
 //     each bucket's creation time and last sequence are recorded at bind: a Ping that finds the bucket gone or
 //     created again, or a write stored at or below that sequence, marks the bucket lost, and every later claim in
 //     it fails with ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and
-//     its index (metadata, and the description), checked on every bucket at New.
+//     its index (metadata, and the description), checked on every bucket at New. NewManager, the operators' hold,
+//     binds such a window all the same, the missing bucket marked lost, so that the others can still be read.
 //   - Copies counted beside the window. The copies a claim suppressed are counted in a counter stream of their own
 //     (CopiesStream, CopyCounter, Copies), never in a bucket: counting writes nothing a claim's revision depends on.
 //

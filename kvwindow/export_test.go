@@ -1,6 +1,10 @@
 package kvwindow
 
-import "time"
+import (
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
 
 // Stats reports what claims ran into, over every bucket: 10071 and 10164 answers, markers written over, and reads
 // that found nothing.
@@ -78,3 +82,9 @@ func ScopeOf(kvKey string) (tenant, source, key string, ok bool) { return scopeO
 
 // ManagerOf is the operators' calls on w's buckets (NewManager, for a window a test already holds).
 func ManagerOf(w *Window) *Manager { return &Manager{w: w} }
+
+// BucketProblems decides whether a bucket's stream configuration can hold claims of up to maxTTL (see
+// bucketProblems).
+func BucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []string, recreate bool) {
+	return bucketProblems(c, maxTTL)
+}

@@ -38,6 +38,9 @@ const (
 // server's count of zero, never a wait that ran out: when the server has counted messages it has not delivered by
 // the deadline, list fails and says so.
 func (w *shard) list(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
+	if err := w.gone(); err != nil {
+		return nil, 0, err
+	}
 	filter := w.prefix + tenant + ".>"
 	if source != "" {
 		filter = w.prefix + tenant + "." + source + ".>"
@@ -91,7 +94,7 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 				return entries, meta.Sequence.Stream, nil
 			}
 			e := entryOf(m.Data(), m.Headers(), meta.Sequence.Stream, meta.Timestamp)
-			e.KVKey = strings.TrimPrefix(m.Subject(), w.prefix)
+			e.KVKey, e.Bucket = strings.TrimPrefix(m.Subject(), w.prefix), w.cfg.Bucket
 			if parts := strings.SplitN(e.KVKey, ".", 3); len(parts) == 3 {
 				e.Tenant, e.Source = parts[0], parts[1]
 			}

@@ -13,9 +13,11 @@ import (
 type Manager struct{ w *Window }
 
 // NewManager binds to the window's buckets as New does (creating them only when cfg.Provision is set) and returns
-// the operators' calls on them. Close ends it.
+// the operators' calls on them. Close ends it. Unlike New, it binds a window with a shard bucket missing beside
+// its siblings (deleted with its claims): that bucket is lost, Status reports it so, calls on its keys fail with
+// ErrWindowLost naming it, and List and ForgetAll act on the other buckets and then fail naming it.
 func NewManager(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manager, error) {
-	w, err := New(ctx, js, cfg)
+	w, err := open(ctx, js, cfg, true)
 	if err != nil {
 		return nil, err
 	}

@@ -32,7 +32,10 @@ type shard struct {
 	get     natsreq.StreamGet        // the key reads' subjects
 	direct  bool                     // the bucket allows direct gets: reads a replica may answer go to any of them
 	markTTL time.Duration
-	stats   stats
+	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
+	// with a longer TTL is written (see holds).
+	maxAge atomic.Int64
+	stats  stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
@@ -43,6 +46,8 @@ type shard struct {
 	lost atomic.Pointer[lostState]
 	// closed is the window's: set once it is closed.
 	closed *atomic.Bool
+	// absent: the bucket was missing beside its siblings when NewManager bound the window (see lostShard).
+	absent bool
 	// readHook, in tests only, makes a claim's read of subj find the key empty (it returns true), as a claim that
 	// expired between the write and the read would.
 	readHook func(subj string) bool
@@ -91,6 +96,7 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 		return nil, err
 	}
 	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	w.maxAge.Store(int64(info.Config.MaxAge))
 	w.created, w.floor = info.Created, info.State.LastSeq
 	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
 	if w.any, err = w.bind(ctx, false); err != nil {
@@ -109,6 +115,24 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	info.Config.AllowDirect = false
 	w.leader = st
 	return w, nil
+}
+
+// lostShard is a shard whose bucket was missing beside its siblings when NewManager bound the window: it holds
+// nothing to read, and every call on it fails with err (ErrWindowLost, naming the bucket and what to do), while
+// the window's other buckets answer.
+func lostShard(js jetstream.JetStream, cfg Config, err error) *shard {
+	w := &shard{js: js, nc: js.Conn(), cfg: cfg, stream: "KV_" + cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".",
+		api: jsapi.Prefix(js.Options()), absent: true}
+	w.lost.Store(&lostState{err: w.bucketErr(err)})
+	return w
+}
+
+// gone is the lost error of a shard bound as lost (lostShard), else nil.
+func (w *shard) gone() error {
+	if w.absent {
+		return w.lost.Load().err
+	}
+	return nil
 }
 
 func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -216,6 +240,8 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 			"worker bound to the one created %s)", info.Created.UTC().Format(time.RFC3339Nano),
 			w.created.UTC().Format(time.RFC3339Nano)), true)
 	}
+	// The age limit may have been edited since (nats stream edit --max-age): claims follow it from now on.
+	w.maxAge.Store(int64(info.Config.MaxAge))
 	for {
 		l := w.lost.Load()
 		if l == nil {
@@ -230,12 +256,37 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 }
 
-// compatible checks that an existing bucket can hold the window. It never changes the bucket.
+// holds fails (ErrUnavailable) when the bucket's age limit, as last seen, is shorter than c's TTL: the claim
+// would be removed before its TTL and a later copy of its event published again, silently.
+func (w *shard) holds(c Claim) error {
+	ttl := time.Duration(c.TTLSeconds()) * time.Second
+	if p := ageProblem(time.Duration(w.maxAge.Load()), ttl, fmt.Sprintf("the TTL of this claim, %s", ttl)); p != "" {
+		return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
+			"or shorten the source's dedupe TTL", ErrUnavailable, w.cfg.Bucket, p, w.stream))
+	}
+	return nil
+}
+
+// compatible checks that an existing bucket can hold the window and the longest claim TTL it is configured for
+// (Config.MaxTTL). It never changes the bucket.
 func (w *shard) compatible(info *jetstream.StreamInfo) error {
-	c := info.Config
-	fix := fmt.Sprintf("delete and recreate it with per-key TTLs (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
+	problems, recreate := bucketProblems(info.Config, w.cfg.MaxTTL)
+	if len(problems) == 0 {
+		return nil
+	}
+	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
 		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
-	var problems []string
+	if !recreate {
+		// An age limit is the one problem an edit of the bucket's stream mends, claims and all.
+		fix = fmt.Sprintf("remove its age limit (nats stream edit %s --max-age=0), or raise it to at least %s", w.stream, w.cfg.MaxTTL)
+	}
+	return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+}
+
+// bucketProblems decides whether a bucket's stream (its configuration c) can hold the window's claims, the longest
+// of which lives maxTTL (0: not known, the age limit is then checked claim by claim). It says what is wrong, and
+// whether the bucket must be created again (recreate) or only its age limit edited.
+func bucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []string, recreate bool) {
 	if !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0 {
 		problems = append(problems, "it does not support per-key TTLs (allow_msg_ttl and a limit marker TTL are required)")
 	}
@@ -249,8 +300,22 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	if c.Mirror != nil || c.Sealed {
 		problems = append(problems, "it is a mirror or sealed (not writable)")
 	}
-	if len(problems) > 0 {
-		return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+	recreate = len(problems) > 0
+	if p := ageProblem(c.MaxAge, maxTTL, fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL "+
+		"of the sources; DEDUPE_DEFAULT_TTL for those that set none)", maxTTL)); p != "" {
+		problems = append(problems, p)
 	}
-	return nil
+	return problems, recreate
+}
+
+// ageProblem says why a bucket whose age limit is maxAge (0: none) cannot hold a claim of ttl (named by what), or
+// "" when it can. The server removes a message once it is older than the stream's max_age whatever its own
+// Nats-TTL says, so a claim would lapse early and a later copy of its event be published again, with nothing in
+// the logs.
+func ageProblem(maxAge, ttl time.Duration, what string) string {
+	if maxAge <= 0 || ttl <= maxAge {
+		return ""
+	}
+	return fmt.Sprintf("its age limit (max_age %s) is shorter than %s: the server removes every claim after %s "+
+		"whatever its TTL, and a copy of its event arriving later would be published again", maxAge, what, maxAge)
 }

@@ -37,6 +37,12 @@ const (
 // A missing shard bucket is never created while a sibling holds claims: its claims are lost, and New fails with
 // ErrWindowLost naming the bucket(s) and what to do (OPERATIONS.md, "The window bucket was lost or re-created").
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
+	return open(ctx, js, cfg, false)
+}
+
+// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (see
+// lostShard) instead of failing the whole window, so that operators can still see and act on the others.
+func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) (*Window, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -45,6 +51,14 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 		return nil, errors.New("kvwindow: jetstream: must not be nil")
 	}
 	mayCreate, err := survey(ctx, js, cfg)
+	var absent map[int]bool // shards bound as lost (manage only)
+	var lostErr *missingShards
+	if manage && errors.As(err, &lostErr) {
+		mayCreate, absent, err = make([]bool, cfg.Shards), map[int]bool{}, nil
+		for _, i := range lostErr.shards {
+			absent[i] = true
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -58,7 +72,12 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, erro
 	for i := range cfg.Shards {
 		sc := cfg
 		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
-		s, err := newShard(ctx, js, sc, bucketConfig(cfg, i), mayCreate[i])
+		var s *shard
+		if absent[i] {
+			s, err = lostShard(js, sc, lostErr), nil
+		} else {
+			s, err = newShard(ctx, js, sc, bucketConfig(cfg, i), mayCreate[i])
+		}
 		if err != nil {
 			_ = req.Close()
 			return nil, err
@@ -212,11 +231,22 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 	return mayCreate, nil
 }
 
+// missingShards is the error for shard buckets missing beside siblings that exist (it wraps ErrWindowLost).
+type missingShards struct {
+	shards []int // the missing shards' indexes
+	err    error
+}
+
+func (e *missingShards) Error() string { return e.err.Error() }
+func (e *missingShards) Unwrap() error { return e.err }
+
 // lostShards is the error for shard buckets missing beside siblings that exist.
 func lostShards(cfg Config, missing []string, present int, infos []*jetstream.StreamInfo) error {
 	var create []string
+	var shards []int
 	for i, info := range infos {
 		if info == nil {
+			shards = append(shards, i)
 			c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d --description %q",
 				ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL, cfg.Replicas, shardDescription(i, cfg.Shards))
 			if cfg.Storage == jetstream.MemoryStorage {
@@ -225,9 +255,9 @@ func lostShards(cfg Config, missing []string, present int, infos []*jetstream.St
 			create = append(create, c)
 		}
 	}
-	return fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist, so their claims are "+
+	return &missingShards{shards: shards, err: fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist, so their claims are "+
 		"gone; the worker waits and does not create them empty (to accept the loss: %s; what to do: OPERATIONS.md#the-window-bucket-was-lost-or-re-created)",
-		ErrWindowLost, cfg.Bucket, strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))
+		ErrWindowLost, cfg.Bucket, strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))}
 }
 
 // shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
@@ -358,14 +388,19 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 		return 0, err
 	}
 	total := 0
+	var lost []error // of buckets lost: the others are purged all the same
 	for _, s := range w.shards {
 		n, err := s.ForgetAll(ctx, tenant, source)
 		total += n
+		if errors.Is(err, ErrWindowLost) {
+			lost = append(lost, err)
+			continue
+		}
 		if err != nil {
-			return total, err
+			return total, errors.Join(append(lost, err)...)
 		}
 	}
-	return total, nil
+	return total, errors.Join(lost...)
 }
 
 // List returns up to limit live claims of tenant (and of source; "" = every source of the tenant), bucket by
@@ -373,7 +408,9 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 // the next page, 0 when there is none; with shards it carries the bucket in its top byte. It reads each bucket's
 // stream with a short-lived ordered consumer filtered on the scope, so its cost is the scope's claims (and expiry
 // markers), never whole buckets; a claim taken over or released meanwhile may be missed or listed at its new
-// revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit).
+// revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit). A bucket lost (missing beside its
+// siblings at NewManager) is passed over: the page holds the other buckets' claims, and the error (ErrWindowLost)
+// names the lost bucket(s) it passed over.
 func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
 	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
@@ -387,7 +424,12 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 	if first >= len(w.shards) {
 		return nil, 0, fmt.Errorf("%w: from: no shard %d", ErrInvalid, first)
 	}
+	var lost []error
 	for i := first; i < len(w.shards); i++ {
+		if err := w.shards[i].gone(); err != nil {
+			lost, rev = append(lost, err), 0
+			continue
+		}
 		es, nx, err := w.shards[i].list(ctx, tenant, source, rev, limit-len(entries))
 		if err != nil {
 			return nil, 0, err
@@ -398,17 +440,17 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 		}
 		entries = append(entries, es...)
 		if nx != 0 {
-			return entries, uint64(i)<<shardBits | nx, nil
+			return entries, uint64(i)<<shardBits | nx, errors.Join(lost...)
 		}
 		if len(entries) == limit {
 			// The page is full: the next one starts at the next bucket (if it holds any of the scope's claims).
 			if i+1 < len(w.shards) {
-				return entries, uint64(i+1) << shardBits, nil
+				return entries, uint64(i+1) << shardBits, errors.Join(lost...)
 			}
-			return entries, 0, nil
+			return entries, 0, errors.Join(lost...)
 		}
 	}
-	return entries, 0, nil
+	return entries, 0, errors.Join(lost...)
 }
 
 // Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each):

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
@@ -25,21 +27,37 @@ type BucketStatus struct {
 	Bytes    uint64   `json:"bytes"`
 	// MemoryEstimate is the server heap the bucket's keys cost on each server holding a replica: Keys × BytesPerKey.
 	MemoryEstimate uint64 `json:"memory_estimate_bytes"`
+	// Lost, when set, says why the bucket holds nothing: it is missing (deleted with its claims); the other fields
+	// are then empty.
+	Lost string `json:"lost,omitempty"`
+	// Cluster is the bucket's cluster info from the same read (nil on a single server): each replica's state.
+	Cluster *jetstream.ClusterInfo `json:"-"`
 }
 
-// Status reports every bucket of the window, in shard order.
+// Status reports every bucket of the window, in shard order: one stream info request per bucket, each bounded by
+// Config.Timeout. A bucket missing (deleted with its claims) is reported lost (BucketStatus.Lost) beside the
+// others.
 func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
 	w := m.w
 	out := make([]BucketStatus, 0, len(w.shards))
 	for _, s := range w.shards {
+		if err := s.gone(); err != nil {
+			out = append(out, BucketStatus{Bucket: s.cfg.Bucket, Lost: err.Error()})
+			continue
+		}
 		octx, cancel := s.opCtx(ctx)
 		st, err := s.js.Stream(octx, s.stream)
 		cancel()
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			// Deleted since NewManager bound it: lost as well, and the others still answer.
+			out = append(out, BucketStatus{Bucket: s.cfg.Bucket, Lost: s.observe(nil, err).Error()})
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, s.cfg.Bucket, err)
 		}
 		info := st.CachedInfo()
-		b := BucketStatus{Bucket: s.cfg.Bucket, Keys: info.State.NumSubjects, Bytes: info.State.Bytes}
+		b := BucketStatus{Bucket: s.cfg.Bucket, Keys: info.State.NumSubjects, Bytes: info.State.Bytes, Cluster: info.Cluster}
 		if info.Cluster != nil {
 			b.Leader = info.Cluster.Leader
 			if b.Leader != "" {

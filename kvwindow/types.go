@@ -131,7 +131,9 @@ type Outcome struct {
 // Entry describes a claim held in the window.
 type Entry struct {
 	Tenant, Source, Key string
-	// KVKey is the key under which the bucket stores the claim (see KVKey), for `nats kv get|history`.
+	// Bucket is the bucket that holds the claim (with shards: the shard's), and KVKey the key under which it
+	// stores it (see KVKey): `nats kv get|history <Bucket> <KVKey>` shows it.
+	Bucket    string
 	KVKey     string
 	Claimant  Claimant
 	Delivery  Delivery

@@ -23,6 +23,9 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 	if w.closed != nil && w.closed.Load() {
 		return Entry{}, false, w.usable()
 	}
+	if err := w.gone(); err != nil {
+		return Entry{}, false, err
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	m, err := w.latest(ctx, w.prefix+k)
@@ -33,7 +36,7 @@ func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, boo
 		return Entry{}, false, nil
 	}
 	e := entryOf(m.Data, m.Header, m.Sequence, m.Time)
-	e.Tenant, e.Source, e.Key, e.KVKey = tenant, source, key, k
+	e.Tenant, e.Source, e.Key, e.KVKey, e.Bucket = tenant, source, key, k, w.cfg.Bucket
 	return e, true, nil
 }
 
@@ -113,6 +116,9 @@ func (w *shard) Forget(ctx context.Context, tenant, source, key string) (int, er
 	if err != nil {
 		return 0, err
 	}
+	if err := w.gone(); err != nil {
+		return 0, err
+	}
 	ctx, cancel := w.opCtx(ctx)
 	defer cancel()
 	m, err := w.latest(ctx, w.prefix+k)
@@ -134,6 +140,9 @@ func (w *shard) Forget(ctx context.Context, tenant, source, key string) (int, er
 // expired less than the marker TTL ago (their marker is purged too).
 func (w *shard) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
 	if err := validateScope(tenant, source, true); err != nil {
+		return 0, err
+	}
+	if err := w.gone(); err != nil {
 		return 0, err
 	}
 	filter := w.prefix + tenant + ".>"

@@ -232,6 +232,18 @@ func (p *Policy) Guarded() []string {
 	return out
 }
 
+// GuardTTL is the longest time the replay guard remembers a body of a guarded source (its dedupe TTL): the
+// TTL its bucket must be able to hold (kvwindow.Config.MaxTTL). Zero when no source is guarded.
+func (p *Policy) GuardTTL() time.Duration {
+	var ttl time.Duration
+	for _, sp := range p.sources {
+		if sp.guard {
+			ttl = max(ttl, sp.ttl)
+		}
+	}
+	return ttl
+}
+
 // SchemeOf is the scheme ingest verifies a source's deliveries with: its verify block's, or with no sources
 // document (fromPresets) the preset's own where it is a provider's scheme; "" when there is none (ingest refuses
 // a declared source without a block, and serves no such preset).

@@ -279,6 +279,8 @@ func replayWindowConfig(c config.Config) kvwindow.Config {
 // backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	wcfg := replayWindowConfig(in.cfg)
+	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
+	wcfg.MaxTTL = in.policy.GuardTTL()
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		window, err := kvwindow.New(ctx, js, wcfg)

@@ -21,8 +21,8 @@ const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --dedupe-key V
   dedupeworker window get    --idempotency-key V
   dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV]
-  dedupeworker window status [--json]
-  dedupeworker window rebalance [--yes] [--json]
+  dedupeworker window status [--json] [--timeout D]
+  dedupeworker window rebalance [--yes] [--json] [--timeout D]
   dedupeworker window forget (any of the three forms of get)
   dedupeworker window forget --tenant T [--source S] --all --yes
 
@@ -115,10 +115,15 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			return failErr(err)
 		}
 		if !ok {
-			// What was looked for, so that a miss on a mistyped key shows the mistake.
-			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: cfg.Bucket})
+			// What was looked for, and where (with shards: the key's own bucket), so that a miss on a mistyped key
+			// shows the mistake.
+			bucket, err := w.BucketOf(tg.tenant, tg.source, tg.key)
+			if err != nil {
+				return failErr(err)
+			}
+			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: bucket})
 		}
-		return writeJSON(stdout, windowClaimJSON(ctx, js, e, cfg.Bucket, time.Now()))
+		return writeJSON(stdout, windowClaimJSON(ctx, js, e, kvwindow.CopiesStream(cfg.Bucket), time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -127,6 +132,10 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		n, err = w.Forget(ctx, tg.tenant, tg.source, tg.key)
 	}
 	if err != nil {
+		if n > 0 && errors.Is(err, kvwindow.ErrWindowLost) {
+			// A bucket lost holds nothing to forget; the others were purged.
+			return failErr(fmt.Errorf("forgot %d keys in the buckets left, but: %w", n, err))
+		}
 		if n > 0 {
 			// Shards purged before the failure stay purged: say how many keys went, and that the server may still
 			// finish the rest of a purge it did not answer in time.
@@ -153,7 +162,7 @@ type windowEntry struct {
 	Tenant        string `json:"tenant"`
 	Source        string `json:"source"`
 	Key           string `json:"key"`
-	Bucket        string `json:"bucket"`
+	Bucket        string `json:"bucket"` // the bucket holding the claim: with shards, the key's shard
 	KVKey         string `json:"kv_key"` // nats kv get|history <bucket> <kv_key>
 	ClaimantSeq   uint64 `json:"claimant_seq"`
 	ClaimantStamp string `json:"claimant_stamp,omitempty"` // RFC 3339 time the input stream stored the envelope
@@ -164,13 +173,13 @@ type windowEntry struct {
 	ExpiresIn     int64  `json:"expires_in_seconds"`
 }
 
-func windowEntryJSON(e kvwindow.Entry, bucket string, now time.Time) windowEntry {
+func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
 	out := windowEntry{
 		Claimed:       true,
 		Tenant:        e.Tenant,
 		Source:        e.Source,
 		Key:           e.Key,
-		Bucket:        bucket,
+		Bucket:        e.Bucket,
 		KVKey:         e.KVKey,
 		AgeSeconds:    int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
 		ClaimantSeq:   e.Claimant.Seq,

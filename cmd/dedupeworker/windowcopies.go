@@ -32,11 +32,12 @@ func copiesStream(cfg config.Config) string {
 	return kvwindow.CopiesStream(cfg.Bucket)
 }
 
-func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, bucket string, now time.Time) windowGet {
-	out := windowGet{windowEntry: windowEntryJSON(e, bucket, now)}
+// windowClaimJSON is what window get prints for e, with its count read from the window's counter stream (one for
+// all of a sharded window's buckets).
+func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, stream string, now time.Time) windowGet {
+	out := windowGet{windowEntry: windowEntryJSON(e, now)}
 	ctx, cancel := context.WithTimeout(ctx, copiesReadTimeout)
 	defer cancel()
-	stream := kvwindow.CopiesStream(bucket)
 	n, err := kvwindow.Copies(ctx, js, stream, e)
 	switch {
 	case errors.Is(err, kvwindow.ErrNoCopies):

@@ -53,30 +53,33 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, cfg, nc, err := bindWindow(ctx, conn, "window ls", stderr)
+	w, _, nc, err := bindWindow(ctx, conn, "window ls", 0, stderr)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	// With a bucket lost, List gives the other buckets' claims and an error naming it: both are shown.
 	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
-	if err != nil {
-		return failErr(err)
-	}
 	now := time.Now()
 	for _, e := range entries {
-		if err := writeJSON(stdout, windowEntryJSON(e, cfg.Bucket, now)); err != nil {
-			return err
+		if werr := writeJSON(stdout, windowEntryJSON(e, now)); werr != nil {
+			return werr
 		}
 	}
 	if next != 0 {
-		return writeJSON(stdout, map[string]uint64{"next": next})
+		if werr := writeJSON(stdout, map[string]uint64{"next": next}); werr != nil {
+			return werr
+		}
+	}
+	if err != nil {
+		return failErr(err)
 	}
 	return nil
 }
 
 // bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
-// bucket). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
+// bucket), each of its requests bounded by timeout (0: the window's default). The caller closes the connection.
+func bindWindow(ctx context.Context, conn *connFlags, what string, timeout time.Duration, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
 	cfg, log, err := loadSettings(stderr)
 	if err != nil {
 		return nil, cfg, nil, err
@@ -88,7 +91,9 @@ func bindWindow(ctx context.Context, conn *connFlags, what string, stderr io.Wri
 	js, err := jetstream.New(nc)
 	if err == nil {
 		var w *kvwindow.Manager
-		if w, err = kvwindow.NewManager(ctx, js, windowConfig(cfg)); err == nil {
+		wcfg := windowConfig(cfg)
+		wcfg.Timeout = timeout
+		if w, err = kvwindow.NewManager(ctx, js, wcfg); err == nil {
 			return w, cfg, nc, nil
 		}
 	}

@@ -9,22 +9,23 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 const windowStatusUsage = `Usage:
-  dedupeworker window status    [--json]
-  dedupeworker window rebalance [--yes] [--json]
+  dedupeworker window status    [--json] [--timeout D]
+  dedupeworker window rebalance [--yes] [--json] [--timeout D]
 
 status shows, for each bucket of the window (DEDUPE_BUCKET, or its DEDUPE_WINDOW_SHARDS shards): the server leading
 it, the servers holding its replicas with the state of each (current, N operations behind, or OFFLINE: not seen
 by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry markers), bytes, and the server heap its keys
 cost on each replica (keys x 180 bytes, measured); then, per server, the buckets it leads and holds and its heap
 estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
-not spread them by itself) and, with --yes, moves them by preferred step-downs, one bucket at a time.
+not spread them by itself) and, with --yes, moves them by preferred step-downs, one bucket at a time. Each
+bucket's state is one request to the server, bounded by --timeout (default 5s): a bucket that does not answer in
+time fails the command, naming the bucket.
 
 `
 
@@ -36,6 +37,7 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	if sub == "rebalance" {
 		fs.BoolVar(&yes, "yes", false, "move the leaders (without it: only the plan)")
 	}
+	timeout := fs.Duration("timeout", kvwindow.DefaultTimeout, "longest each request to a bucket may take")
 	conn := addConnFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -43,9 +45,13 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	if fs.NArg() > 0 {
 		return usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
+	if *timeout <= 0 {
+		return usageErr("window %s: --timeout must be positive, got %s", sub, *timeout)
+	}
+	// Each request is bounded by --timeout; the whole, by the buckets' count of them (and rebalance's elections).
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, stderr)
+	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, *timeout, stderr)
 	if err != nil {
 		return err
 	}
@@ -68,9 +74,9 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	if err != nil {
 		return failErr(err)
 	}
-	health, err := replicaHealthOf(ctx, nc, status)
-	if err != nil {
-		return failErr(fmt.Errorf("window status: %w", err))
+	var health []replicaState
+	for _, b := range status {
+		health = append(health, replicaHealth(b.Bucket, b.Cluster)...)
 	}
 	if *asJSON {
 		return writeJSON(stdout, map[string]any{"buckets": status, "servers": serverTotals(status, health), "replicas": health})
@@ -87,23 +93,6 @@ type replicaState struct {
 	Current bool   `json:"current"`           // caught up with the leader
 	Offline bool   `json:"offline,omitempty"` // not seen by the leader lately
 	Lag     uint64 `json:"lag,omitempty"`     // operations behind the leader
-}
-
-// replicaHealthOf reads each bucket's stream info for its replicas' states.
-func replicaHealthOf(ctx context.Context, nc *nats.Conn, status []kvwindow.BucketStatus) ([]replicaState, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	var out []replicaState
-	for _, b := range status {
-		st, err := js.Stream(ctx, "KV_"+b.Bucket)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %q: %w", b.Bucket, err)
-		}
-		out = append(out, replicaHealth(b.Bucket, st.CachedInfo().Cluster)...)
-	}
-	return out, nil
 }
 
 // replicaHealth is the state of each replica of bucket, the leader first; none on a server without a cluster.
@@ -199,10 +188,16 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BUCKET\tLEADER\tREPLICAS\tKEYS\tBYTES\tHEAP/REPLICA")
 	var keys, bytes uint64
+	var lost []kvwindow.BucketStatus
 	for _, b := range status {
 		leader := b.Leader
 		if leader == "" {
 			leader = "-"
+		}
+		if b.Lost != "" {
+			lost = append(lost, b)
+			fmt.Fprintf(tw, "%s\tLOST\t-\t-\t-\t-\n", b.Bucket)
+			continue
 		}
 		replicas := replicaCell(b.Bucket, b.Replicas, health)
 		if replicas == "" {
@@ -214,6 +209,9 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t%s\t\n", keys, human(bytes))
 	_ = tw.Flush()
+	for _, b := range lost {
+		fmt.Fprintf(w, "\n%s is LOST: %s\n", b.Bucket, b.Lost)
+	}
 	if loads := serverTotals(status, health); len(loads) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

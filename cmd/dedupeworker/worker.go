@@ -213,6 +213,7 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
+	cfg.MaxTTL = longestTTL(w.sources, w.cfg.DefaultTTL)
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		missing, published := w.windowBefore(ctx, js, cfg)
