@@ -147,7 +147,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 	// Refused and failed ones are named, and stay.
 	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes")
 	if code != 1 || !strings.Contains(stderr, "dlq replay: 2 of 2 selected dead letters not replayed: seq 3 (refused), seq 4 (failed)") ||
-		!strings.Contains(out, "seq 4: publish to elsewhere.acme.gh (expecting stream INGEST): ") {
+		!strings.Contains(out, "seq 4: stream INGEST does not capture subject elsewhere.acme.gh (its subjects: ingest.>)\n") {
 		t.Fatalf("replay the rest: %d\n%s\n%s", code, out, stderr)
 	}
 	if dlq := e.state("DEDUPE_DLQ"); dlq.Msgs != 2 {
