@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -142,11 +141,7 @@ func TestIdempotencyKeysAreInjective(t *testing.T) {
 func TestUnpublishableCopyGivesWay(t *testing.T) {
 	e := newEnv(t)
 	w := &spyWindow{Window: e.kvWindow()}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 2048, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	e.start(e.config(w))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), []byte("small"))
@@ -165,18 +160,7 @@ func TestUnpublishableCopyGivesWay(t *testing.T) {
 // shorter than the redelivery, so each redelivery claims anew; every redelivery of the envelope still publishes
 // under the same Nats-Msg-Id, so the output keeps one copy. Refused acks are counted and make the pipeline unready.
 func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
-	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
-		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}}}
-	}))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("worker", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	cfg := e.config(e.kvWindow())
 	cfg.AckWait = time.Second
 	r := e.start(cfg)
@@ -208,18 +192,7 @@ func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
 // envelope is redelivered again and again, yet published once: the redelivery that republished within the window
 // records the publish in the claim, and later deliveries only try to ack.
 func TestRefusedAcksPastDuplicateWindow(t *testing.T) {
-	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
-		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}}}
-	}))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("worker", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	e.shortDupWindow(2 * time.Second)
 	cfg := e.config(e.kvWindow())
 	cfg.AckWait = time.Second
@@ -238,23 +211,6 @@ func TestRefusedAcksPastDuplicateWindow(t *testing.T) {
 	})
 	if n := e.count(pipeline.DefaultOutputStream); n != 1 {
 		t.Errorf("output holds %d copies of one envelope after its acks were refused past the duplicate window, want 1", n)
-	}
-}
-
-// newEnvOn is newEnv on a given server and connection.
-func newEnvOn(t *testing.T, srv *natstest.Server, nc *nats.Conn, js jetstream.JetStream) *env {
-	e := newEnv(t)
-	e.srv, e.nc, e.js = srv, nc, js
-	return e
-}
-
-// shortDupWindow creates the output stream with a duplicate window of d, so a test can outwait it.
-func (e *env) shortDupWindow(d time.Duration) {
-	e.t.Helper()
-	if _, err := e.js.CreateStream(ctx(e.t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, Duplicates: d,
-	}); err != nil {
-		e.t.Fatal(err)
 	}
 }
 
@@ -277,7 +233,9 @@ func TestRecreatedConsumerDoesNotRepublish(t *testing.T) {
 	if err := e.js.DeleteConsumer(ctx(t), pipeline.DefaultInputStream, pipeline.DefaultConsumer); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // the scenario: the output's 1s duplicate window passes
+	// The output's 1s duplicate window passes: a republish of what was processed would be stored again.
+	out := e.messages(pipeline.DefaultOutputStream)
+	e.waitDupWindowPassed(out[len(out)-1], 20*time.Second) // the newest: the server forgets ids in order
 	e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "rc-new"), []byte("k"))
 	e.drained(10 * time.Second)
@@ -290,9 +248,7 @@ func TestRecreatedConsumerDoesNotRepublish(t *testing.T) {
 // created from the start of a non-empty stream without ConsumerStart.
 func TestConsumerStartOnKeepingStream(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.keepingInput()
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "old"), []byte("processed long ago"))
 	cfg := e.config(memWindow())
 	err := pipeline.Provision(ctx(t), e.js, cfg)

@@ -8,10 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -61,17 +57,6 @@ func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev ui
 	return w.Window.MarkPublished(ctx, c, rev, first)
 }
 
-// ackDeniedConn is a connection to srv (started with ackDeniedUsers) whose acknowledgements the server refuses.
-func ackDeniedUsers(o *server.Options) {
-	o.Users = []*server.User{
-		{Username: "noack", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}},
-		{Username: "ok", Password: "pw"},
-	}
-}
-
 // TestLostFirstAckPastDuplicateWindow: the delivery that published first loses its ack, and the fleet is
 // down for longer than the output's duplicate window; the redelivery must find the publish recorded in the claim
 // and only ack. Before: the first publish was never recorded (MarkPublished only for redeliveries), so the
@@ -85,33 +70,20 @@ func TestLostFirstAckPastDuplicateWindow(t *testing.T) {
 }
 
 func testLostFirstAck(t *testing.T, keeps bool) {
-	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	e.shortDupWindow(time.Second)
 	if keeps {
-		if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
-			t.Fatal(err)
-		}
+		e.keepingInput()
 	}
 	cfg := e.config(e.kvWindow())
 	r := e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "first-ack-lost"), []byte("x"))
 	e.waitCount(pipeline.DefaultOutputStream, 1, 10*time.Second)
 	r.stop(t) // the fleet goes down before the ack wait (5s) redelivers the envelope
-	// The outage outlasts the output's 1s duplicate window (the scenario being tested; no condition to poll).
-	time.Sleep(1500 * time.Millisecond)
+	// The outage outlasts the output's 1s duplicate window: a republish would be stored again.
+	e.waitDupWindowPassed(e.messages(pipeline.DefaultOutputStream)[0], 20*time.Second)
 
-	nc2 := natstest.Connect(t, srv.URL(), nats.UserInfo("ok", "pw"))
-	js2, err := jetstream.New(nc2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e2 := newEnvOn(t, srv, nc2, js2)
+	e2 := e.acksAllowed()
 	cfg2 := e2.config(e2.kvWindow())
 	e2.start(cfg2)
 	e2.drained(20 * time.Second)

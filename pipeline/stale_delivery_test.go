@@ -103,11 +103,7 @@ func TestStaleDeliveryNeverAcksUnderLaterHolder(t *testing.T) {
 func TestUnstorableFirstDeliveryClaimsFirst(t *testing.T) {
 	e := newEnv(t)
 	w := &spyWindow{Window: e.kvWindow()}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 2048, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	kv := w.Window
 	e.start(e.config(w))
 	big := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
