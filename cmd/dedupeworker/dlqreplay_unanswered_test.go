@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
@@ -65,7 +64,7 @@ func TestDlqReplayStopsWhenNoStreamAnswers(t *testing.T) {
 func TestDlqReplayUncapturedSubjectFailsWithoutPublishing(t *testing.T) {
 	srv := natstest.Run(t)
 	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	e := newDlqEnv(t, srv.URL(), nats.Name("test"))
+	e := newDlqEnv(t, srv.URL())
 	for range 3 {
 		e.deadLetter("output-reject", "elsewhere.acme.gh", 0, "too large", nil, []byte("x"), "")
 	}
