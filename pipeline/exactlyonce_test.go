@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,52 +21,11 @@ import (
 // These tests each pin one way an event could be lost or published twice under ordinary operations (leader
 // changes, operator actions, hostile headers); each failed on the code before it.
 
-// spyWindow records every claim and can hold chosen claims back, before or after the real claim is made.
-type spyWindow struct {
-	pipeline.Window
-	mu     sync.Mutex
-	claims []kvwindow.Claim
-	// stall, when it returns a duration for a claim, delays it: before the real claim (before == true) or after it.
-	stall func(c kvwindow.Claim) (d time.Duration, before bool)
-}
-
-func (w *spyWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
-	w.mu.Lock()
-	w.claims = append(w.claims, c)
-	stall := w.stall
-	w.mu.Unlock()
-	var d time.Duration
-	var before bool
-	if stall != nil {
-		d, before = stall(c)
-	}
-	if d > 0 && before {
-		time.Sleep(d) // the stall being simulated: a replica that stops between receiving and claiming
-	}
-	out, err := w.Window.Claim(ctx, c, known)
-	if d > 0 && !before {
-		time.Sleep(d) // a replica that stops between claiming and publishing
-	}
-	return out, err
-}
-
-func (w *spyWindow) claimsOf(key string) []kvwindow.Claim {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []kvwindow.Claim
-	for _, c := range w.claims {
-		if c.Key == key {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // TestForgedVerificationCannotWin: Ingest-Verified is read from every value of every letter case of its name; a
 // forged "true" beside the ingest service's "false" does not make the delivery claim the key.
 func TestForgedVerificationCannotWin(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: memWindow()}
+	w := &hookWindow{Window: memWindow()}
 	e.start(e.config(w))
 	cases := []struct {
 		name string
@@ -140,7 +98,7 @@ func TestIdempotencyKeysAreInjective(t *testing.T) {
 // made, so a well-formed copy of the same event arriving meanwhile is published, not dropped as a duplicate.
 func TestUnpublishableCopyGivesWay(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: e.kvWindow()}
+	w := &hookWindow{Window: e.kvWindow()}
 	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	e.start(e.config(w))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
@@ -319,12 +277,16 @@ func TestStalledReplicaBeforeClaim(t *testing.T) {
 func testStalledReplica(t *testing.T, before bool) {
 	e := newEnv(t)
 	e.shortDupWindow(2 * time.Second) // hold bound: 1s
-	w := &spyWindow{Window: e.kvWindow()}
-	w.stall = func(c kvwindow.Claim) (time.Duration, bool) {
+	w := &hookWindow{Window: e.kvWindow()}
+	stall := func(c kvwindow.Claim) {
 		if c.Delivery.Count == 1 && c.Key == "frozen" {
-			return 4 * time.Second, before
+			time.Sleep(4 * time.Second) // the stall being simulated: a replica that stops before or after its claim
 		}
-		return 0, false
+	}
+	if before {
+		w.beforeClaim = stall
+	} else {
+		w.setAfterClaim(func(c kvwindow.Claim, _ kvwindow.Outcome) { stall(c) })
 	}
 	cfg := e.config(w)
 	cfg.AckWait = time.Second

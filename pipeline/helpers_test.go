@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,6 +213,66 @@ func (e *env) kvWindow() *kvwindow.Window {
 		return err
 	})
 	return w
+}
+
+// hookWindow wraps a window with hooks the tests use to place an operator's action, a stall or a failure at an
+// exact step, and records every claim.
+type hookWindow struct {
+	pipeline.Window
+	mu     sync.Mutex
+	claims []kvwindow.Claim
+	// beforeClaim runs before the real claim is made.
+	beforeClaim func(c kvwindow.Claim)
+	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
+	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
+	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
+	markFails atomic.Bool
+	marks     atomic.Int64
+}
+
+func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
+	w.mu.Lock()
+	w.claims = append(w.claims, c)
+	before := w.beforeClaim
+	w.mu.Unlock()
+	if before != nil {
+		before(c)
+	}
+	out, err := w.Window.Claim(ctx, c, known)
+	w.mu.Lock()
+	hook := w.afterClaim
+	w.mu.Unlock()
+	if hook != nil && err == nil {
+		hook(c, out)
+	}
+	return out, err
+}
+
+func (w *hookWindow) setAfterClaim(f func(c kvwindow.Claim, out kvwindow.Outcome)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.afterClaim = f
+}
+
+// claimsOf returns the claims of key made so far, in order.
+func (w *hookWindow) claimsOf(key string) []kvwindow.Claim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []kvwindow.Claim
+	for _, c := range w.claims {
+		if c.Key == key {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, first time.Time) (uint64, bool, error) {
+	w.marks.Add(1)
+	if w.markFails.Load() {
+		return 0, false, fmt.Errorf("%w: test: mark refused", kvwindow.ErrUnavailable)
+	}
+	return w.Window.MarkPublished(ctx, c, rev, first)
 }
 
 func memWindow() *windowtest.Memory { return windowtest.NewMemory() }

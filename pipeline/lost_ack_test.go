@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,50 +11,6 @@ import (
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
-
-// hookWindow wraps a window with hooks the tests use to place an operator's action or a failure at an exact step.
-type hookWindow struct {
-	pipeline.Window
-	mu sync.Mutex
-	// beforeClaim runs before the real claim is made.
-	beforeClaim func(c kvwindow.Claim)
-	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
-	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
-	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
-	markFails atomic.Bool
-	marks     atomic.Int64
-}
-
-func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
-	w.mu.Lock()
-	before := w.beforeClaim
-	w.mu.Unlock()
-	if before != nil {
-		before(c)
-	}
-	out, err := w.Window.Claim(ctx, c, known)
-	w.mu.Lock()
-	hook := w.afterClaim
-	w.mu.Unlock()
-	if hook != nil && err == nil {
-		hook(c, out)
-	}
-	return out, err
-}
-
-func (w *hookWindow) setAfterClaim(f func(c kvwindow.Claim, out kvwindow.Outcome)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.afterClaim = f
-}
-
-func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, first time.Time) (uint64, bool, error) {
-	w.marks.Add(1)
-	if w.markFails.Load() {
-		return 0, false, fmt.Errorf("%w: test: mark refused", kvwindow.ErrUnavailable)
-	}
-	return w.Window.MarkPublished(ctx, c, rev, first)
-}
 
 // TestLostFirstAckPastDuplicateWindow: the delivery that published first loses its ack, and the fleet is
 // down for longer than the output's duplicate window; the redelivery must find the publish recorded in the claim

@@ -102,7 +102,7 @@ func TestStaleDeliveryNeverAcksUnderLaterHolder(t *testing.T) {
 // Before: a first delivery dead-lettered and acknowledged without claiming.
 func TestUnstorableFirstDeliveryClaimsFirst(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: e.kvWindow()}
+	w := &hookWindow{Window: e.kvWindow()}
 	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	kv := w.Window
 	e.start(e.config(w))
