@@ -86,9 +86,7 @@ func TestProvision(t *testing.T) {
 func TestProvisionRefusesIncompatible(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(memWindow())
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: "DEDUPED", Subjects: []string{"elsewhere.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.createStream(jetstream.StreamConfig{Name: "DEDUPED", Subjects: []string{"elsewhere.>"}})
 	err := pipeline.Provision(ctx(t), e.js, cfg)
 	if !errors.Is(err, pipeline.ErrIncompatible) || !strings.Contains(err.Error(), "deduped.*.*") {
 		t.Errorf("Provision = %v, want ErrIncompatible naming deduped.*.*", err)
@@ -107,9 +105,7 @@ func TestProvisionRefusesIncompatible(t *testing.T) {
 	}
 
 	e2 := newEnv(t)
-	if _, err := e2.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e2.keepingInput()
 	if _, err := e2.js.CreateConsumer(ctx(t), "INGEST", jetstream.ConsumerConfig{Durable: "dedupeworker", AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +158,13 @@ func TestRunWithoutProvisionWaitsForConsumer(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // give Run a chance to (wrongly) create something
+	// Run has looked for the consumer, found none, and goes on waiting (it would have created it by now).
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(e.log.String(), "pipeline: cannot consume; retrying") {
+			return errors.New("Run has not looked for the consumer yet")
+		}
+		return nil
+	})
 	if err := p.Ready(context.Background()); err == nil {
 		t.Fatal("ready without a consumer")
 	}

@@ -82,13 +82,7 @@ func BenchmarkPipelineDrain(b *testing.B) {
 				})
 				start := time.Now()
 				r := e.start(cfg)
-				for {
-					info, err := e.consumerInfo()
-					if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-						break
-					}
-					time.Sleep(5 * time.Millisecond) // polling interval
-				}
+				e.consumedWithin(5 * time.Minute)
 				total += time.Since(start)
 				r.stop(b)
 				if got := e.count(pipeline.DefaultOutputStream); got != n {

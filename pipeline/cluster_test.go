@@ -4,13 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -23,31 +18,12 @@ func TestLeaderChange(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	c := natstest.RunCluster(t, 3)
-	nc := natstest.Connect(t, c.URLs())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pipeline log:\n%s", e.log.String())
-		}
-	})
+	e := newEnvOn(t, nil, natstest.Connect(t, c.URLs()))
 	cfg := e.config(memWindow())
 	cfg.Replicas = 3
 	r := e.start(cfg)
 
-	send := func(prefix string) {
-		for i := range 10 {
-			natstest.Eventually(t, 10*time.Second, func() error {
-				_, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "ingest.t1.gh",
-					Header: hdr("X-GitHub-Delivery", prefix+strconv.Itoa(i))})
-				return err
-			})
-		}
-	}
-	send("a-")
+	sendRetried(t, e.js, "a-", 10, 10*time.Second)
 	e.waitCount(pipeline.DefaultOutputStream, 10, 10*time.Second)
 
 	for _, api := range []string{
@@ -55,7 +31,7 @@ func TestLeaderChange(t *testing.T) {
 		"$JS.API.STREAM.LEADER.STEPDOWN.DEDUPED",
 	} {
 		natstest.Eventually(t, 10*time.Second, func() error {
-			m, err := nc.Request(api, nil, 2*time.Second)
+			m, err := e.nc.Request(api, nil, 2*time.Second)
 			if err != nil {
 				return err
 			}
@@ -68,7 +44,7 @@ func TestLeaderChange(t *testing.T) {
 			return nil
 		})
 	}
-	send("b-")
+	sendRetried(t, e.js, "b-", 10, 10*time.Second)
 	e.waitCount(pipeline.DefaultOutputStream, 20, 30*time.Second)
 	e.drained(10 * time.Second)
 	natstest.Eventually(t, 10*time.Second, func() error { return r.p.Ready(context.Background()) })

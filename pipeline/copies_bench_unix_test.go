@@ -65,13 +65,7 @@ func BenchmarkPipelineDrainDuplicates(b *testing.B) {
 				deliver()
 				start, cpu0 := time.Now(), cpuTime(b)
 				r := e.start(cfg)
-				for {
-					info, err := e.consumerInfo()
-					if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
-						break
-					}
-					time.Sleep(5 * time.Millisecond) // polling interval
-				}
+				e.consumedWithin(5 * time.Minute)
 				total += time.Since(start)
 				cpu += cpuTime(b) - cpu0
 				r.stop(b)

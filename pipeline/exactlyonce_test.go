@@ -6,11 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -23,52 +21,11 @@ import (
 // These tests each pin one way an event could be lost or published twice under ordinary operations (leader
 // changes, operator actions, hostile headers); each failed on the code before it.
 
-// spyWindow records every claim and can hold chosen claims back, before or after the real claim is made.
-type spyWindow struct {
-	pipeline.Window
-	mu     sync.Mutex
-	claims []kvwindow.Claim
-	// stall, when it returns a duration for a claim, delays it: before the real claim (before == true) or after it.
-	stall func(c kvwindow.Claim) (d time.Duration, before bool)
-}
-
-func (w *spyWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
-	w.mu.Lock()
-	w.claims = append(w.claims, c)
-	stall := w.stall
-	w.mu.Unlock()
-	var d time.Duration
-	var before bool
-	if stall != nil {
-		d, before = stall(c)
-	}
-	if d > 0 && before {
-		time.Sleep(d) // the stall being simulated: a replica that stops between receiving and claiming
-	}
-	out, err := w.Window.Claim(ctx, c, known)
-	if d > 0 && !before {
-		time.Sleep(d) // a replica that stops between claiming and publishing
-	}
-	return out, err
-}
-
-func (w *spyWindow) claimsOf(key string) []kvwindow.Claim {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	var out []kvwindow.Claim
-	for _, c := range w.claims {
-		if c.Key == key {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
 // TestForgedVerificationCannotWin: Ingest-Verified is read from every value of every letter case of its name; a
 // forged "true" beside the ingest service's "false" does not make the delivery claim the key.
 func TestForgedVerificationCannotWin(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: memWindow()}
+	w := &hookWindow{Window: memWindow()}
 	e.start(e.config(w))
 	cases := []struct {
 		name string
@@ -141,12 +98,8 @@ func TestIdempotencyKeysAreInjective(t *testing.T) {
 // made, so a well-formed copy of the same event arriving meanwhile is published, not dropped as a duplicate.
 func TestUnpublishableCopyGivesWay(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: e.kvWindow()}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 2048, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	w := &hookWindow{Window: e.kvWindow()}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	e.start(e.config(w))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), []byte("small"))
@@ -165,18 +118,7 @@ func TestUnpublishableCopyGivesWay(t *testing.T) {
 // shorter than the redelivery, so each redelivery claims anew; every redelivery of the envelope still publishes
 // under the same Nats-Msg-Id, so the output keeps one copy. Refused acks are counted and make the pipeline unready.
 func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
-	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
-		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}}}
-	}))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("worker", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	cfg := e.config(e.kvWindow())
 	cfg.AckWait = time.Second
 	r := e.start(cfg)
@@ -208,18 +150,7 @@ func TestLostAckPublishesUnderOneMsgID(t *testing.T) {
 // envelope is redelivered again and again, yet published once: the redelivery that republished within the window
 // records the publish in the claim, and later deliveries only try to ack.
 func TestRefusedAcksPastDuplicateWindow(t *testing.T) {
-	srv := natstest.Run(t, natstest.WithOptions(func(o *server.Options) {
-		o.Users = []*server.User{{Username: "worker", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}}}
-	}))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("worker", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	e.shortDupWindow(2 * time.Second)
 	cfg := e.config(e.kvWindow())
 	cfg.AckWait = time.Second
@@ -238,23 +169,6 @@ func TestRefusedAcksPastDuplicateWindow(t *testing.T) {
 	})
 	if n := e.count(pipeline.DefaultOutputStream); n != 1 {
 		t.Errorf("output holds %d copies of one envelope after its acks were refused past the duplicate window, want 1", n)
-	}
-}
-
-// newEnvOn is newEnv on a given server and connection.
-func newEnvOn(t *testing.T, srv *natstest.Server, nc *nats.Conn, js jetstream.JetStream) *env {
-	e := newEnv(t)
-	e.srv, e.nc, e.js = srv, nc, js
-	return e
-}
-
-// shortDupWindow creates the output stream with a duplicate window of d, so a test can outwait it.
-func (e *env) shortDupWindow(d time.Duration) {
-	e.t.Helper()
-	if _, err := e.js.CreateStream(ctx(e.t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, Duplicates: d,
-	}); err != nil {
-		e.t.Fatal(err)
 	}
 }
 
@@ -277,7 +191,9 @@ func TestRecreatedConsumerDoesNotRepublish(t *testing.T) {
 	if err := e.js.DeleteConsumer(ctx(t), pipeline.DefaultInputStream, pipeline.DefaultConsumer); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond) // the scenario: the output's 1s duplicate window passes
+	// The output's 1s duplicate window passes: a republish of what was processed would be stored again.
+	out := e.messages(pipeline.DefaultOutputStream)
+	e.waitDupWindowPassed(out[len(out)-1], 20*time.Second) // the newest: the server forgets ids in order
 	e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "rc-new"), []byte("k"))
 	e.drained(10 * time.Second)
@@ -290,9 +206,7 @@ func TestRecreatedConsumerDoesNotRepublish(t *testing.T) {
 // created from the start of a non-empty stream without ConsumerStart.
 func TestConsumerStartOnKeepingStream(t *testing.T) {
 	e := newEnv(t)
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.keepingInput()
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "old"), []byte("processed long ago"))
 	cfg := e.config(memWindow())
 	err := pipeline.Provision(ctx(t), e.js, cfg)
@@ -363,12 +277,16 @@ func TestStalledReplicaBeforeClaim(t *testing.T) {
 func testStalledReplica(t *testing.T, before bool) {
 	e := newEnv(t)
 	e.shortDupWindow(2 * time.Second) // hold bound: 1s
-	w := &spyWindow{Window: e.kvWindow()}
-	w.stall = func(c kvwindow.Claim) (time.Duration, bool) {
+	w := &hookWindow{Window: e.kvWindow()}
+	stall := func(c kvwindow.Claim) {
 		if c.Delivery.Count == 1 && c.Key == "frozen" {
-			return 4 * time.Second, before
+			time.Sleep(4 * time.Second) // the stall being simulated: a replica that stops before or after its claim
 		}
-		return 0, false
+	}
+	if before {
+		w.beforeClaim = stall
+	} else {
+		w.setAfterClaim(func(c kvwindow.Claim, _ kvwindow.Outcome) { stall(c) })
 	}
 	cfg := e.config(w)
 	cfg.AckWait = time.Second

@@ -110,9 +110,7 @@ func TestWindowUnavailable(t *testing.T) {
 	cfg.MaxInFlight = 2
 	// An operator-made consumer that lets only 2 envelopes out at a time, so that the rest stay pending (and
 	// Provision must leave it as it is).
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: "INGEST", Subjects: []string{"ingest.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.keepingInput()
 	if _, err := e.js.CreateConsumer(ctx(t), "INGEST", jetstream.ConsumerConfig{Durable: "dedupeworker",
 		AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 2, AckWait: 5 * time.Second}); err != nil {
 		t.Fatal(err)
@@ -200,12 +198,7 @@ func TestOutputStreamFull(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(memWindow())
 	// The operator's output stream: room for 3 messages, refusing more.
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgs: 3, Discard: jetstream.DiscardNew,
-		Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgs: 3, Discard: jetstream.DiscardNew, Duplicates: time.Minute})
 	e.start(cfg)
 	const n = 5
 	for i := range n {
@@ -253,11 +246,7 @@ func TestOutputStreamFull(t *testing.T) {
 func TestOutputRejectsForGood(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(memWindow())
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 1024, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 1024, Duplicates: time.Minute})
 	e.start(cfg)
 	e.publish("ingest.t1.legacy", hdr("X-A", "b"), make([]byte, 2048))
 	e.publish("ingest.t1.legacy", nil, []byte("small"))
@@ -417,9 +406,7 @@ func TestDeadLetterStreamMissing(t *testing.T) {
 	if info, err := e.consumerInfo(); err != nil || info.AckFloor.Stream != 0 {
 		t.Fatalf("the envelope was acknowledged without its dead letter: %v %v", info, err)
 	}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultDLQStream, Subjects: []string{"dedupe.dlq.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.createStream(jetstream.StreamConfig{Name: pipeline.DefaultDLQStream, Subjects: []string{"dedupe.dlq.>"}})
 	e.drained(15 * time.Second)
 	e.waitCount(pipeline.DefaultDLQStream, 1, time.Second)
 }

@@ -8,14 +8,18 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -45,10 +49,17 @@ type env struct {
 	log *natstest.Buffer
 }
 
+// newEnv starts a server of its own.
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	srv := natstest.Run(t)
-	nc := natstest.Connect(t, srv.URL())
+	return newEnvOn(t, srv, natstest.Connect(t, srv.URL()))
+}
+
+// newEnvOn is an env on a connection the test opened (its own options or user) to srv, or to a cluster (srv nil),
+// with a registry and a log of its own: several may share a server or a connection.
+func newEnvOn(t testing.TB, srv *natstest.Server, nc *nats.Conn) *env {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +71,115 @@ func newEnv(t testing.TB) *env {
 		}
 	})
 	return e
+}
+
+// ackDeniedUsers are the users of a server where "noack" may not acknowledge ($JS.ACK.> is denied: the server
+// refuses each ack in an asynchronous permissions error) and "ok" may do anything.
+func ackDeniedUsers(o *server.Options) {
+	o.Users = []*server.User{
+		{Username: "noack", Password: "pw", Permissions: &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}},
+		{Username: "ok", Password: "pw"},
+	}
+}
+
+// newAckDeniedEnv is newEnv connected as a user whose every ack the server refuses (ackDeniedUsers).
+func newAckDeniedEnv(t testing.TB) *env {
+	t.Helper()
+	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
+	return newEnvOn(t, srv, natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw")))
+}
+
+// acksAllowed is an env on e's server (started by newAckDeniedEnv) as a user that may acknowledge: the fleet
+// started again with its permissions fixed.
+func (e *env) acksAllowed() *env {
+	e.t.Helper()
+	return newEnvOn(e.t, e.srv, natstest.Connect(e.t, e.srv.URL(), nats.UserInfo("ok", "pw")))
+}
+
+// createStream creates a stream as an operator would, before the worker provisions.
+func (e *env) createStream(sc jetstream.StreamConfig) {
+	e.t.Helper()
+	if _, err := e.js.CreateStream(ctx(e.t), sc); err != nil {
+		e.t.Fatalf("create stream %s: %v", sc.Name, err)
+	}
+}
+
+// keepingInput creates the input stream with limits retention: it keeps the envelopes the worker acknowledged
+// (Provision creates a work-queue stream, which deletes them).
+func (e *env) keepingInput() {
+	e.t.Helper()
+	e.createStream(jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}})
+}
+
+// operatorOutput creates the output stream with sc's limits (its name and subjects filled in).
+func (e *env) operatorOutput(sc jetstream.StreamConfig) {
+	e.t.Helper()
+	sc.Name, sc.Subjects = pipeline.DefaultOutputStream, []string{"deduped.>"}
+	e.createStream(sc)
+}
+
+// shortDupWindow creates the output stream with a duplicate window of d, so a test can outwait it.
+func (e *env) shortDupWindow(d time.Duration) {
+	e.t.Helper()
+	e.operatorOutput(jetstream.StreamConfig{Duplicates: d})
+}
+
+// codeWrongLastMsgID is the server's "wrong last msg ID" (nats-server's JSStreamWrongLastMsgIDErrF), which nats.go
+// does not name.
+const codeWrongLastMsgID jetstream.ErrorCode = 10070
+
+// waitDupWindowPassed waits until the output stream has forgotten the Nats-Msg-Id of m (one of its messages): a
+// publish under that id would be stored again, not collapsed. That is the server's clock and its purge of the
+// window's ids, not the window's length on the test's clock.
+func (e *env) waitDupWindowPassed(m *jetstream.RawStreamMsg, timeout time.Duration) {
+	e.t.Helper()
+	id := m.Header.Get(jetstream.MsgIDHeader)
+	if id == "" {
+		e.t.Fatalf("%s message %d has no %s", m.Subject, m.Sequence, jetstream.MsgIDHeader)
+	}
+	natstest.Eventually(e.t, timeout, func() error {
+		held, err := e.dupWindowHolds(m.Subject, id)
+		if err == nil && held {
+			err = fmt.Errorf("%s still in the output's duplicate window", id)
+		}
+		return err
+	})
+}
+
+// dupWindowHolds reports whether the stream that stores subject would collapse a publish under id as a duplicate.
+// The probe stores nothing: it also expects a last Nats-Msg-Id the stream never had, which the server checks after
+// the duplicate check (nats-server 2.15: a duplicate is answered as such, anything else refused with 10070;
+// TestDupWindowProbeStoresNothing holds it to that).
+func (e *env) dupWindowHolds(subject, id string) (bool, error) {
+	c, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	ack, err := e.js.PublishMsg(c, &nats.Msg{Subject: subject, Header: nats.Header{}},
+		jetstream.WithMsgID(id), jetstream.WithExpectLastMsgID("never-stored"))
+	switch {
+	case jserr.Code(err) == codeWrongLastMsgID:
+		return false, nil
+	case err != nil:
+		return false, err
+	case !ack.Duplicate:
+		e.t.Fatalf("the probe of %s was stored as message %d", id, ack.Sequence)
+	}
+	return true, nil
+}
+
+// sendRetried publishes n GitHub deliveries with ids prefix0… on ingest.t1.gh through js, each retried until
+// stored (a cluster may leave a publish unanswered while it elects a leader).
+func sendRetried(t testing.TB, js jetstream.JetStream, prefix string, n int, timeout time.Duration) {
+	t.Helper()
+	for i := range n {
+		natstest.Eventually(t, timeout, func() error {
+			_, err := js.PublishMsg(context.Background(), &nats.Msg{Subject: "ingest.t1.gh",
+				Header: hdr("X-GitHub-Delivery", prefix+strconv.Itoa(i))})
+			return err
+		})
+	}
 }
 
 func (e *env) sources() keys.Sources {
@@ -103,6 +223,66 @@ func (e *env) kvWindow() *kvwindow.Window {
 		return err
 	})
 	return w
+}
+
+// hookWindow wraps a window with hooks the tests use to place an operator's action, a stall or a failure at an
+// exact step, and records every claim.
+type hookWindow struct {
+	pipeline.Window
+	mu     sync.Mutex
+	claims []kvwindow.Claim
+	// beforeClaim runs before the real claim is made.
+	beforeClaim func(c kvwindow.Claim)
+	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
+	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
+	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
+	markFails atomic.Bool
+	marks     atomic.Int64
+}
+
+func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
+	w.mu.Lock()
+	w.claims = append(w.claims, c)
+	before := w.beforeClaim
+	w.mu.Unlock()
+	if before != nil {
+		before(c)
+	}
+	out, err := w.Window.Claim(ctx, c, known)
+	w.mu.Lock()
+	hook := w.afterClaim
+	w.mu.Unlock()
+	if hook != nil && err == nil {
+		hook(c, out)
+	}
+	return out, err
+}
+
+func (w *hookWindow) setAfterClaim(f func(c kvwindow.Claim, out kvwindow.Outcome)) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.afterClaim = f
+}
+
+// claimsOf returns the claims of key made so far, in order.
+func (w *hookWindow) claimsOf(key string) []kvwindow.Claim {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []kvwindow.Claim
+	for _, c := range w.claims {
+		if c.Key == key {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, first time.Time) (uint64, bool, error) {
+	w.marks.Add(1)
+	if w.markFails.Load() {
+		return 0, false, fmt.Errorf("%w: test: mark refused", kvwindow.ErrUnavailable)
+	}
+	return w.Window.MarkPublished(ctx, c, rev, first)
 }
 
 func memWindow() *windowtest.Memory { return windowtest.NewMemory() }
@@ -207,6 +387,23 @@ func (e *env) drained(timeout time.Duration) {
 		}
 		return nil
 	})
+}
+
+// consumedWithin polls at a steady 5ms (a benchmark times it) until the consumer has nothing pending or
+// unacknowledged, failing after timeout.
+func (e *env) consumedWithin(timeout time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		info, err := e.consumerInfo()
+		if err == nil && info.NumPending == 0 && info.NumAckPending == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("consumer not done after %s: %+v %v", timeout, info, err)
+		}
+		time.Sleep(5 * time.Millisecond) // polling interval, not a wait for a condition
+	}
 }
 
 func (e *env) consumerInfo() (*jetstream.ConsumerInfo, error) {

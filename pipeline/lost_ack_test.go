@@ -4,73 +4,13 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats-server/v2/server"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
-
-// hookWindow wraps a window with hooks the tests use to place an operator's action or a failure at an exact step.
-type hookWindow struct {
-	pipeline.Window
-	mu sync.Mutex
-	// beforeClaim runs before the real claim is made.
-	beforeClaim func(c kvwindow.Claim)
-	// afterClaim runs after the real claim returned, before the pipeline sees the outcome.
-	afterClaim func(c kvwindow.Claim, out kvwindow.Outcome)
-	// markFails makes MarkPublished fail as an unreachable window would, while it is set.
-	markFails atomic.Bool
-	marks     atomic.Int64
-}
-
-func (w *hookWindow) Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error) {
-	w.mu.Lock()
-	before := w.beforeClaim
-	w.mu.Unlock()
-	if before != nil {
-		before(c)
-	}
-	out, err := w.Window.Claim(ctx, c, known)
-	w.mu.Lock()
-	hook := w.afterClaim
-	w.mu.Unlock()
-	if hook != nil && err == nil {
-		hook(c, out)
-	}
-	return out, err
-}
-
-func (w *hookWindow) setAfterClaim(f func(c kvwindow.Claim, out kvwindow.Outcome)) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.afterClaim = f
-}
-
-func (w *hookWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, first time.Time) (uint64, bool, error) {
-	w.marks.Add(1)
-	if w.markFails.Load() {
-		return 0, false, fmt.Errorf("%w: test: mark refused", kvwindow.ErrUnavailable)
-	}
-	return w.Window.MarkPublished(ctx, c, rev, first)
-}
-
-// ackDeniedConn is a connection to srv (started with ackDeniedUsers) whose acknowledgements the server refuses.
-func ackDeniedUsers(o *server.Options) {
-	o.Users = []*server.User{
-		{Username: "noack", Password: "pw", Permissions: &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}},
-			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
-		}},
-		{Username: "ok", Password: "pw"},
-	}
-}
 
 // TestLostFirstAckPastDuplicateWindow: the delivery that published first loses its ack, and the fleet is
 // down for longer than the output's duplicate window; the redelivery must find the publish recorded in the claim
@@ -85,33 +25,20 @@ func TestLostFirstAckPastDuplicateWindow(t *testing.T) {
 }
 
 func testLostFirstAck(t *testing.T, keeps bool) {
-	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	e.shortDupWindow(time.Second)
 	if keeps {
-		if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
-			t.Fatal(err)
-		}
+		e.keepingInput()
 	}
 	cfg := e.config(e.kvWindow())
 	r := e.start(cfg)
 	e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "first-ack-lost"), []byte("x"))
 	e.waitCount(pipeline.DefaultOutputStream, 1, 10*time.Second)
 	r.stop(t) // the fleet goes down before the ack wait (5s) redelivers the envelope
-	// The outage outlasts the output's 1s duplicate window (the scenario being tested; no condition to poll).
-	time.Sleep(1500 * time.Millisecond)
+	// The outage outlasts the output's 1s duplicate window: a republish would be stored again.
+	e.waitDupWindowPassed(e.messages(pipeline.DefaultOutputStream)[0], 20*time.Second)
 
-	nc2 := natstest.Connect(t, srv.URL(), nats.UserInfo("ok", "pw"))
-	js2, err := jetstream.New(nc2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e2 := newEnvOn(t, srv, nc2, js2)
+	e2 := e.acksAllowed()
 	cfg2 := e2.config(e2.kvWindow())
 	e2.start(cfg2)
 	e2.drained(20 * time.Second)

@@ -3,7 +3,6 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -27,12 +25,8 @@ func TestReadinessOnMinorityNode(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	cl := natstest.RunPartition(t, 3)
-	admin := natstest.Connect(t, cl.URLs())
-	adminJS, err := jetstream.New(admin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	setup := &env{t: t, nc: admin, js: adminJS, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
+	setup := newEnvOn(t, nil, natstest.Connect(t, cl.URLs()))
+	adminJS := setup.js
 	cfg := setup.config(memWindow())
 	cfg.Replicas = 3
 	// A cluster just formed may leave a create unanswered: each attempt gets 5s.
@@ -53,30 +47,11 @@ func TestReadinessOnMinorityNode(t *testing.T) {
 	})
 
 	// The worker knows only the leader's node.
-	nc := natstest.Connect(t, cl.Servers[leader].URL(), nats.IgnoreDiscoveredServers())
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &env{t: t, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("pipeline log:\n%s", e.log.String())
-		}
-	})
+	e := newEnvOn(t, nil, natstest.Connect(t, cl.Servers[leader].URL(), nats.IgnoreDiscoveredServers()))
 	cfg = e.config(memWindow())
 	cfg.Replicas = 3
 	r := e.start(cfg)
-	send := func(prefix string, n int) {
-		for i := range n {
-			natstest.Eventually(t, 20*time.Second, func() error {
-				_, err := adminJS.PublishMsg(context.Background(), &nats.Msg{Subject: "ingest.t1.gh",
-					Header: hdr("X-GitHub-Delivery", prefix+strconv.Itoa(i))})
-				return err
-			})
-		}
-	}
-	send("a-", 5)
+	sendRetried(t, adminJS, "a-", 5, 20*time.Second)
 	e.waitCount(pipeline.DefaultOutputStream, 5, 20*time.Second)
 	e.drained(20 * time.Second) // nothing in flight: readiness has only the consumer and streams to go by
 
@@ -101,7 +76,7 @@ func TestReadinessOnMinorityNode(t *testing.T) {
 
 	cl.Heal(leader)
 	natstest.Eventually(t, 60*time.Second, func() error { return r.p.Ready(context.Background()) })
-	send("b-", 5)
+	sendRetried(t, adminJS, "b-", 5, 20*time.Second)
 	e.waitCount(pipeline.DefaultOutputStream, 10, 30*time.Second)
 }
 

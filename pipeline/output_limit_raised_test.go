@@ -18,11 +18,7 @@ func TestOutputLimitRaisedBeforePoll(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(memWindow())
 	cfg.StatusInterval = time.Hour
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 512, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 512, Duplicates: time.Minute})
 	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil { // before the start: its status poll finds everything
 		t.Fatal(err)
 	}

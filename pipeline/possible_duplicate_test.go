@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -19,13 +16,7 @@ import (
 // worker cannot know whether the event was stored, so it publishes, and marks, counts and logs the copy as a
 // possible duplicate. Before: the second copy was stored unmarked and uncounted.
 func TestPossibleDuplicateMarked(t *testing.T) {
-	srv := natstest.Run(t, natstest.WithOptions(ackDeniedUsers))
-	nc := natstest.Connect(t, srv.URL(), nats.UserInfo("noack", "pw"))
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := newEnvOn(t, srv, nc, js)
+	e := newAckDeniedEnv(t)
 	e.shortDupWindow(time.Second)
 	w := &hookWindow{Window: e.kvWindow()}
 	w.markFails.Store(true)
@@ -41,15 +32,11 @@ func TestPossibleDuplicateMarked(t *testing.T) {
 		return nil
 	})
 	r.stop(t)
-	time.Sleep(1500 * time.Millisecond) // the outage outlasts the 1s duplicate window: the scenario itself
+	// The outage outlasts the output's 1s duplicate window: a republish would be stored again.
+	e.waitDupWindowPassed(e.messages(pipeline.DefaultOutputStream)[0], 20*time.Second)
 
-	nc2 := natstest.Connect(t, srv.URL(), nats.UserInfo("ok", "pw"))
-	js2, err := jetstream.New(nc2)
-	if err != nil {
-		t.Fatal(err)
-	}
 	w.markFails.Store(false)
-	e2 := newEnvOn(t, srv, nc2, js2)
+	e2 := e.acksAllowed()
 	w.Window = e2.kvWindow()
 	e2.start(e2.config(w))
 	e2.drained(20 * time.Second)

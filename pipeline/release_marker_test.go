@@ -24,11 +24,7 @@ import (
 func TestDeadLetteredEnvelopeNeverClaimsAgain(t *testing.T) {
 	e := newEnv(t)
 	w := &hookWindow{Window: e.kvWindow()}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 2048, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	cfg := e.config(w)
 	cfg.AckWait = 2 * time.Second
 	second := make(chan struct{})

@@ -10,7 +10,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -20,14 +19,7 @@ import (
 // "ingestb.>", DEDUPED_B, DLQ_B), each with its own metrics.
 func sharedPipelines(t *testing.T, nc *nats.Conn, srv *natstest.Server) (a, b *env, ra, rb *running) {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mk := func() *env {
-		return &env{t: t, srv: srv, nc: nc, js: js, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
-	}
-	a, b = mk(), mk()
+	a, b = newEnvOn(t, srv, nc), newEnvOn(t, srv, nc)
 	cfgA := a.config(memWindow())
 	cfgB := b.config(memWindow())
 	cfgB.InputStream, cfgB.InputPrefix = "INGEST_B", "ingestb"

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
@@ -41,9 +39,7 @@ func (w *shutdownWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, re
 func TestShutdownBetweenPubAckAndAck(t *testing.T) {
 	e := newEnv(t)
 	// An input stream that keeps acknowledged envelopes: the record comes between the PubAck and the ack.
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{Name: pipeline.DefaultInputStream, Subjects: []string{"ingest.>"}}); err != nil {
-		t.Fatal(err)
-	}
+	e.keepingInput()
 	kv := e.kvWindow()
 	w := &shutdownWindow{Window: kv}
 	cfg := e.config(w)

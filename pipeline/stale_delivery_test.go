@@ -102,12 +102,8 @@ func TestStaleDeliveryNeverAcksUnderLaterHolder(t *testing.T) {
 // Before: a first delivery dead-lettered and acknowledged without claiming.
 func TestUnstorableFirstDeliveryClaimsFirst(t *testing.T) {
 	e := newEnv(t)
-	w := &spyWindow{Window: e.kvWindow()}
-	if _, err := e.js.CreateStream(ctx(t), jetstream.StreamConfig{
-		Name: pipeline.DefaultOutputStream, Subjects: []string{"deduped.>"}, MaxMsgSize: 2048, Duplicates: time.Minute,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	w := &hookWindow{Window: e.kvWindow()}
+	e.operatorOutput(jetstream.StreamConfig{MaxMsgSize: 2048, Duplicates: time.Minute})
 	kv := w.Window
 	e.start(e.config(w))
 	big := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "big-1"), make([]byte, 4096))

@@ -352,12 +352,7 @@ func TestConnRunWaitsForNATS(t *testing.T) {
 		return nil
 	})
 	natstest.Run(t, natstest.WithOptions(func(o *server.Options) { o.Port = port }))
-	natstest.Eventually(t, 30*time.Second, func() error {
-		if !strings.Contains(logs.String(), `consuming"`) {
-			return fmt.Errorf("not consuming yet:\n%s", logs.String())
-		}
-		return nil
-	})
+	waitConsuming(t, logs)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}

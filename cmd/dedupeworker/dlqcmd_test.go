@@ -253,6 +253,15 @@ type dlqEnv struct {
 
 func newDlqEnv(t *testing.T, url string, opts ...nats.Option) *dlqEnv {
 	t.Helper()
+	return newDlqEnvWith(t, url, []jetstream.StreamConfig{
+		{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
+		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}},
+	}, opts...)
+}
+
+// newDlqEnvWith is newDlqEnv with the given streams in place of the worker's.
+func newDlqEnvWith(t *testing.T, url string, streams []jetstream.StreamConfig, opts ...nats.Option) *dlqEnv {
+	t.Helper()
 	nc := natstest.Connect(t, url, opts...)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -261,10 +270,7 @@ func newDlqEnv(t *testing.T, url string, opts ...nats.Option) *dlqEnv {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	e := &dlqEnv{t: t, js: js, ctx: ctx}
-	for _, cfg := range []jetstream.StreamConfig{
-		{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
-		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}},
-	} {
+	for _, cfg := range streams {
 		if _, err := js.CreateStream(ctx, cfg); err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // Results of replaying one dead letter.
@@ -34,12 +34,12 @@ type dlqReplayRecord struct {
 	IngestSeq uint64 `json:"ingest_seq,omitempty"` // its sequence in the input stream, once stored
 	Detail    string `json:"detail,omitempty"`
 
-	unanswered bool // the publish got no answer in time
+	unanswered bool // the publish got no answer: none in time, or no stream to give one (jserr.Unanswered)
 }
 
-// dlqMaxUnanswered is how many publishes in a row may go unanswered before replay stops: each waits for the
-// request timeout, and a user who may not publish on the subjects (a permissions violation is never answered) or
-// an unavailable input stream would otherwise make every remaining dead letter wait its turn.
+// dlqMaxUnanswered is how many publishes in a row may go unanswered before replay stops: a user who may not
+// publish on the subjects (a permissions violation is never answered: each waits for the request timeout), or an
+// input stream gone or unavailable (no stream answers), would otherwise fail every remaining dead letter in turn.
 const dlqMaxUnanswered = 3
 
 // dlqReplayer replays the selected dead letters into the input stream.
@@ -202,9 +202,14 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		case rp.inputErr != nil:
 			rec.Result, rec.Detail = dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr)
 		case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
-			rec.Result, rec.Detail = dlqWouldFail, fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
-				rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", "))
+			rec.Result, rec.Detail = dlqWouldFail, rp.uncaptured(dl)
 		}
+		return rec
+	}
+	// As the dry run says: a subject the input stream does not capture is not published. No stream would answer
+	// it, and a publish without an answer counts toward stopping the replay.
+	if !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject) {
+		rec.Result, rec.Detail = dlqFailed, rp.uncaptured(dl)
 		return rec
 	}
 	msg := &nats.Msg{Subject: dl.subject, Header: dlqReplayHeaders(dl.header), Data: dl.data}
@@ -212,7 +217,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	if err != nil {
 		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
 			dl.subject, rp.inputStream, err, rp.r.name)
-		rec.unanswered = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
+		rec.unanswered = jserr.Unanswered(err)
 		return rec
 	}
 	rec.IngestSeq = ack.Sequence
@@ -228,6 +233,12 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		rec.Detail = fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream)
 	}
 	return rec
+}
+
+// uncaptured says that the input stream does not store dl's subject.
+func (rp *dlqReplayer) uncaptured(dl *deadLetter) string {
+	return fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
+		rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", "))
 }
 
 // failsAgain says why a replay of dl can only be dead-lettered again, or "".

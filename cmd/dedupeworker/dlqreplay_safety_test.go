@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -136,19 +135,11 @@ func TestDlqReplayRefusesWhileTheOriginalIsInTheInput(t *testing.T) {
 func TestDlqReplayOnALimitsInputUsesTheAckFloor(t *testing.T) {
 	srv := natstest.Run(t)
 	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	nc := natstest.Connect(t, srv.URL())
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e := &dlqEnv{t: t, js: js, ctx: ctx}
-	for _, cfg := range []jetstream.StreamConfig{
+	e := newDlqEnvWith(t, srv.URL(), []jetstream.StreamConfig{
 		{Name: "INGEST", Subjects: []string{"ingest.>"}},
 		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}},
-	} {
-		if _, err := js.CreateStream(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
+	js, ctx := e.js, e.ctx
 	cons, err := js.CreateConsumer(ctx, "INGEST", jetstream.ConsumerConfig{Durable: "dedupeworker", AckPolicy: jetstream.AckExplicitPolicy})
 	if err != nil {
 		t.Fatal(err)
@@ -240,19 +231,10 @@ func TestDlqReplayNeedsForceForWhatFailsAgain(t *testing.T) {
 func TestDlqReadsDeadLettersWithAStatusHeader(t *testing.T) {
 	srv := natstest.Run(t)
 	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	nc := natstest.Connect(t, srv.URL())
-	js, _ := jetstream.New(nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	e := &dlqEnv{t: t, js: js, ctx: ctx}
-	for _, cfg := range []jetstream.StreamConfig{
+	e := newDlqEnvWith(t, srv.URL(), []jetstream.StreamConfig{
 		{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy, AllowDirect: true},
 		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}, AllowDirect: true},
-	} {
-		if _, err := js.CreateStream(ctx, cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	e.deadLetter("output-reject", "ingest.acme.gh", 0, "too large", nil, []byte("{}"), "")                                                      // 1
 	e.deadLetter("control-header", "ingest.acme.gh", 0, "status", nats.Header{"Status": {"404"}}, nil, "")                                      // 2
 	e.deadLetter("control-header", "ingest.acme.gh", 0, "status", nats.Header{"Status": {"503"}}, nil, "")                                      // 3

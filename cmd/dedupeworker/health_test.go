@@ -17,29 +17,6 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
-// background runs `dedupeworker <role>` until the test cancels it or it ends by itself. done is closed when run
-// has returned, with its error in *err.
-func background(t *testing.T, role string) (logs *natstest.Buffer, cancel context.CancelFunc, done <-chan struct{}, err *error) {
-	t.Helper()
-	logs = &natstest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	ch := make(chan struct{})
-	err = new(error)
-	go func() {
-		defer close(ch)
-		*err = run(ctx, []string{role}, strings.NewReader(""), io.Discard, logs)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case <-ch:
-		case <-time.After(30 * time.Second):
-			t.Errorf("%s did not stop within 30s; logs:\n%s", role, logs.String())
-		}
-	})
-	return logs, cancel, ch, err
-}
-
 func httpGet(url string) (int, http.Header, string, error) {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -77,7 +54,8 @@ func TestHealthBeforeNATS(t *testing.T) {
 			t.Setenv("DEDUPE_NATS_URL", fmt.Sprintf("nats://user:hunter2@127.0.0.1:%d", port))
 			t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "10m")
 			base := roleEnv(t, role)
-			logs, cancel, done, runErr := background(t, role)
+			logs := &natstest.Buffer{}
+			r := startRun(t, logs, role)
 
 			waitHTTP(t, base+"/healthz", http.StatusOK)
 			ready := waitHTTP(t, base+"/readyz", http.StatusServiceUnavailable)
@@ -112,14 +90,10 @@ func TestHealthBeforeNATS(t *testing.T) {
 			}
 
 			start := time.Now()
-			cancel()
-			select {
-			case <-done:
-				if *runErr != nil {
-					t.Errorf("stopped while connecting: %v", *runErr)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatalf("%s did not stop within 10s of the stop; logs:\n%s", role, logs.String())
+			if err, stuck := r.stopFor(nil, 10*time.Second); stuck != nil {
+				t.Fatal(stuck)
+			} else if err != nil {
+				t.Errorf("stopped while connecting: %v", err)
 			}
 			if took := time.Since(start); took > 5*time.Second {
 				t.Errorf("stop took %s", took)
@@ -170,7 +144,8 @@ func TestJetStreamNotEnabled(t *testing.T) {
 				t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "2s") // no responders are asked again for this long
 				t.Setenv("DEDUPE_EMBEDDED_STORE_DIR", t.TempDir())
 				base := roleEnv(t, role)
-				logs, _, done, runErr := background(t, role)
+				logs := &natstest.Buffer{}
+				r := startRun(t, logs, role)
 				if tc.wantReady != "" {
 					natstest.Eventually(t, 2*time.Second, func() error {
 						code, _, body, err := httpGet(base + "/readyz")
@@ -184,12 +159,12 @@ func TestJetStreamNotEnabled(t *testing.T) {
 					})
 				}
 				select {
-				case <-done:
+				case <-r.done:
 				case <-time.After(15 * time.Second):
 					t.Fatalf("%s still starting after 15s; logs:\n%s", role, logs.String())
 				}
 				var stderr strings.Builder
-				code := exitCode(*runErr, &stderr)
+				code := exitCode(r.err, &stderr)
 				msg := stderr.String()
 				if code != 1 || !strings.HasPrefix(msg, role+": "+tc.wantErr) || strings.Count(msg, "\n") != 1 || strings.Contains(msg, "nojs:nojs") {
 					t.Errorf("exit %d, %q; want 1 and one line starting %q", code, msg, tc.wantErr)

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -44,31 +43,6 @@ const (
 	ingestStSec = "whsec_stripe-ACME-7a10"
 )
 
-// startIngest runs `dedupeworker ingest` in the background; stop cancels it and returns run's error.
-func startIngest(t *testing.T) (logs *natstest.Buffer, stop func() error) {
-	t.Helper()
-	logs = &natstest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"ingest"}, strings.NewReader(""), io.Discard, logs) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("ingest did not stop within 30s; logs:\n%s", logs.String())
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return logs, stop
-}
-
-// hookPost POSTs a delivery to the receiver at base.
 func hookPost(t *testing.T, base, path, body string, kv ...string) (int, http.Header, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
@@ -130,7 +104,7 @@ func ingestSetup(t *testing.T, srv *natstest.Server) (base string, js jetstream.
 	}
 	t.Setenv("DEDUPE_INGEST_SECRETS_DIR", dir)
 	workerLogs, _ = startWorker(t)
-	ingestLogs, stopIngest = startIngest(t)
+	ingestLogs, stopIngest = runInBackground(t, "ingest")
 	base = fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitHTTP(t, base+"/readyz", http.StatusOK)
 	nc := natstest.Connect(t, srv.URL())
@@ -335,7 +309,7 @@ func TestIngestEmbeddedPresets(t *testing.T) {
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	t.Setenv("DEDUPE_INGEST_ADDR", fmt.Sprintf("127.0.0.1:%d", ingestPort))
 	t.Setenv("DEDUPE_INGEST_SECRET_GITHUB", ingestGhNew)
-	ingestLogs, stopIngest := startIngest(t) // before the worker: it waits for the embedded server
+	ingestLogs, stopIngest := runInBackground(t, "ingest") // before the worker: it waits for the embedded server
 	_, _ = startWorker(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", ingestPort)
 	waitHTTP(t, base+"/readyz", http.StatusOK)
@@ -475,7 +449,7 @@ func TestIngestMaxPayloadAndBusyAddress(t *testing.T) {
 	}
 
 	t.Setenv("DEDUPE_INGEST_ADDR", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
-	logs, stop := startIngest(t)
+	logs, stop := runInBackground(t, "ingest")
 	wants := []string{"max_payload is below DEDUPE_INGEST_MAX_BODY", `"max_payload":1048576`,
 		"the worker's too-large reason is unreachable", "input stream not found yet"}
 	natstest.Eventually(t, 10*time.Second, func() error {

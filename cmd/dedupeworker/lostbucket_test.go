@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -22,13 +21,8 @@ func TestLostBucketIsNotSilent(t *testing.T) {
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	start := func() string {
 		t.Helper()
-		logs, stop := runInBackground(t, "run")
-		natstest.Eventually(t, 30*time.Second, func() error {
-			if !strings.Contains(logs.String(), `consuming"`) {
-				return fmt.Errorf("not consuming yet:\n%s", logs.String())
-			}
-			return nil
-		})
+		logs, stop := startWorker(t)
+		waitConsuming(t, logs)
 		if err := stop(); err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,31 +34,6 @@ func embeddedEnv(t *testing.T) string {
 	t.Setenv("DEDUPE_EMBEDDED_STORE_DIR", filepath.Join(t.TempDir(), "nats"))
 	t.Setenv("DEDUPE_HTTP_ADDR", "")
 	return fmt.Sprintf("nats://127.0.0.1:%d", port)
-}
-
-// startWorkerCause runs the worker command in the background, like startWorker, but stops it by cancelling its
-// context with a cause, as main does when a signal arrives.
-func startWorkerCause(t *testing.T, stderr io.Writer) (stop func(cause error) error) {
-	t.Helper()
-	ctx, cancel := context.WithCancelCause(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run"}, strings.NewReader(""), io.Discard, stderr) }()
-	var stopped bool
-	var err error
-	stop = func(cause error) error {
-		if !stopped {
-			stopped = true
-			cancel(cause)
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = errors.New("worker did not stop within 30s")
-			}
-		}
-		return err
-	}
-	t.Cleanup(func() { _ = stop(errors.New("test over")) })
-	return stop
 }
 
 // jsonLines decodes every log line; it fails the test on a line that is not one JSON object.
@@ -94,13 +67,8 @@ func TestWorkerEmbeddedTooLargeAndJSONLogs(t *testing.T) {
 	url := embeddedEnv(t)
 	t.Setenv("DEDUPE_SOURCES", "sources: {orders: {dedupe: {json: id}}}")
 	logs := &natstest.Buffer{}
-	stop := startWorkerCause(t, logs)
-	natstest.Eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(logs.String(), `"pipeline: consuming"`) {
-			return errors.New("not consuming yet")
-		}
-		return nil
-	})
+	stop := startRun(t, logs, "run").stop
+	waitConsuming(t, logs)
 	nc := natstest.Connect(t, url)
 	if got, want := nc.MaxPayload(), int64(8<<20); got != want {
 		t.Fatalf("embedded max_payload %d, want %d", got, want)
@@ -232,12 +200,7 @@ func TestWorkerEmbeddedStoreDirLocked(t *testing.T) {
 	url := embeddedEnv(t)
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	logs, stop := startWorker(t)
-	natstest.Eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(logs.String(), `"pipeline: consuming"`) {
-			return errors.New("not consuming yet")
-		}
-		return nil
-	})
+	waitConsuming(t, logs)
 	dir := os.Getenv("DEDUPE_EMBEDDED_STORE_DIR")
 	t.Setenv("DEDUPE_EMBEDDED_LISTEN", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

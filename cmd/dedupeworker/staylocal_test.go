@@ -3,42 +3,15 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
-
-// runInBackground runs the command args until the test ends; the returned stop cancels it and returns its error.
-func runInBackground(t *testing.T, args ...string) (logs *natstest.Buffer, stop func() error) {
-	t.Helper()
-	logs = &natstest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, args, strings.NewReader(""), io.Discard, logs) }()
-	var err error
-	stopped := false
-	stop = func() error {
-		if !stopped {
-			stopped = true
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("%v did not stop within 30s; logs:\n%s", args, logs.String())
-			}
-		}
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return logs, stop
-}
 
 // make run starts the embedded server unless DEDUPE_NATS_URL names one: never the server of NATS_URL or of the
 // selected nats CLI context.
@@ -73,12 +46,7 @@ func TestRunEmbeddedIgnoresTheNatsCLI(t *testing.T) {
 	t.Setenv("NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
 	cliHome(t, "prod", map[string]string{"prod": `{"url": "nats://prod.invalid:4222"}`})
 	logs, stop := runInBackground(t, "run", "--embedded")
-	natstest.Eventually(t, 30*time.Second, func() error {
-		if !strings.Contains(logs.String(), `consuming"`) {
-			return fmt.Errorf("not consuming yet:\n%s", logs.String())
-		}
-		return nil
-	})
+	waitConsuming(t, logs)
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -105,13 +73,8 @@ func TestRunWarnsBeforeProvisioningOnANatsCLIServer(t *testing.T) {
 			t.Setenv("DEDUPE_LOG_FORMAT", "json")
 			srv := natstest.Run(t)
 			t.Setenv(variable, srv.URL())
-			logs, stop := runInBackground(t, "run")
-			natstest.Eventually(t, 30*time.Second, func() error {
-				if !strings.Contains(logs.String(), `consuming"`) {
-					return fmt.Errorf("not consuming yet:\n%s", logs.String())
-				}
-				return nil
-			})
+			logs, stop := startWorker(t)
+			waitConsuming(t, logs)
 			if err := stop(); err != nil {
 				t.Fatal(err)
 			}

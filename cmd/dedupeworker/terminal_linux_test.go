@@ -1,13 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
@@ -57,13 +55,8 @@ func TestWorkerTerminalLogs(t *testing.T) {
 			}
 		}
 	}()
-	stop := startWorkerCause(t, tty)
-	natstest.Eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(screen.String(), "pipeline: consuming") {
-			return errors.New("not consuming yet")
-		}
-		return nil
-	})
+	stop := startRun(t, tty, "run").stop
+	waitConsuming(t, screen)
 	if err := stop(signalCause{syscall.SIGINT}); err != nil {
 		t.Fatalf("run: %v", err)
 	}

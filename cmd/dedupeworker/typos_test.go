@@ -47,7 +47,7 @@ func TestEmptySourcesFileWarns(t *testing.T) {
 				}
 				t.Setenv("DEDUPE_SOURCES_FILE", path)
 			}
-			logs, stop := runInBackground(t, "run")
+			logs, stop := startWorker(t)
 			var line map[string]any
 			natstest.Eventually(t, 30*time.Second, func() error {
 				if !strings.Contains(logs.String(), "preset") {

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,31 +19,6 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
-
-// startWorker runs the worker command in the background and returns a stop function that cancels it and
-// returns run's error.
-func startWorker(t *testing.T) (logs *natstest.Buffer, stop func() error) {
-	t.Helper()
-	logs = &natstest.Buffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"run"}, strings.NewReader(""), io.Discard, logs) }()
-	var once sync.Once
-	var err error
-	stop = func() error {
-		once.Do(func() {
-			cancel()
-			select {
-			case err = <-done:
-			case <-time.After(30 * time.Second):
-				err = fmt.Errorf("worker did not stop within 30s; logs:\n%s", logs.String())
-			}
-		})
-		return err
-	}
-	t.Cleanup(func() { _ = stop() })
-	return logs, stop
-}
 
 func waitHTTP(t *testing.T, url string, want int) string {
 	t.Helper()
@@ -93,14 +67,9 @@ func readOutputs(t *testing.T, js jetstream.JetStream, n int) []*nats.Msg {
 
 func TestWorkerExternalNATS(t *testing.T) {
 	srv := natstest.Run(t)
-	httpPort := natstest.FreePort(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
-	t.Setenv("DEDUPE_LOG_FORMAT", "json")
-	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}, legacy: {}}")
+	base := workerEnv(t, srv, "sources: {gh: {dedupe: github}, legacy: {}}")
 	t.Setenv("DEDUPE_PPROF", "true")
 	logs, stop := startWorker(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	if body := waitHTTP(t, base+"/readyz", http.StatusOK); body != "ready\n" {
 		t.Errorf("/readyz: %q", body)
 	}
@@ -192,12 +161,10 @@ func TestWorkerEmbeddedDefault(t *testing.T) {
 	t.Setenv("DEDUPE_HTTP_ADDR", "")
 	logs, stop := startWorker(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	natstest.Eventually(t, 20*time.Second, func() error {
-		if !strings.Contains(logs.String(), "embedded NATS server with JetStream started") || !strings.Contains(logs.String(), "consuming") {
-			return fmt.Errorf("not started yet")
-		}
-		return nil
-	})
+	waitConsuming(t, logs)
+	if !strings.Contains(logs.String(), "embedded NATS server with JetStream started") {
+		t.Fatalf("consuming, but the embedded server's start was not logged:\n%s", logs.String())
+	}
 	nc := natstest.Connect(t, url)
 	js, _ := jetstream.New(nc)
 	m := nats.NewMsg("ingest.acme.github")
