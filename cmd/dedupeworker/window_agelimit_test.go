@@ -48,7 +48,7 @@ func TestWindowBucketAgeLimitRefused(t *testing.T) {
 		}
 	}
 
-	ingestLogs, _ := startIngest(t)
+	ingestLogs, _ := runInBackground(t, "ingest")
 	natstest.Eventually(t, 20*time.Second, func() error {
 		if l := ingestLogs.String(); !strings.Contains(l, `bucket \"dedupe-window-replay\"`) || !strings.Contains(l, "max_age 1h0m0s") {
 			return fmt.Errorf("ingest does not say why it cannot open the replay guard bucket:\n%s", l)
