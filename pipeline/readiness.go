@@ -15,9 +15,12 @@ import (
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
 // is bound, accepts the pull requests (a refusal or silence longer than four heartbeats, at least 5s, is not
-// ready) and answers, its leader and the input and output streams' have their quorum (as the last status poll
-// found them: leaderCutOff), and the window is reachable. It only reads state kept up to date by Run (claims, the
-// consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
+// ready) and answers, the leaders of the consumer, of the input and output streams and of the window's buckets
+// have their quorum (as the last answer of each described its replicas: leaderCutOff; a read unanswered, or
+// answered without a leader, changes nothing), the input and output streams and the buckets have not gone
+// without a leader's answer for 2s (streamSilence), and the window is reachable. It only reads state kept up to
+// date by Run (claims, the consume loop, and a status poll every StatusInterval), so it is cheap enough for every
+// /readyz request.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	_ = ctx
 	return p.readiness()
@@ -58,6 +61,9 @@ func (p *Pipeline) readiness() error {
 		return fmt.Errorf("pipeline: consumer %s > %s not answering (its server stopping, or back and still "+
 			"recovering its streams, or the stream without a leader; the worker resumes by itself): %w",
 			p.cfg.InputStream, p.cfg.Consumer, *consumerErr)
+	}
+	if e := p.silentErr.Load(); e != nil {
+		return *e
 	}
 	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
