@@ -198,7 +198,9 @@ func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 // refuses a publish it does not permit (a permissions violation on $JS.ACK.>) only in an asynchronous -ERR that
 // names the subject, never with an answer: a refused ack is an ack left without an answer. The connection keeps
 // the -ERR as its last error, so the pipeline reads it there and leaves the connection's error handler to its
-// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's.
+// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's. Any
+// other refusal on the connection replaces it there: the copies count sends one increment at a time until one is
+// stored (copies.proven), so that a counter stream the user may not publish to replaces it once per try.
 func (p *Pipeline) ackRefusal(d *delivery) error {
 	err := p.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {

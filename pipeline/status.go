@@ -246,7 +246,8 @@ func (w watch) silence(now time.Duration) string {
 	if w.failedAt == 0 || now-w.failedAt < streamSilence {
 		return ""
 	}
-	return fmt.Sprintf("no answer from its leader for %s (its leader out of reach, or none elected; the worker resumes by itself): %v",
+	return fmt.Sprintf("no answer from its leader for %s (its leader out of reach, or none elected; the worker "+
+		"resumes by itself): %v",
 		(now - w.failedAt).Round(100*time.Millisecond), w.err)
 }
 
