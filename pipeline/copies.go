@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -22,6 +23,16 @@ type copies struct {
 	log     *slog.Logger
 	stream  string
 	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
+	// proven says the last answer was a success. Until then (at the start, and after a failure) one increment is
+	// sent and the copies counted meanwhile wait for its answer (waiting): sent once it is stored, uncounted if it
+	// fails. The server refuses an increment the user may not publish only in an asynchronous -ERR, which the
+	// connection keeps as its last error — where an ack's refusal is read (ackRefusal) — so an increment per copy
+	// until the first answer is due (the publish timeout) would overwrite the acks' refusals of every pipeline on
+	// the connection; one increment overwrites one.
+	proven  atomic.Bool
+	mu      sync.Mutex
+	probe   bool        // an increment awaits the answer that shows whether counting works
+	waiting []copyCount // the copies counted while it does (at most copiesMaxPending)
 	// hold is the longest a delivery may have been held to be counted: half the counter stream's duplicate window,
 	// so that two deliveries of one copy, each counted within it of its receipt, are counted within it of each
 	// other and the stream keeps one.
@@ -79,8 +90,21 @@ func (p *Pipeline) startCopies(ctx context.Context) func() {
 
 // answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
 // rest at DEBUG, and the first success after a failure at INFO. While failing, copies are counted only one per
-// copiesRetry (countCopy).
+// copiesRetry (countCopy). A success sends the copies waiting for it; a failure leaves them uncounted.
 func (c *copies) answer(err error) {
+	c.mu.Lock()
+	c.probe = false
+	c.proven.Store(err == nil)
+	waiting := c.waiting
+	c.waiting = nil
+	c.mu.Unlock()
+	if err == nil {
+		// Sent at most the probe's round trip after their acks (the publish timeout when the server is slow), well
+		// within the counter stream's duplicate window.
+		for _, cc := range waiting {
+			c.send(cc)
+		}
+	}
 	if err == nil {
 		if c.failing.Load() && c.failing.CompareAndSwap(true, false) {
 			c.log.Info("pipeline: counting the copies claims suppress again", "stream", c.stream)
@@ -113,14 +137,56 @@ func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 			return
 		}
 	}
-	holder := kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp}
-	err := c.Add(e.tenant, e.source, e.key, holder, kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp})
+	cc := copyCount{tenant: e.tenant, source: e.source, key: e.key,
+		holder: kvwindow.Claimant{Seq: s.res.HolderSeq, Stamp: s.res.HolderStamp},
+		copy:   kvwindow.Claimant{Seq: e.seq, Stamp: e.stamp}}
+	if !p.copies.proven.Load() && p.copies.wait(cc) {
+		return
+	}
+	p.copies.send(cc)
+}
+
+// copyCount is one copy to count: the envelope copy of the event whose claim on (tenant, source, key) holder holds.
+type copyCount struct {
+	tenant, source, key string
+	holder, copy        kvwindow.Claimant
+}
+
+// wait keeps cc waiting while an increment awaits the answer that shows whether counting works (proven), and
+// reports whether it did; when none awaits one, cc is to be that increment (false).
+func (c *copies) wait(cc copyCount) (waits bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.proven.Load():
+		return false
+	case !c.probe:
+		c.probe = true
+		return false
+	case len(c.waiting) < copiesMaxPending:
+		c.waiting = append(c.waiting, cc)
+	default:
+		c.log.Debug("pipeline: copy not counted: too many counts awaiting their answer", "stream", c.stream)
+	}
+	return true
+}
+
+// send sends the increment of cc without waiting; its answer goes to answer.
+func (c *copies) send(cc copyCount) {
+	counter := c.c.Load()
+	if counter == nil {
+		return
+	}
+	err := counter.Add(cc.tenant, cc.source, cc.key, cc.holder, cc.copy)
 	switch {
 	case errors.Is(err, kvwindow.ErrCopiesBusy):
 		// Back-pressure, not a failure of the count: this copy goes uncounted, the next ones are tried.
-		p.copies.log.Debug("pipeline: copy not counted: too many counts awaiting their answer", "stream", p.copies.stream)
+		c.log.Debug("pipeline: copy not counted: too many counts awaiting their answer", "stream", c.stream)
+		c.mu.Lock()
+		c.probe = c.probe && c.proven.Load() // not sent: no answer will come (the probe, if it was one)
+		c.mu.Unlock()
 	case err != nil:
-		p.copies.answer(err)
+		c.answer(err)
 	}
 }
 

@@ -44,6 +44,8 @@ type Pipeline struct {
 	bound       atomic.Bool
 	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
 	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
+	silentErr   atomic.Pointer[error]   // a stream's leader not answering the status poll (nil: fine)
+	streams     watches                 // what the status polls know of each stream's leader (status.go)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
 	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
 	ackErr      atomic.Pointer[failure] // last ack failure (nil: none); it stands for failureQuiet
@@ -226,7 +228,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	p.refreshStreams(ctx)
+	_, _ = p.refreshStreams(ctx) // the limits, at once; readiness follows the status poll
 	defer p.startCopies(ctx)()
 
 	rs := &runState{

@@ -15,9 +15,12 @@ import (
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
 // is bound, accepts the pull requests (a refusal or silence longer than four heartbeats, at least 5s, is not
-// ready) and answers, its leader and the input and output streams' have their quorum (as the last status poll
-// found them: leaderCutOff), and the window is reachable. It only reads state kept up to date by Run (claims, the
-// consume loop, and a status poll every StatusInterval), so it is cheap enough for every /readyz request.
+// ready) and answers, the leaders of the consumer, of the input and output streams and of the window's buckets
+// have their quorum (as the last answer of each described its replicas: leaderCutOff; a read unanswered, or
+// answered without a leader, changes nothing), the input and output streams and the buckets have not gone
+// without a leader's answer for 2s (streamSilence), and the window is reachable. It only reads state kept up to
+// date by Run (claims, the consume loop, and a status poll every StatusInterval), so it is cheap enough for every
+// /readyz request.
 func (p *Pipeline) Ready(ctx context.Context) error {
 	_ = ctx
 	return p.readiness()
@@ -58,6 +61,9 @@ func (p *Pipeline) readiness() error {
 		return fmt.Errorf("pipeline: consumer %s > %s not answering (its server stopping, or back and still "+
 			"recovering its streams, or the stream without a leader; the worker resumes by itself): %w",
 			p.cfg.InputStream, p.cfg.Consumer, *consumerErr)
+	}
+	if e := p.silentErr.Load(); e != nil {
+		return *e
 	}
 	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
@@ -192,7 +198,9 @@ func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 // refuses a publish it does not permit (a permissions violation on $JS.ACK.>) only in an asynchronous -ERR that
 // names the subject, never with an answer: a refused ack is an ack left without an answer. The connection keeps
 // the -ERR as its last error, so the pipeline reads it there and leaves the connection's error handler to its
-// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's.
+// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's. Any
+// other refusal on the connection replaces it there: the copies count sends one increment at a time until one is
+// stored (copies.proven), so that a counter stream the user may not publish to replaces it once per try.
 func (p *Pipeline) ackRefusal(d *delivery) error {
 	err := p.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -103,8 +104,12 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
 	}
-	cutOff = append(cutOff, p.refreshStreams(ctx)...)
-	p.quorumChanged(cutOff)
+	streamsCut, silent := p.refreshStreams(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	p.quorumChanged(append(cutOff, streamsCut...))
+	p.silenceChanged(silent)
 	wctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if err := p.cfg.Window.Ping(wctx); err != nil {
@@ -122,31 +127,67 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 }
 
 // refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
-// message size (checked before a claim) and its duplicate window (the hold bound derives from it). It returns
-// what it found of the input or output stream's leader cut off from its replicas (leaderCutOff).
-func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff []string) {
-	// The three reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole
-	// timeout, and the poll should not wait for each in turn.
+// message size (checked before a claim) and its duplicate window (the hold bound derives from it). With the state
+// of the window's buckets' streams (a window that names them: kvwindow.Window), it records what the reads say of
+// the leaders of the input and output streams and of the buckets (watchStream) and returns what readiness reports:
+// the leaders cut off from their replicas, as the last answer of each described them (leaderCutOff), and the
+// streams that have had no leader to answer for streamSilence (watch.silence).
+func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string) {
+	// The reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole timeout,
+	// and the poll should not wait for each in turn.
 	names := []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream}
+	var buckets []string
+	if w, ok := p.cfg.Window.(interface{ Buckets() []string }); ok {
+		buckets = w.Buckets()
+		for _, b := range buckets {
+			names = append(names, "KV_"+b)
+		}
+	}
 	infos := make([]*jetstream.StreamInfo, len(names))
+	errs := make([]error, len(names))
 	var wg sync.WaitGroup
 	for i, name := range names {
 		wg.Go(func() {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			defer cancel()
-			if st, err := p.js.Stream(cctx, name); err == nil {
-				infos[i] = st.CachedInfo()
+			st, err := p.js.Stream(cctx, name)
+			if err != nil {
+				errs[i] = err
+				return
 			}
+			infos[i] = st.CachedInfo()
 		})
 	}
 	wg.Wait()
+	if ctx.Err() != nil {
+		return nil, nil // cancelled, not unanswered: what the last answers said stands
+	}
+	now := p.clock()
 	for i, name := range names {
 		info := infos[i]
-		if info == nil {
-			continue
+		if name != p.cfg.DLQStream { // a dead letter is rare: the DLQ's leader does not decide readiness
+			what := "stream " + name
+			if i >= 3 {
+				what = "bucket " + buckets[i-3] + " (stream " + name + ")"
+			}
+			var why string
+			err := errs[i]
+			if info != nil {
+				why = leaderCutOff(info.Cluster)
+				if leaderless(info.Cluster) {
+					err = errNoLeader // what it says of its replicas is no leader's
+				}
+			}
+			w := p.streams.next(name, why, err, err != nil && p.offline(err), now)
+			if w.cutOff != "" {
+				cutOff = append(cutOff, what+": "+w.describeCutOff(now))
+			}
+			if why := w.silence(now); why != "" {
+				silent = append(silent, what+": "+why)
+			}
 		}
-		if why := leaderCutOff(info.Cluster); why != "" && name != p.cfg.DLQStream {
-			cutOff = append(cutOff, "stream "+name+": "+why)
+		if info == nil || i >= 3 {
+			continue
 		}
 		// The limits are stored before the gauges are set: a scrape that shows this poll's figures proves the
 		// worker acts on this poll's limits too.
@@ -161,7 +202,81 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff []string) {
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
 	}
-	return cutOff
+	return cutOff, silent
+}
+
+// streamSilence is how long the reads of a stream must have gone without its leader's answer, with none between,
+// for readiness to report it: the read's own timeout, so that one slow read or one election is never reported, and
+// the next poll's failure is.
+const streamSilence = 2 * time.Second
+
+// watch is what the status polls know of one stream's leader: the verdict of the last read its leader answered,
+// and the reads that failed since (unanswered, or answered without a leader: errNoLeader).
+type watch struct {
+	cutOff     string        // leaderCutOff of the last answer ("": it had its quorum, or no answer yet)
+	answeredAt time.Duration // p.clock() of the last answer (0: none)
+	failedAt   time.Duration // p.clock() of the first read that failed since the last answer (0: none failed)
+	err        error         // the last failure since the last answer
+}
+
+// watchStream decides what the polls know of a stream after a read that ended at now: answered with the leader's
+// verdict cutOff (err nil), or failed with err (offline: the connection's failure, which says nothing about the
+// stream). A read that fails leaves the last answer's verdict standing: a leader cut off from its replicas steps
+// down after some 10s, and its server then answers without a leader (describing replicas it has not heard from as
+// heard, once it has stood for an election), and a stream whose leader is out of reach answers nothing at all;
+// neither says that the stream can make progress again. Only its leader's answer changes the verdict.
+func watchStream(prev watch, cutOff string, err error, offline bool, now time.Duration) watch {
+	switch {
+	case err == nil:
+		return watch{cutOff: cutOff, answeredAt: now}
+	case offline:
+		return prev
+	}
+	next := prev
+	if next.failedAt == 0 {
+		next.failedAt = max(now, 1)
+	}
+	next.err = err
+	return next
+}
+
+// silence says why readiness reports the stream as not answering ("" while it does not): its reads have failed
+// for streamSilence, with no answer between.
+func (w watch) silence(now time.Duration) string {
+	if w.failedAt == 0 || now-w.failedAt < streamSilence {
+		return ""
+	}
+	return fmt.Sprintf("no answer from its leader for %s (its leader out of reach, or none elected; the worker "+
+		"resumes by itself): %v",
+		(now - w.failedAt).Round(100*time.Millisecond), w.err)
+}
+
+// describeCutOff is the verdict of the last answer, saying so when the stream has not answered since.
+func (w watch) describeCutOff(now time.Duration) string {
+	if w.failedAt == 0 {
+		return w.cutOff
+	}
+	return fmt.Sprintf("%s (its leader's last answer, %s ago; none since: %v)", w.cutOff,
+		(now - w.answeredAt).Round(100*time.Millisecond), w.err)
+}
+
+// watches holds what the status polls know of each stream they read (watchStream). The poll and Run's first read
+// may update it at once.
+type watches struct {
+	mu sync.Mutex
+	m  map[string]watch
+}
+
+// next records the read of stream name that ended at now and returns what is known of it after it.
+func (ws *watches) next(name, cutOff string, err error, offline bool, now time.Duration) watch {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	if ws.m == nil {
+		ws.m = map[string]watch{}
+	}
+	w := watchStream(ws.m[name], cutOff, err, offline, now)
+	ws.m[name] = w
+	return w
 }
 
 // quorumSeen is how recently the leader of a replicated consumer or stream must have heard from a replica for the
@@ -196,6 +311,15 @@ func leaderCutOff(ci *jetstream.ClusterInfo) string {
 	return fmt.Sprintf("its leader %s has lost its quorum (%s; %d of %d needed)", ci.Leader, strings.Join(lost, ", "), need, len(ci.Replicas)+1)
 }
 
+// errNoLeader is a read of a replicated stream answered by a server that knows no leader of it.
+var errNoLeader = errors.New("the stream has no leader")
+
+// leaderless reports whether the answer about a replicated stream names no leader: an election under way, or none
+// possible (its servers cut off from each other). What such an answer says of the replicas is no leader's view.
+func leaderless(ci *jetstream.ClusterInfo) bool {
+	return ci != nil && ci.Leader == "" && len(ci.Replicas) > 0
+}
+
 // quorumChanged records what the status poll found of leaders cut off from their replicas (nil: none) for
 // readiness, and logs the changes.
 func (p *Pipeline) quorumChanged(cutOff []string) {
@@ -211,6 +335,23 @@ func (p *Pipeline) quorumChanged(cutOff []string) {
 		strings.Join(cutOff, "; "))
 	if p.quorumErr.Swap(&err) == nil {
 		p.log.Warn("pipeline: lost quorum", "err", err)
+		p.updateReady()
+	}
+}
+
+// silenceChanged records what the status poll found of streams whose leader has not answered (watch.silence; nil:
+// none) for readiness, and logs the changes.
+func (p *Pipeline) silenceChanged(silent []string) {
+	if len(silent) == 0 {
+		if p.silentErr.Swap(nil) != nil {
+			p.log.Info("pipeline: the streams' leaders answer again")
+			p.updateReady()
+		}
+		return
+	}
+	err := fmt.Errorf("pipeline: %s", strings.Join(silent, "; "))
+	if p.silentErr.Swap(&err) == nil {
+		p.log.Warn("pipeline: no answer from a stream's leader", "err", err)
 		p.updateReady()
 	}
 }

@@ -70,6 +70,7 @@ type step struct {
 	unstorable string // why the output can never be stored
 	claimErr   error
 	publishErr error
+	copyErr    error // the last publish of the duplicate's copy
 	recordErr  error
 	// dead and deadWhy are the reason token and readable reason of the dead letter written.
 	dead, deadWhy string
@@ -201,9 +202,7 @@ func (s *step) do(plan protocol.Plan) {
 		sent := p.clock()
 		err := w.publish(out)
 		f.Copy = w.publishResult(err, sent)
-		if f.Copy == protocol.PublishRefused {
-			p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq, "subject", out.Subject, "err", err)
-		}
+		s.copyErr = err
 	case protocol.DeadLetter:
 		s.dead, s.deadWhy = s.deadReason(plan.Dead)
 		f.DeadLetter = w.deadLetter(d, s.dead, s.deadWhy)
@@ -408,6 +407,9 @@ func (s *step) note(plan protocol.Plan) {
 	case protocol.NoteUnrecorded:
 		p.log.Warn("pipeline: publish not recorded in its claim after an unconfirmed ack; a redelivery later than the output's "+
 			"duplicate window would be published again, marked as a possible duplicate", "seq", e.seq, "key", e.key, "err", s.recordErr)
+	case protocol.NoteCopyRefused:
+		p.log.Warn("pipeline: duplicate copy refused by the output stream; counted only", "seq", e.seq,
+			"subject", contract.Republish(p.cfg.DuplicatesPrefix, e.tail), "err", s.copyErr)
 	case protocol.NoteUnknownStatus:
 		p.log.Error("pipeline: window returned an unknown claim status", "status", s.res.Status)
 	case protocol.NoteHeld:
