@@ -20,6 +20,9 @@ type ReplayWindow interface {
 	Release(ctx context.Context, c kvwindow.Claim, revision uint64, mayBeStored bool) (bool, error)
 	// Bucket names the bucket, for the log line that says how to find a replay's claim.
 	Bucket() string
+	// Ping checks that the bucket answers and is still the one the window bound to: readiness (Ready), since a
+	// guarded delivery is answered 503 while it does not.
+	Ping(ctx context.Context) error
 }
 
 // ReplayKeyPrefix starts the window key under which the replay guard records a signed body: the prefix and the
