@@ -52,7 +52,9 @@ type Config struct {
 	MaxHeaderBytes int
 	// PublishTimeout bounds the wait for JetStream's acknowledgement; past it the answer is 503 "storage not
 	// confirmed" (the envelope may have been stored). Default 3s, so that the answer comes within Shopify's 5 s and
-	// GitHub's 10 s.
+	// GitHub's 10 s. It bounds the replay guard's claim too; when that of a delivery without an id fails, the 503
+	// waits for the claim to be made again and released, each within PublishTimeout (docs/sources.md, "The
+	// replay guard").
 	PublishTimeout time.Duration
 	// MaxInFlight bounds the deliveries being verified and published at once, and so the publishes waiting on
 	// JetStream; more are answered 503 busy. A delivery takes its slot only once its body is in: a slow or withheld

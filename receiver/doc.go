@@ -10,7 +10,8 @@
 //     files named <source> (every tenant) or <tenant>.<source> — never from the sources file. Secrets are never
 //     formatted, logged or quoted in an error.
 //   - NewPolicy turns the sources file's verify blocks and the secrets into one verifier per source (and per tenant
-//     where a tenant has secrets of its own): which requests are served at all, and how each is verified.
+//     where a tenant has secrets of its own): which requests are served at all, and how each is verified. It
+//     refuses a source whose signed timestamp would still verify after its event's claim expired (MinTTL).
 //   - New builds the Receiver: the HTTP handler (hooks, /metrics, /healthz, /readyz) and Serve, which owns the
 //     http.Server and shuts it down within a bound, letting in-flight requests finish.
 //

@@ -4,6 +4,7 @@ import (
 	"net/http"
 
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
@@ -17,3 +18,7 @@ func DecideKey(scheme string, spec keys.Spec, h http.Header, d verify.Delivery) 
 	}
 	return header, value, set, err
 }
+
+// HeldByClaim is the guard's decision, after a claim of a delivery without an id failed and was made again,
+// that the claim is the delivery's own to release.
+func HeldByClaim(o kvwindow.Outcome) bool { return heldByClaim(o) }

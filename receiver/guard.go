@@ -20,6 +20,9 @@ type ReplayWindow interface {
 	Release(ctx context.Context, c kvwindow.Claim, revision uint64, mayBeStored bool) (bool, error)
 	// Bucket names the bucket, for the log line that says how to find a replay's claim.
 	Bucket() string
+	// Ping checks that the bucket answers and is still the one the window bound to: readiness (Ready), since a
+	// guarded delivery is answered 503 while it does not.
+	Ping(ctx context.Context) error
 }
 
 // ReplayKeyPrefix starts the window key under which the replay guard records a signed body: the prefix and the
@@ -64,9 +67,19 @@ func judgeReplay(o kvwindow.Outcome) replayVerdict {
 	return replayRetry // Owned (and Stale, which one delivery count cannot give): the same id holds the claim
 }
 
+// heldByClaim reports whether a claim made again under a fingerprint no other delivery has (settleGuard) holds
+// the key: Owned, the first write landed; Won, it did not and this one did. Duplicate is another delivery's claim.
+func heldByClaim(o kvwindow.Outcome) bool {
+	return o.Status == kvwindow.Won || o.Status == kvwindow.Owned
+}
+
 // guardClaim is the guard's claim of body arriving under id (the value the worker will key it on): the body's
 // key, claimed by the id's fingerprint for ttl. A delivery without an id gets a fingerprint of its own that no
-// other delivery has, so that every later copy of its body is a replay.
+// other delivery has, so that every later copy of its body is a replay. It cannot be drawn from the request:
+// without an id, a provider's retry and a captured copy sent again are the same bytes, so a fingerprint both
+// share would pass every replay as a retry. What a random one costs — a retry taken for a replay when the
+// delivery's own claim outlives its failure — the receiver pays back by releasing that claim (releaseGuard,
+// settleGuard).
 func guardClaim(tenant, source, id string, body []byte, ttl time.Duration) kvwindow.Claim {
 	fp := rand.Uint64()>>1 | 1 // random: as unlikely as a second id (2^-63) to meet another claim's
 	if id != "" {

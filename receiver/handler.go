@@ -26,7 +26,7 @@ const HookPrefix = "/hooks/"
 //
 //	POST /hooks/<tenant>/<source>   a delivery (see the package documentation for the answers)
 //	GET  /healthz                   200 while the process runs
-//	GET  /readyz                    200 when the input stream can be looked up (Ready), else 503 with the reason
+//	GET  /readyz                    200 when deliveries can be stored (Ready), else 503 with the reason
 //	GET  /metrics                   Config.Gatherer, when set
 //
 // and Serve runs it on a listener. It is safe for concurrent use.
@@ -42,6 +42,7 @@ type Receiver struct {
 	buffered       byteBudget    // body bytes held, MaxBufferedBytes at most
 	retryAfter     string        // Retry-After of 503 answers, in seconds
 	promhttp       http.Handler  // nil without Config.Gatherer
+	guarding       bool          // a source is guarded and Config.Window is set: readiness pings the window
 	closing        atomic.Bool   // Serve is shutting down: not ready
 	ready          readiness     // /readyz's last answer
 	logs           throttle
@@ -70,7 +71,9 @@ func New(cfg Config) (*Receiver, error) {
 	if cfg.Gatherer != nil {
 		r.promhttp = promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{})
 	}
-	if g := cfg.Policy.Guarded(); len(g) > 0 && cfg.Window == nil {
+	g := cfg.Policy.Guarded()
+	r.guarding = len(g) > 0 && cfg.Window != nil
+	if len(g) > 0 && cfg.Window == nil {
 		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
 	}
 	r.metrics.initSources(sortedLabels(cfg.Policy.declared))

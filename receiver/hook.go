@@ -148,6 +148,9 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 	cancel()
 	r.metrics.guardDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
+		if id == "" {
+			r.settleGuard(req.Context(), c)
+		}
 		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard could not reach the window; answered 503",
 			"tenant", tenant, "source", source, "err", err)
 		return guardHeld{}, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
@@ -188,6 +191,25 @@ func (r *Receiver) bodyFailed(w http.ResponseWriter, label string, err error) st
 type guardHeld struct {
 	c   kvwindow.Claim
 	rev uint64
+}
+
+// settleGuard follows a claim of a delivery without an id that failed: the write may have landed with only its
+// answer lost (a timeout, a client gone away). Such a claim, left in place, would take the provider's retry —
+// again without an id, so under a fingerprint of its own — for a replay, and the delivery would never be
+// published. The claim is made again under the same fingerprint, on a context apart from the request's, and given
+// up if it is ours (heldByClaim).
+func (r *Receiver) settleGuard(ctx context.Context, c kvwindow.Claim) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
+	o, err := r.cfg.Window.Claim(cctx, c, kvwindow.Known{})
+	cancel()
+	if err != nil {
+		r.logSometimes(slog.LevelWarn, "guard_settle", "replay guard's claim of a delivery without an id not checked after the window failed to answer: if it was stored, the retry will be taken for a replay until the claim's TTL",
+			"tenant", c.Tenant, "source", c.Source, "window_key", c.Key, "err", err)
+		return
+	}
+	if heldByClaim(o) {
+		r.releaseGuard(ctx, guardHeld{c: c, rev: o.Revision})
+	}
 }
 
 // releaseGuard gives up the guard's claim of an id-less delivery whose publish failed: the provider retries the

@@ -30,7 +30,7 @@ type PolicyConfig struct {
 	// Now is the clock signed timestamps are checked against; nil: time.Now.
 	Now func() time.Time
 	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL): how long the replay guard
-	// remembers a signed body of such a source. Zero: keys.DefaultTTL.
+	// remembers a signed body of such a source, and what MinTTL is checked against. Zero: keys.DefaultTTL.
 	DefaultTTL time.Duration
 }
 
@@ -73,10 +73,11 @@ type Unserved struct {
 	Source, Reason string
 }
 
-// NewPolicy builds the verifier of every source and tenant. Errors (joined, each starting "receiver: ") name the
-// place: the source or its verify block, as a *SourceError with its line ("receiver: sources.stripe.verify.tolerance:
-// …"), or the variable or file of a secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1");
-// never a secret.
+// NewPolicy builds the verifier of every source and tenant. A served source whose TTL is shorter than MinTTL of its
+// verify block is refused (a captured delivery would verify again after its claim expired). Errors (joined, each
+// starting "receiver: ") name the place: the source or its verify block, as a *SourceError with its line
+// ("receiver: sources.stripe.verify.tolerance: …"), or the variable or file of a secret ("receiver:
+// DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{sources: map[string]*sourcePolicy{}, declared: map[string]bool{}}
 	ids := cfg.Sources.IDs()
@@ -126,6 +127,10 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 				def = keys.DefaultTTL
 			}
 			sp.ttl = spec.TTL(def)
+			if err := ttlFault(sourcePlace(id, cfg.FromPresets), cfg.Sources.Line[id], vs, spec, def); err != nil {
+				errs = append(errs, err)
+				continue
+			}
 			if sp.key.bind {
 				sp.info.KeyHeader = sp.key.header
 			}

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// readyFor is how long /readyz answers from its last lookup of the input stream: a probe every second from each
-// of several kubelets and load balancers would otherwise cost a JetStream API request each.
+// readyFor is how long /readyz answers from its last lookup (Ready): a probe every second from each of several
+// kubelets and load balancers would otherwise cost a JetStream API request each.
 const readyFor = time.Second
 
 // readiness is /readyz's last lookup.
@@ -20,14 +20,21 @@ type readiness struct {
 }
 
 // Ready reports whether deliveries can be stored: the input stream can be looked up (NATS is connected, JetStream
-// answers, the stream exists) and Serve is not shutting down. Each call looks the stream up; /readyz answers from
-// a lookup at most a second old.
+// answers, the stream exists), the replay guard's window answers and is the bucket it bound to when a source is
+// guarded (every delivery of a guarded source is answered 503 otherwise; a bucket deleted under the receiver
+// stays so until it is restarted), and Serve is not shutting down. Each call looks them up; /readyz answers from a
+// lookup at most a second old.
 func (r *Receiver) Ready(ctx context.Context) error {
 	if r.closing.Load() {
 		return errors.New("receiver: shutting down")
 	}
 	if _, err := r.cfg.JetStream.Stream(ctx, r.cfg.InputStream); err != nil {
 		return fmt.Errorf("receiver: input stream %s: %w", r.cfg.InputStream, err)
+	}
+	if r.guarding {
+		if err := r.cfg.Window.Ping(ctx); err != nil {
+			return fmt.Errorf("receiver: the replay guard's bucket %s: %w", r.cfg.Window.Bucket(), err)
+		}
 	}
 	return nil
 }

@@ -41,6 +41,16 @@ func openWindow(tb testing.TB, e *jsEnv, own bool) (*kvwindow.Window, jetstream.
 func policyOf(tb testing.TB, doc string, extra ...string) *receiver.Policy {
 	tb.Helper()
 	src := mustSources(tb, doc)
+	p, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: src, Secrets: secretsOf(tb, src, extra...)})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
+}
+
+// secretsOf are the test secrets of the sources src declares, and the variables of extra.
+func secretsOf(tb testing.TB, src keys.Sources, extra ...string) *receiver.Secrets {
+	tb.Helper()
 	environ := extra
 	for _, kv := range testEnviron() {
 		for _, id := range src.IDs() {
@@ -57,11 +67,7 @@ func policyOf(tb testing.TB, doc string, extra ...string) *receiver.Policy {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	p, err := receiver.NewPolicy(receiver.PolicyConfig{Sources: src, Secrets: secrets})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return p
+	return secrets
 }
 
 // An attacker holding one captured genuine delivery of a source whose signature covers the body alone re-sends it

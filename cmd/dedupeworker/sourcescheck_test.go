@@ -130,3 +130,62 @@ func TestSourcesCheckWarnsKeyPairs(t *testing.T) {
 		}
 	}
 }
+
+// A source verified with a timestamped scheme whose TTL is shorter than twice its tolerance: a captured delivery
+// sent again after its event's claim expired still verifies and is published as a new event. Ingest refuses it at
+// start and `sources check` refuses the file with the same error, naming the file, the line, where the TTL comes
+// from, the tolerance and the minimum. With no sources document, a short DEDUPE_DEFAULT_TTL is a warning for the
+// timestamped presets (ingest serves a preset only once it has a secret).
+func TestSourcesCheckTTLShorterThanTolerance(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("DEDUPE_SOURCES", "")
+	t.Setenv("DEDUPE_INGEST_SECRETS_DIR", "")
+	t.Setenv("DEDUPE_NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
+	t.Setenv("DEDUPE_NATS_CONNECT_TIMEOUT", "1s")
+	for _, c := range []struct {
+		name, doc, secret, defTTL, want string
+	}{
+		{"own ttl", "# billing\nsources:\n  pay: {dedupe: {preset: stripe, ttl: 1m}, verify: stripe}\n", "DEDUPE_INGEST_SECRET_PAY=whsec_stripe-test-secret", "72h",
+			"line 3: sources.pay: its dedupe ttl (1m) is shorter than twice the stripe tolerance (5m): a signed delivery verifies for 10m, " +
+				"so a captured one sent again after its event's claim expired would be published as a new event; set a ttl of at least 10m " +
+				"(or shorten the verify tolerance)"},
+		{"DEDUPE_DEFAULT_TTL", "sources:\n  msg: {dedupe: svix, verify: {scheme: svix, tolerance: 10m}}\n",
+			"DEDUPE_INGEST_SECRET_MSG=whsec_c3RhbmRhcmQtd2ViaG9va3Mta2V5", "15m",
+			"line 2: sources.msg: its TTL from DEDUPE_DEFAULT_TTL (15m) is shorter than twice the svix tolerance (10m): a signed delivery " +
+				"verifies for 20m, so a captured one sent again after its event's claim expired would be published as a new event; give its " +
+				"dedupe spec a ttl of at least 20m or raise DEDUPE_DEFAULT_TTL (or shorten the verify tolerance)"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := filepath.Join(dir, strings.ReplaceAll(c.name, " ", "-")+".yaml")
+			if err := os.WriteFile(file, []byte(c.doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			name, value, _ := strings.Cut(c.secret, "=")
+			t.Setenv(name, value)
+			t.Setenv("DEDUPE_DEFAULT_TTL", c.defTTL)
+			t.Setenv("DEDUPE_SOURCES_FILE", file)
+			for _, cmd := range [][]string{{"sources", "check"}, {"ingest"}} {
+				code, out, errOut := runCLI(t, "", cmd...)
+				if w := strings.Join(cmd, " ") + ": DEDUPE_SOURCES_FILE " + file + ": " + c.want; code != 2 || out != "" || strings.TrimSpace(errOut) != w {
+					t.Errorf("%v: exit %d\nstdout %q\nstderr %q\nwant   %q", cmd, code, out, errOut, w)
+				}
+			}
+		})
+	}
+	t.Run("presets", func(t *testing.T) {
+		t.Setenv("DEDUPE_SOURCES_FILE", "")
+		t.Setenv("DEDUPE_DEFAULT_TTL", "5m")
+		code, out, errOut := runCLI(t, "", "sources", "check")
+		if code != 0 || errOut != "" {
+			t.Fatalf("exit %d\nstdout %s\nstderr %s", code, out, errOut)
+		}
+		for _, id := range []string{"stripe", "svix", "standard_webhooks"} {
+			if !strings.Contains(out, "warning: preset source "+id+": its TTL from DEDUPE_DEFAULT_TTL (5m) is shorter than twice the "+id+" tolerance (5m)") {
+				t.Errorf("no warning for %s:\n%s", id, out)
+			}
+		}
+		if strings.Contains(out, "warning: preset source github") {
+			t.Errorf("github signs no timestamp:\n%s", out)
+		}
+	})
+}

@@ -149,9 +149,11 @@ the verify scheme ingest checks its deliveries with; lists the sources without d
 block (which ingest refuses); and exits with status 2 and the boot error of the worker or of ingest when the
 file is invalid. Secrets are not checked: they are not in the file. With no sources document at all (or one that
 declares no source), it prints the presets: the sources the worker then declares, one per preset, named after it.
-It warns about a verify/dedupe pair that leaves verified deliveries unkeyed (a header key on stripe, whose
-deliveries carry their id in the body only), or keyed on an unsigned header with the replay guard off (github,
-shopify, or hmac without replay_guard: on).
+A source verified with a scheme that signs a timestamp (stripe, standard_webhooks, svix) whose TTL (its own,
+else DEDUPE_DEFAULT_TTL) is shorter than twice its verify tolerance is refused, as ingest refuses it: a captured
+delivery sent again after its claim expired would still verify. It warns about a verify/dedupe pair that leaves
+verified deliveries unkeyed (a header key on stripe, whose deliveries carry their id in the body only), or keyed
+on an unsigned header with the replay guard off (github, shopify, or hmac without replay_guard: on).
 
 `
 
@@ -191,18 +193,23 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	}
 	if o == (sourcesOrigin{}) {
 		fmt.Fprintln(stdout, "no sources document (no FILE; DEDUPE_SOURCES_FILE and DEDUPE_SOURCES are unset): the worker declares one source per preset, named after it:")
-		return writeSources(stdout, keys.PresetSources(), true, def)
+		return writePresets(stdout, def)
 	}
 	src, err := o.read()
 	if err == nil {
 		err = o.checkVerify(src)
+	}
+	if err == nil && len(src.Specs) > 0 {
+		if terr := receiver.CheckTTL(src, false, def); terr != nil {
+			err = o.placePolicyErrors(terr)
+		}
 	}
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
 	if len(src.Specs) == 0 {
 		fmt.Fprintf(stdout, "%s: no source declared: the worker declares one source per preset, named after it:\n", o)
-		return writeSources(stdout, keys.PresetSources(), true, def)
+		return writePresets(stdout, def)
 	}
 	fmt.Fprintf(stdout, "%s: %d %s\n", o, len(src.Specs), plural(uint64(len(src.Specs)), "source", "sources"))
 	if err := writeSources(stdout, src, false, def); err != nil {
@@ -222,6 +229,20 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	}
 	if len(unverified) > 0 {
 		fmt.Fprintf(stdout, "sources without a verify block (dedupeworker ingest refuses the file until each has one, verify: none for unsigned deliveries; the worker needs none): %v\n", unverified)
+	}
+	return nil
+}
+
+// writePresets prints the presets as sources (writeSources), then a warning for each timestamped preset whose TTL,
+// def, is shorter than twice its tolerance: ingest refuses such a preset once it has a secret (receiver.CheckTTL).
+func writePresets(w io.Writer, def time.Duration) error {
+	if err := writeSources(w, keys.PresetSources(), true, def); err != nil {
+		return err
+	}
+	if err := receiver.CheckTTL(keys.PresetSources(), true, def); err != nil {
+		for _, e := range unwrapAll(err) {
+			fmt.Fprintf(w, "warning: %s (dedupeworker ingest refuses the preset once it has a secret)\n", strings.TrimPrefix(e.Error(), "receiver: "))
+		}
 	}
 	return nil
 }

@@ -169,6 +169,10 @@ var builders = map[string]builder{
 // timestamped are the schemes whose signatures cover a timestamp, and so take a Tolerance.
 var timestamped = map[string]bool{SchemeStripe: true, SchemeStandardWebhooks: true, SchemeSvix: true}
 
+// Timestamped reports whether a scheme's signature covers a timestamp, checked against Config.Tolerance: stripe,
+// standard_webhooks and svix.
+func Timestamped(scheme string) bool { return timestamped[scheme] }
+
 // rawKeys returns the secrets as HMAC keys, refusing duplicates: listing one secret twice is a configuration slip
 // (a rotation that forgot the new secret) that would otherwise pass unnoticed.
 func rawKeys(secrets []string) ([][]byte, error) {
