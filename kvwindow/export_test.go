@@ -78,3 +78,9 @@ func ScopeOf(kvKey string) (tenant, source, key string, ok bool) { return scopeO
 
 // ManagerOf is the operators' calls on w's buckets (NewManager, for a window a test already holds).
 func ManagerOf(w *Window) *Manager { return &Manager{w: w} }
+
+// RecreatedAck is recreatedAck: whether a write acknowledged in ackStream at seq, sent when the bucket's stream had
+// reached seen, proves the bucket was created again.
+func RecreatedAck(stream, ackStream string, seq, seen uint64) bool {
+	return recreatedAck(stream, []byte(ackStream), seq, seen)
+}
