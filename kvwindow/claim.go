@@ -254,13 +254,15 @@ var msgPool = sync.Pool{New: func() any {
 	}}
 }}
 
-// publish writes m to the bucket (natsreq.Publish: its retries, timeout and errors) and checks where it was stored.
+// publish writes m to the bucket (natsreq.Publish: its retries, timeout and errors) and checks where it was stored
+// against what the bucket had reached before it was sent.
 func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
+	seen := w.seen.Load()
 	pa, err := w.req.Publish(ctx, m, timeout)
 	if err != nil {
 		return natsreq.PubAck{}, err
 	}
-	return pa, w.acked(pa)
+	return pa, w.acked(pa, seen)
 }
 
 // kvOperation is the header the KV layer marks deletes and purges with.
@@ -305,6 +307,7 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct, left)
 	switch {
 	case err == nil:
+		w.saw(m.Sequence) // stored, so the bucket reached it: a later write of ours lands above
 		return m, nil
 	case err == jetstream.ErrMsgNotFound: // GetLastMsg returns the sentinel itself
 		return nil, nil

@@ -39,12 +39,21 @@
 //     holder's outcome is decided (Outcome.Published), so that it is acknowledged only once the event is stored,
 //     and a released claim lets it through. The first claim time is kept across takeovers and marks
 //     (Outcome.FirstClaimed), so that a takeover can tell how long ago an earlier delivery may have published.
-//   - Lost buckets are never silent. New never creates a shard bucket missing beside siblings that hold claims, and
-//     each bucket's creation time and last sequence are recorded at bind: a Ping that finds the bucket gone or
-//     created again, or a write stored at or below that sequence, marks the bucket lost, and every later claim in
-//     it fails with ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and
-//     its index (metadata, and the description), checked on every bucket at New. NewManager, the operators' hold,
+//   - Lost buckets are never silent. New never creates a shard bucket missing beside siblings that hold claims.
+//     Each bucket's creation time is recorded at bind, and the highest sequence of it seen: its last one at bind,
+//     raised by every acknowledgement of a write, every message read and every Ping. A Ping that finds the bucket
+//     gone or created again (another creation time), or a write stored at or below the sequence seen before it was
+//     sent (a stream's sequence never goes down), marks the bucket lost, and every later claim in it fails with
+//     ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and its index
+//     (metadata, and the description), checked on every bucket at New. NewManager, the operators' hold,
 //     binds such a window all the same, the missing bucket marked lost, so that the others can still be read.
+//     What the write's check cannot prove is a bucket created again whose sequence has passed everything the
+//     worker saw of the old one before its first write into it: the new bucket must take more writes (from other
+//     workers) than the old one had reached at this worker's last write, read or Ping, which only a young or
+//     little-used bucket allows. The next Ping closes that by the creation time (the pipeline pings every status
+//     interval); claims won in the new bucket before it were admitted as new. A bucket restored from a backup
+//     keeps its creation time, so only the sequence tells it: the first write lands at or below what was seen,
+//     unless the restored bucket has passed it.
 //   - Copies counted beside the window. The copies a claim suppressed are counted in a counter stream of their own
 //     (CopiesStream, CopyCounter, Copies), never in a bucket: counting writes nothing a claim's revision depends on.
 //

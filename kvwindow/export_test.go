@@ -88,3 +88,9 @@ func ManagerOf(w *Window) *Manager { return &Manager{w: w} }
 func BucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []string, recreate bool) {
 	return bucketProblems(c, maxTTL)
 }
+
+// RecreatedAck is recreatedAck: whether a write acknowledged in ackStream at seq, sent when the bucket's stream had
+// reached seen, proves the bucket was created again.
+func RecreatedAck(stream, ackStream string, seq, seen uint64) bool {
+	return recreatedAck(stream, []byte(ackStream), seq, seen)
+}

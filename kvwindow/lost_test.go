@@ -246,8 +246,8 @@ func TestBucketLostUnderRunningWorker(t *testing.T) {
 }
 
 // TestBucketRecreatedCaughtByFirstWrite: between two pings, the first write of a running worker into a re-created
-// bucket is caught by where it was stored (at or below the sequence the bucket had at bind). Before the fix the
-// retry of k-3 was Won (revision 1 of the new bucket).
+// bucket is caught by where it was stored (at or below the highest sequence the worker had seen, here the bucket's
+// last at bind). Before the fix the retry of k-3 was Won (revision 1 of the new bucket).
 func TestBucketRecreatedCaughtByFirstWrite(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())

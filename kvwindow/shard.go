@@ -39,9 +39,11 @@ type shard struct {
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
-	// floor is the bucket's last sequence when New bound it. Every write of ours lands after it, so one
-	// acknowledged at or below it was stored in another stream of the same name: the bucket was re-created.
-	floor uint64
+	// seen is the highest sequence of the bucket this worker has seen: its last sequence at bind, raised by every
+	// acknowledgement of a write of ours, every message a read returned and every Ping that found the bucket as
+	// bound. A stream's sequence never goes down, so a write sent after seeing n is stored above n: one acknowledged
+	// at or below the seen it was sent under was stored in another stream of the same name (see recreatedAck).
+	seen atomic.Uint64
 	// lost is set once the bucket is known deleted or re-created; claims in it then fail at once (see observe).
 	lost atomic.Pointer[lostState]
 	// closed is the window's: set once it is closed.
@@ -97,7 +99,8 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	}
 	w.markTTL = info.Config.SubjectDeleteMarkerTTL
 	w.maxAge.Store(int64(info.Config.MaxAge))
-	w.created, w.floor = info.Created, info.State.LastSeq
+	w.created = info.Created
+	w.seen.Store(info.State.LastSeq)
 	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
 	if w.any, err = w.bind(ctx, false); err != nil {
 		return nil, err
@@ -218,13 +221,35 @@ func (w *shard) markLost(reason string, recreated bool) error {
 	}
 }
 
-// acked checks where a write of ours was stored: in this bucket's stream, after the sequence it had at bind.
-func (w *shard) acked(pa natsreq.PubAck) error {
-	if string(pa.Stream) == w.stream && pa.Sequence > w.floor {
-		return nil
+// acked checks where a write of ours was stored, given seen, the highest sequence of the bucket seen before the
+// write was sent, and raises seen to the write's sequence.
+func (w *shard) acked(pa natsreq.PubAck, seen uint64) error {
+	if recreatedAck(w.stream, pa.Stream, pa.Sequence, seen) {
+		return w.markLost(fmt.Sprintf("was created again under the running worker (a write was stored at sequence %d of "+
+			"stream %q, at or below sequence %d, which the worker had seen in it before sending the write)", pa.Sequence, pa.Stream, seen), true)
 	}
-	return w.markLost(fmt.Sprintf("was created again under the running worker (a write was stored at sequence %d of "+
-		"stream %q, at or below sequence %d, the last one when the worker bound to it)", pa.Sequence, pa.Stream, w.floor), true)
+	w.saw(pa.Sequence)
+	return nil
+}
+
+// recreatedAck decides whether a write acknowledged in ackStream at seq proves that the bucket's stream (stream)
+// was created again: the write was stored in another stream, or at or below seen, the highest sequence of the
+// bucket seen before the write was sent. A stream's sequence only grows (purges, expiries and markers never lower
+// it), and the write was stored after everything seen, so in the same stream it lands above seen; whatever other
+// workers wrote meanwhile only raises it. seen must be taken before the write is sent: an acknowledgement of a
+// later write of ours may arrive first and raise the shard's seen above this one.
+func recreatedAck(stream string, ackStream []byte, seq, seen uint64) bool {
+	return string(ackStream) != stream || seq <= seen
+}
+
+// saw raises seen to seq, a sequence the bucket has reached.
+func (w *shard) saw(seq uint64) {
+	for {
+		old := w.seen.Load()
+		if seq <= old || w.seen.CompareAndSwap(old, seq) {
+			return
+		}
+	}
 }
 
 // observe checks the bucket's stream info (or the error asking for it) against the bucket New bound to. A bucket
@@ -242,6 +267,7 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 	// The age limit may have been edited since (nats stream edit --max-age): claims follow it from now on.
 	w.maxAge.Store(int64(info.Config.MaxAge))
+	w.saw(info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
 	for {
 		l := w.lost.Load()
 		if l == nil {
