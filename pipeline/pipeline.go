@@ -274,8 +274,11 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		created, err := provision(ctx, p.js, p.cfg, false)
-		if err == nil || ctx.Err() != nil {
-			p.checkedCreated.Store(created.UnixNano())
+		if err == nil {
+			p.checkedCreated.Store(created.UnixNano()) // its warnings are logged: the bind does not repeat them
+			return nil
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
 		if !retryable(err) {
