@@ -103,8 +103,10 @@ type Config struct {
 	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
 	// envelopes (any retention but work-queue) starts: "all", "new", "seq:<n>" or "time:<RFC 3339>". Empty (the
 	// default): such a consumer is created only while the stream is empty; on a non-empty one Provision fails with
-	// ErrConsumerStart rather than deliver processed envelopes again. A work-queue input stream (what Provision
-	// creates) holds only unprocessed envelopes, so its consumer always starts at the first one.
+	// ErrConsumerStart rather than deliver processed envelopes again. It is used only by Provision and when Run
+	// starts: a consumer deleted under the running pipeline is not created again from it (ErrConsumerStart). A
+	// work-queue input stream (what Provision creates) holds only unprocessed envelopes, so its consumer always
+	// starts at the first one, and ConsumerStart is ignored there (logged at warn).
 	ConsumerStart string
 	// MaxHold bounds how long a delivery may be held before it is published; past it the delivery is handed back
 	// (NAK) and its redelivery publishes. Zero (the default): half of the output stream's duplicate window.

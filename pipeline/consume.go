@@ -14,8 +14,10 @@ var errConnClosed = errors.New("pipeline: NATS connection closed")
 
 // consume binds the consumer and keeps a pull subscription on it until ctx is done. The subscription pulls again
 // after a reconnect, a leader change or missed heartbeats by itself; when it ends (consumer deleted, connection
-// closed) it is bound again. It never creates the consumer again (that would replay the stream) unless Provision
-// is set and the stream keeps no processed envelopes: a deleted consumer otherwise leaves the pipeline unready
+// closed), or the status poll finds the consumer deleted or created again, it is bound again. A consumer that
+// cannot serve the pipeline (checkConsumer: a filter leaving tenants out, say) is not bound, and readiness says
+// why. With Provision, a consumer or stream found missing (the consumer at a bind, a stream by a publish) is
+// created again, never from ConsumerStart (decideStart); without it, a deleted consumer leaves the pipeline unready
 // until an operator restores it.
 func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 	nc := p.nc
@@ -27,6 +29,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			p.nakShutdown.Inc()
 		}
 	}
+	p.bindErr.Store(nil) // a previous run's
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
@@ -46,12 +49,13 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			if p.cfg.Provision && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
 				// Deleted by an operator (or with its stream): create what is missing again. Provision refuses to
 				// create a consumer that would replay processed envelopes (ErrConsumerStart).
-				if perr := Provision(ctx, p.js, p.cfg); perr != nil {
+				if perr := p.reprovision(ctx); perr != nil {
 					err = perr
 				} else {
 					continue
 				}
 			}
+			p.bindFailed(err)
 			if ok, _ := p.bindLog.allow(); ok {
 				p.log.Warn("pipeline: cannot consume; retrying", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
 			}
@@ -61,6 +65,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			continue
 		}
 		bo.Reset()
+		p.bindErr.Store(nil)
 		p.setBound(true)
 		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
 	watch:
@@ -89,8 +94,16 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 					p.setBound(false)
 					return errConnClosed
 				}
+				if p.cfg.Provision && p.missing.Swap(false) {
+					// A publish found its stream missing (deleted under the worker): create it again.
+					if err := p.recreateStreams(ctx); err != nil && ctx.Err() == nil {
+						if ok, _ := p.provisionLog.allow(); ok {
+							p.log.Warn("pipeline: cannot create the missing streams again; retrying on the next failed publish", "err", err)
+						}
+					}
+				}
 				if p.rebind.Swap(false) {
-					// Another consumer under the name, or the process was paused: drop what the client buffered
+					// Another consumer under the name, or none, or the process was paused: drop what the client buffered
 					// (it is redelivered after the ack wait) and bind again.
 					sub.stop()
 					p.setBound(false)
@@ -114,6 +127,15 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 		return nil, err
 	}
 	info := c.CachedInfo()
+	// An operator may have created the consumer again under the running worker, with another filter, ack wait or
+	// delivery limit: it gets Provision's checks, and its warnings are logged once.
+	warns, err := checkConsumer(p.cfg, info.Config)
+	if err != nil {
+		return nil, err
+	}
+	if created := info.Created.UnixNano(); p.checkedCreated.Swap(created) != created {
+		logConsumerWarnings(p.cfg, warns)
+	}
 	p.consumerCreated.Store(info.Created.UnixNano())
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
@@ -121,6 +143,59 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 		p.pullSub.Store(sub)
 	}
 	return sub, err
+}
+
+// bindFailed records why the consumer cannot be bound, for readiness.
+func (p *Pipeline) bindFailed(err error) {
+	if p.offline(err) {
+		err = errors.New("not connected to NATS")
+	}
+	p.bindErr.Store(&err)
+	p.updateReady()
+}
+
+// reprovision creates again what is missing under the running worker (Provision, never from ConsumerStart).
+func (p *Pipeline) reprovision(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	created, err := provision(cctx, p.js, p.cfg, true)
+	if err == nil {
+		p.checkedCreated.Store(created.UnixNano())
+	}
+	return err
+}
+
+// recreateStreams creates again the streams that are missing under the running worker (the consumer is bound).
+func (p *Pipeline) recreateStreams(ctx context.Context) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	_, err := ensureStreams(cctx, p.js, p.cfg)
+	return err
+}
+
+// consumerUsable reports whether the consumer as the status poll read it (c, its configuration) can serve the
+// pipeline; an operator may edit it (its filter, say) under the running worker, and the bind then refuses it.
+func (p *Pipeline) consumerUsable(c jetstream.ConsumerConfig) bool {
+	_, err := checkConsumer(p.cfg, c)
+	return err == nil
+}
+
+// consumerReadFailed is the status poll's consumer read failing with err (not the connection's): a consumer or
+// input stream not found while bound means it was deleted, perhaps while the connection was down, when no pull
+// request waited to hear of it; the pulls then only get "no responders". Bind again: that finds it missing and,
+// with Provision, creates it again.
+func (p *Pipeline) consumerReadFailed(err error) {
+	if p.bound.Load() && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+		p.rebind.Store(true)
+	}
+}
+
+// streamMissing is a publish's failure err: one that says the stream is missing (no stream listens on the subject,
+// or the server says not found) asks the consume loop to provision again (with Provision).
+func (p *Pipeline) streamMissing(err error) {
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		p.missing.Store(true)
+	}
 }
 
 // pullTimes are the consume loop's pull expiry and heartbeat: short against the ack wait (and so against the output

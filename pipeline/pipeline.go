@@ -57,9 +57,16 @@ type Pipeline struct {
 	readyMu     sync.Mutex              // orders updateReady's read of the state above and its gauge write
 
 	consumerCreated atomic.Int64 // creation time (unix ns) of the consumer bound now: orders deliveries in claims
-	rebind          atomic.Bool  // the status poll saw another consumer under the name: bind again
+	rebind          atomic.Bool  // the status poll saw another consumer under the name, or none: bind again
 	outMaxMsgSize   atomic.Int64 // the output stream's maximum message size (0: none)
 	maxHold         atomic.Int64 // the longest a delivery may be held before it is published (ns)
+
+	// What was found missing or unusable under the running worker (consume.go, outcome.go).
+	checkedCreated atomic.Int64            // creation time (unix ns) of the consumer whose warnings were logged last
+	bindErr        atomic.Pointer[error]   // why the consume loop cannot bind the consumer now (nil: bound, or not tried)
+	missing        atomic.Bool             // a publish found no stream to take it: create it again (with Provision)
+	deadLetterErr  atomic.Pointer[failure] // last dead letter not stored, until one is (nil: fine)
+	deadLetterOK   atomic.Int64            // p.clock() of the last dead letter stored (0: none)
 
 	epoch     time.Time    // origin of p.clock
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
@@ -75,7 +82,7 @@ type Pipeline struct {
 
 	copies copies // the count of the copies each claim suppressed (copies.go)
 
-	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog rateLog
+	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog, provisionLog rateLog
 }
 
 // clock is the time since New on the monotonic clock, which keeps counting while the process is stopped
@@ -268,8 +275,12 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) provision(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		err := Provision(ctx, p.js, p.cfg)
-		if err == nil || ctx.Err() != nil {
+		created, err := provision(ctx, p.js, p.cfg, false)
+		if err == nil {
+			p.checkedCreated.Store(created.UnixNano()) // its warnings are logged: the bind does not repeat them
+			return nil
+		}
+		if ctx.Err() != nil {
 			return nil
 		}
 		if !retryable(err) {

@@ -17,14 +17,17 @@ import (
 )
 
 // ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
-// pipeline (a stream that does not capture the subjects, a consumer without explicit acks). Provision never
-// changes what exists: fix it, or delete it and let Provision create it.
+// pipeline (a stream that does not capture the subjects, a consumer without explicit acks or whose filter leaves
+// out some tenants or sources). Provision never changes what exists: fix it, or delete it and let Provision create
+// it. A running pipeline refuses to bind such a consumer too (an operator's re-created one) and is not ready.
 var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incompatible")
 
 // ErrConsumerStart is wrapped by Provision's error when the consumer is missing and the input stream keeps
 // envelopes that were already processed (retention other than work-queue): creating the consumer there would
 // deliver them again and, once the output's duplicate window has passed, publish again every event whose claim is
-// still live. Config.ConsumerStart says where to start instead.
+// still live. Config.ConsumerStart says where to start instead, when the pipeline starts: a consumer deleted under
+// a running pipeline is never created again from it (the setting, left in place, would replay what was processed
+// since), and the pipeline stays unready with this error until it is restarted with the setting brought up to date.
 var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 
 // Provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
@@ -40,17 +43,38 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending (default max(1000,
 //     10×MaxInFlight): room for a fleet of ten replicas), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
-//     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart).
+//     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart); on a
+//     work-queue stream ConsumerStart is ignored (logged at warn).
 //   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies).
 //     Never an error: without it the copies go uncounted (logged at warn), and deduplication is the same.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+	_, err := provision(ctx, js, cfg, false)
+	return err
+}
+
+// provision is Provision; recreate says the worker is running and found something missing (the consumer, a
+// stream), rather than starting: ConsumerStart is then never used (decideStart). It returns the creation time of
+// the consumer it checked or created.
+func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate bool) (time.Time, error) {
 	if js != nil {
 		cfg.JetStream = js
 	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return err
+		return time.Time{}, err
 	}
+	js = cfg.JetStream
+	input, err := ensureStreams(ctx, js, cfg)
+	if err != nil {
+		return time.Time{}, err
+	}
+	provisionCopies(ctx, js, cfg)
+	return ensureConsumer(ctx, js, cfg, input, recreate)
+}
+
+// ensureStreams creates the input, output and dead-letter streams that are missing and checks those that exist
+// (cfg with defaults); it returns the input stream's info.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*jetstream.StreamInfo, error) {
 	log := cfg.Logger
 	outSubjects := []string{contract.All(cfg.OutputPrefix)}
 	outNeeds := []string{cfg.OutputPrefix + ".*.*"}
@@ -92,14 +116,14 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	for _, s := range streams {
 		info, err := ensureStream(ctx, js, log, s.cfg)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if info.Config.Name == cfg.InputStream {
 			input = info
 		}
 		for _, need := range s.needs {
 			if !coveredBy(need, info.Config.Subjects) {
-				return fmt.Errorf("%w: stream %s has subjects %q, which do not capture %s",
+				return nil, fmt.Errorf("%w: stream %s has subjects %q, which do not capture %s",
 					ErrIncompatible, info.Config.Name, info.Config.Subjects, need)
 			}
 		}
@@ -108,8 +132,7 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
-	provisionCopies(ctx, js, cfg)
-	return ensureConsumer(ctx, js, cfg, input)
+	return input, nil
 }
 
 // ConsumerMaxAckPending is the MaxAckPending Provision creates the consumer with for cfg (defaults applied):
@@ -135,7 +158,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger,
 	return s.CachedInfo(), nil
 }
 
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, input *jetstream.StreamInfo) error {
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, input *jetstream.StreamInfo, recreate bool) (time.Time, error) {
 	want := jetstream.ConsumerConfig{
 		Durable:       cfg.Consumer,
 		Description:   "dedupeworker: consume, key, claim, republish, ack",
@@ -154,53 +177,31 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 	}
 	c, err := js.Consumer(ctx, cfg.InputStream, cfg.Consumer)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		if err := startFrom(&want, cfg, input); err != nil {
-			return err
+		if err := startFrom(&want, cfg, input, recreate); err != nil {
+			return time.Time{}, err
 		}
 		c, err = js.CreateConsumer(ctx, cfg.InputStream, want)
 		if err == nil {
 			cfg.Logger.Info("pipeline: created consumer", "stream", cfg.InputStream, "consumer", cfg.Consumer,
 				"ack_wait", want.AckWait, "max_ack_pending", want.MaxAckPending, "deliver", want.DeliverPolicy.String(),
 				"filter", want.FilterSubject)
-			return nil
+			return c.CachedInfo().Created, nil
 		}
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
 			if jserr.WorkQueueTaken(err) {
-				return workQueueConflict(ctx, js, cfg, err)
+				return time.Time{}, workQueueConflict(ctx, js, cfg, err)
 			}
-			return fmt.Errorf("pipeline: create consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
+			return time.Time{}, fmt.Errorf("pipeline: create consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
 		}
 		c, err = js.Consumer(ctx, cfg.InputStream, cfg.Consumer)
 	}
 	if err != nil {
-		return fmt.Errorf("pipeline: consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
+		return time.Time{}, fmt.Errorf("pipeline: consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
 	}
-	got := c.CachedInfo().Config
-	if got.DeliverSubject != "" {
-		return fmt.Errorf("%w: consumer %s > %s is a push consumer; it must be a pull consumer",
-			ErrIncompatible, cfg.InputStream, cfg.Consumer)
-	}
-	if got.AckPolicy != jetstream.AckExplicitPolicy {
-		return fmt.Errorf("%w: consumer %s > %s has ack policy %s; it must be explicit",
-			ErrIncompatible, cfg.InputStream, cfg.Consumer, got.AckPolicy)
-	}
-	warn := func(msg string, args ...any) {
-		cfg.Logger.Warn("pipeline: consumer "+msg, append([]any{"stream", cfg.InputStream, "consumer", cfg.Consumer}, args...)...)
-	}
-	if got.MaxDeliver > 0 {
-		warn("has a delivery limit: an envelope redelivered that often (e.g. through a long window outage) is dropped",
-			"max_deliver", got.MaxDeliver)
-	}
-	if got.AckWait != cfg.AckWait {
-		warn("ack wait differs from the configured one", "ack_wait", got.AckWait, "configured", cfg.AckWait)
-	}
-	if input.Config.Retention != jetstream.WorkQueuePolicy {
-		warn("is on a stream that keeps processed envelopes: should the consumer ever be deleted, creating it again needs DEDUPE_CONSUMER_START",
-			"retention", input.Config.Retention.String())
-	}
-	if got.FilterSubject != "" && want.FilterSubject == "" {
-		warn("filters on the stream's own subjects: nats-server 2.15.2 never delivers some stored subjects to such a consumer (a token with byte 0x7f); remove the filter (nats consumer edit) or re-create the consumer",
-			"filter", got.FilterSubject)
+	info := c.CachedInfo()
+	got := info.Config
+	if _, err := checkConsumer(cfg, got); err != nil {
+		return time.Time{}, err
 	}
 	if cfg.MaxAckPending > 0 && got.MaxAckPending != cfg.MaxAckPending {
 		// The one field the worker changes on an existing consumer, and only when told to: the server updates it
@@ -208,12 +209,74 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		upd := got
 		upd.MaxAckPending = cfg.MaxAckPending
 		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, upd); err != nil {
-			return fmt.Errorf("pipeline: consumer %s > %s: update MaxAckPending %d -> %d: %w",
+			return time.Time{}, fmt.Errorf("pipeline: consumer %s > %s: update MaxAckPending %d -> %d: %w",
 				cfg.InputStream, cfg.Consumer, got.MaxAckPending, cfg.MaxAckPending, err)
 		}
 		cfg.Logger.Info("pipeline: consumer MaxAckPending updated", "stream", cfg.InputStream, "consumer", cfg.Consumer,
 			"from", got.MaxAckPending, "to", cfg.MaxAckPending)
 		got.MaxAckPending = cfg.MaxAckPending
+	}
+	warns, _ := checkConsumer(cfg, got)
+	if input.Config.Retention != jetstream.WorkQueuePolicy {
+		warns = append(warns, consumerWarning{"is on a stream that keeps processed envelopes: should the consumer ever be deleted, " +
+			"creating it again needs DEDUPE_CONSUMER_START and a restart", []any{"retention", input.Config.Retention.String()}})
+	}
+	if got.FilterSubject != "" && want.FilterSubject == "" {
+		warns = append(warns, consumerWarning{"filters on the stream's own subjects: nats-server 2.15.2 never delivers some stored " +
+			"subjects to such a consumer (a token with byte 0x7f); remove the filter (nats consumer edit) or re-create the consumer",
+			[]any{"filter", got.FilterSubject}})
+	}
+	logConsumerWarnings(cfg, warns)
+	return info.Created, nil
+}
+
+// consumerWarning is something about an existing consumer that works but deserves an operator's attention.
+type consumerWarning struct {
+	msg  string
+	args []any
+}
+
+func logConsumerWarnings(cfg Config, warns []consumerWarning) {
+	for _, w := range warns {
+		cfg.Logger.Warn("pipeline: consumer "+w.msg, append([]any{"stream", cfg.InputStream, "consumer", cfg.Consumer}, w.args...)...)
+	}
+}
+
+// checkConsumer decides whether an existing consumer (got, its configuration) can serve the pipeline: err, wrapping
+// ErrIncompatible, when it cannot — a push consumer, acks other than explicit, a filter that leaves out some of
+// the subjects "<InputPrefix>.<tenant>.<source>" (their envelopes would never be delivered and, in a work-queue
+// stream, stay there for ever) — and what works but is worth a warning. Provision checks the consumer it finds,
+// and the consume loop every consumer it binds, an operator's re-created one included.
+func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning, error) {
+	where := cfg.InputStream + " > " + cfg.Consumer
+	if got.DeliverSubject != "" {
+		return nil, fmt.Errorf("%w: consumer %s is a push consumer; it must be a pull consumer", ErrIncompatible, where)
+	}
+	if got.AckPolicy != jetstream.AckExplicitPolicy {
+		return nil, fmt.Errorf("%w: consumer %s has ack policy %s; it must be explicit", ErrIncompatible, where, got.AckPolicy)
+	}
+	filters := got.FilterSubjects
+	if got.FilterSubject != "" {
+		filters = append([]string{got.FilterSubject}, filters...)
+	}
+	if need := cfg.InputPrefix + ".*.*"; len(filters) > 0 && !coveredBy(need, filters) {
+		quoted := make([]string, len(filters))
+		for i, f := range filters {
+			quoted[i] = strconv.Quote(f)
+		}
+		return nil, fmt.Errorf("%w: consumer %s filters on %s, which does not cover %s: envelopes of the other tenants or "+
+			"sources would never be delivered and, in a work-queue stream, would stay there for ever; remove the filter "+
+			"(nats consumer edit %s %s) or delete the consumer and let the worker create it (DEDUPE_PROVISION=true)",
+			ErrIncompatible, where, strings.Join(quoted, ", "), need, cfg.InputStream, cfg.Consumer)
+	}
+	var warns []consumerWarning
+	warn := func(msg string, args ...any) { warns = append(warns, consumerWarning{msg, args}) }
+	if got.MaxDeliver > 0 {
+		warn("has a delivery limit: an envelope redelivered that often (e.g. through a long window outage) is dropped",
+			"max_deliver", got.MaxDeliver)
+	}
+	if got.AckWait != cfg.AckWait {
+		warn("ack wait differs from the configured one", "ack_wait", got.AckWait, "configured", cfg.AckWait)
 	}
 	// A pull request over one of the consumer's request limits is refused every time: the worker cuts its requests
 	// down to them (pull.go), at a cost in throughput worth knowing.
@@ -230,7 +293,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		warn("MaxAckPending is below MaxInFlight: fewer envelopes will be in flight",
 			"max_ack_pending", got.MaxAckPending, "max_in_flight", cfg.MaxInFlight)
 	}
-	return nil
+	return warns, nil
 }
 
 // conflictError is an error whose text explains it all, wrapping ErrIncompatible (it is never retried) and the
@@ -279,25 +342,68 @@ func workQueueConflict(ctx context.Context, js jetstream.JetStream, cfg Config, 
 	return &conflictError{msg: msg, cause: cause}
 }
 
-// startFrom sets where a new consumer starts. On a work-queue stream (nothing processed is kept) it starts at the
-// first envelope; on any other it starts where ConsumerStart says, and without ConsumerStart only while the stream
-// is empty.
-func startFrom(want *jetstream.ConsumerConfig, cfg Config, input *jetstream.StreamInfo) error {
-	start, _ := parseConsumerStart(cfg.ConsumerStart)
-	if start == nil {
-		if input.Config.Retention == jetstream.WorkQueuePolicy || input.State.Msgs == 0 {
-			return nil
-		}
-		st := input.State
-		return fmt.Errorf("%w: consumer %s > %s is missing and stream %s keeps processed envelopes (retention %s; %d messages, sequences %d-%d): "+
-			"creating it from the start would deliver them again and republish every event whose claim is still live. "+
-			"Set DEDUPE_CONSUMER_START to seq:<first sequence not yet processed> (the last output's Dedupe-Input-Seq + 1 is an upper bound), "+
-			"time:<RFC 3339>, new, or all (nothing was processed yet)",
-			ErrConsumerStart, cfg.InputStream, cfg.Consumer, cfg.InputStream, input.Config.Retention, st.Msgs, st.FirstSeq, st.LastSeq)
+// startDecision is where a consumer created now starts (decideStart).
+type startDecision int
+
+const (
+	startFirst        startDecision = iota // at the first envelope the stream holds
+	startAsSet                             // where ConsumerStart says
+	startFirstIgnored                      // at the first envelope, ConsumerStart ignored: the stream keeps nothing processed
+	startNeedsSetting                      // refused (ErrConsumerStart): ConsumerStart must say where
+	startNeedsRestart                      // refused (ErrConsumerStart): ConsumerStart is for the worker's start only
+)
+
+// decideStart decides where a missing consumer is created to start. A work-queue stream holds only unprocessed
+// envelopes: the consumer starts at the first, whatever ConsumerStart says (a "new" or "seq:" there would skip
+// unprocessed ones, and the server refuses some). A stream that keeps processed envelopes needs ConsumerStart
+// unless it is empty, and only when the worker starts (recreate false): a setting left in place from an earlier
+// start, used when the consumer is deleted under the running worker, would replay what was processed since (or
+// skip what was not).
+func decideStart(set, workQueue, empty, recreate bool) startDecision {
+	switch {
+	case workQueue && set:
+		return startFirstIgnored
+	case workQueue:
+		return startFirst
+	case set && !recreate:
+		return startAsSet
+	case empty:
+		return startFirst
+	case set:
+		return startNeedsRestart
 	}
-	want.DeliverPolicy = start.DeliverPolicy
-	want.OptStartSeq = start.OptStartSeq
-	want.OptStartTime = start.OptStartTime
+	return startNeedsSetting
+}
+
+// startFrom sets where a new consumer starts (decideStart), or says why it cannot be created.
+func startFrom(want *jetstream.ConsumerConfig, cfg Config, input *jetstream.StreamInfo, recreate bool) error {
+	start, _ := parseConsumerStart(cfg.ConsumerStart)
+	st := input.State
+	workQueue := input.Config.Retention == jetstream.WorkQueuePolicy
+	keeps := fmt.Sprintf("stream %s keeps processed envelopes (retention %s; %d messages, sequences %d-%d)",
+		cfg.InputStream, input.Config.Retention, st.Msgs, st.FirstSeq, st.LastSeq)
+	const where = "seq:<first sequence not yet processed> (the last output's Dedupe-Input-Seq + 1 is an upper bound), " +
+		"time:<RFC 3339>, new, or all (nothing was processed yet)"
+	switch decideStart(start != nil, workQueue, st.Msgs == 0, recreate) {
+	case startFirst:
+	case startFirstIgnored:
+		cfg.Logger.Warn("pipeline: DEDUPE_CONSUMER_START ignored: the input stream is a work-queue stream, which holds only "+
+			"unprocessed envelopes; the consumer starts at the first of them (unset DEDUPE_CONSUMER_START)",
+			"stream", cfg.InputStream, "consumer", cfg.Consumer, "consumer_start", cfg.ConsumerStart)
+	case startAsSet:
+		want.DeliverPolicy = start.DeliverPolicy
+		want.OptStartSeq = start.OptStartSeq
+		want.OptStartTime = start.OptStartTime
+	case startNeedsSetting:
+		return fmt.Errorf("%w: consumer %s > %s is missing and %s: creating it from the start would deliver them again "+
+			"and republish every event whose claim is still live. Set DEDUPE_CONSUMER_START to "+where,
+			ErrConsumerStart, cfg.InputStream, cfg.Consumer, keeps)
+	case startNeedsRestart:
+		return fmt.Errorf("%w: consumer %s > %s was deleted under the running worker and %s: DEDUPE_CONSUMER_START (%q) "+
+			"is used only when the worker starts, and reused now it would deliver again what was processed since (or skip "+
+			"what was not). Restart the worker with DEDUPE_CONSUMER_START set to "+where,
+			ErrConsumerStart, cfg.InputStream, cfg.Consumer, keeps, cfg.ConsumerStart)
+	}
 	return nil
 }
 

@@ -200,8 +200,9 @@ func (s *pullSub) status(m *nats.Msg) {
 		default:
 			s.refusedNow(code, descr)
 		}
-	case "503": // no responders: the consumer has no leader (yet); the heartbeat check pulls again
-		s.refused(errors.New("503 no responders: the consumer has no leader"))
+	case "503": // no responders: the consumer has no leader (yet), or is gone (the status poll tells which and binds
+		// again); the heartbeat check pulls again
+		s.refused(errors.New("503 no responders: the consumer has no leader, or was deleted"))
 		s.mu.Lock()
 		s.pending = 0
 		s.mu.Unlock()

@@ -40,6 +40,9 @@ func (p *Pipeline) readiness() error {
 			"(seconds per million keys), and the worker resumes by itself", nc.Status(), down)
 	}
 	if !p.bound.Load() {
+		if e := p.bindErr.Load(); e != nil {
+			return fmt.Errorf("pipeline: not consuming from %s > %s: %w", p.cfg.InputStream, p.cfg.Consumer, *e)
+		}
 		return fmt.Errorf("pipeline: not consuming from %s > %s", p.cfg.InputStream, p.cfg.Consumer)
 	}
 	if err := p.pulls.stuck(p.clock()); err != nil {
@@ -67,6 +70,9 @@ func (p *Pipeline) readiness() error {
 	}
 	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
+	}
+	if e := p.deadLetterErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+		return fmt.Errorf("pipeline: dead letters to %s failing; the envelopes that cannot be processed are handed back: %w", p.cfg.DLQStream, e.err)
 	}
 	if e := p.ackErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: acknowledgements failing (the last %s ago); envelopes are redelivered after the ack wait",

@@ -89,6 +89,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if err != nil {
 		if !p.offline(err) {
 			p.consumerErr.Store(&err)
+			p.consumerReadFailed(err) // deleted while bound: bind again
 		}
 	} else {
 		p.consumerErr.Store(nil)
@@ -98,8 +99,8 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			p.quorumChanged(cutOff) // at once: the streams' reads may wait seconds for a server out of reach
 		}
 		p.m.consumerPending.Set(float64(info.NumPending))
-		if p.bound.Load() && info.Created.UnixNano() != p.consumerCreated.Load() {
-			p.rebind.Store(true) // deleted and created again since it was bound
+		if p.bound.Load() && (info.Created.UnixNano() != p.consumerCreated.Load() || !p.consumerUsable(info.Config)) {
+			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
