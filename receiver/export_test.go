@@ -22,3 +22,7 @@ func DecideKey(scheme string, spec keys.Spec, h http.Header, d verify.Delivery) 
 // HeldByClaim is the guard's decision, after a claim of a delivery without an id failed and was made again,
 // that the claim is the delivery's own to release.
 func HeldByClaim(o kvwindow.Outcome) bool { return heldByClaim(o) }
+
+// ClaimMayHaveLanded is the guard's decision, after a claim of a delivery without an id failed, that its write may
+// have been stored with only the answer lost, so that the claim is settled (made again and released if its own).
+func ClaimMayHaveLanded(err error) bool { return claimMayHaveLanded(err) }

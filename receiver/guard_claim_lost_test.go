@@ -6,8 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
@@ -99,6 +103,79 @@ func TestHeldByClaim(t *testing.T) {
 	} {
 		if got := receiver.HeldByClaim(kvwindow.Outcome{Status: tc.status, Revision: 3}); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.status, got, tc.want)
+		}
+	}
+}
+
+// claimRefused is a replay window whose every Claim fails with err before writing anything, counting the calls.
+type claimRefused struct {
+	*kvwindow.Window
+	err   error
+	calls atomic.Int32
+}
+
+func (c *claimRefused) Claim(context.Context, kvwindow.Claim, kvwindow.Known) (kvwindow.Outcome, error) {
+	c.calls.Add(1)
+	return kvwindow.Outcome{}, c.err
+}
+
+// A claim of a delivery without an id that failed with an answer saying nothing was written (the bucket lost, no
+// responders, a claim the bucket's age limit refuses, a closed window) is not made again: the delivery is
+// answered 503 at once, its publish slot free for the next. Only a claim whose answer may have been lost is
+// settled (TestReplayGuardClaimAnswerLost).
+func TestReplayGuardClaimRefusedNotSettled(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"bucket lost", fmt.Errorf("%w: bucket \"replay\" was deleted under the running worker", kvwindow.ErrWindowLost)},
+		{"no responders", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, nats.ErrNoResponders)},
+		{"age limit", fmt.Errorf("%w: bucket \"replay\": its age limit (max_age 1h0m0s) is shorter than 24h0m0s", kvwindow.ErrUnavailable)},
+		{"window closed", fmt.Errorf("%w: bucket \"replay\": the window was closed", kvwindow.ErrUnavailable)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := startJS(t, true)
+			window, _ := openWindow(t, e, false)
+			w := &claimRefused{Window: window, err: tc.err}
+			r, _ := newReceiver(t, e, testPolicy(t), func(c *receiver.Config) {
+				c.Window = w
+				c.PublishTimeout = 500 * time.Millisecond
+			})
+			body := `{"n":12}`
+			rec := do(r, http.MethodPost, "/hooks/acme/gh", hdr("X-Hub-Signature-256", githubSig(ghOld, body)), body)
+			if rec.Code != http.StatusServiceUnavailable || e.lastSeq(t) != 0 {
+				t.Fatalf("%d %s; INGEST holds %d", rec.Code, rec.Body.String(), e.lastSeq(t))
+			}
+			if n := w.calls.Load(); n != 1 {
+				t.Fatalf("the window was asked %d times, want once", n)
+			}
+		})
+	}
+}
+
+// The claim of a delivery without an id is settled only when its answer may have been lost: no answer in time,
+// or the client gone away while it was under way.
+func TestClaimMayHaveLanded(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want bool
+	}{
+		{"timed out", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, context.DeadlineExceeded), true},
+		{"nats timeout", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, nats.ErrTimeout), true},
+		{"client gone", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, context.Canceled), true},
+		{"bucket lost", fmt.Errorf("%w: bucket \"replay\" was deleted and created again", kvwindow.ErrWindowLost), false},
+		{"bucket lost, on a timed-out write", fmt.Errorf("%w: %w", kvwindow.ErrWindowLost, context.DeadlineExceeded), false},
+		{"no responders", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, nats.ErrNoResponders), false},
+		{"no stream response", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable, jetstream.ErrNoStreamResponse), false},
+		{"age limit", fmt.Errorf("%w: bucket \"replay\": its age limit is shorter", kvwindow.ErrUnavailable), false},
+		{"window closed", fmt.Errorf("%w: bucket \"replay\": the window was closed", kvwindow.ErrUnavailable), false},
+		{"invalid claim", kvwindow.ErrInvalid, false},
+		{"refused by the server", fmt.Errorf("%w: claim: %w", kvwindow.ErrUnavailable,
+			&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}), false},
+	} {
+		if got := receiver.ClaimMayHaveLanded(tc.err); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -148,7 +148,7 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 	cancel()
 	r.metrics.guardDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
-		if id == "" {
+		if id == "" && claimMayHaveLanded(err) {
 			r.settleGuard(req.Context(), c)
 		}
 		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard could not reach the window; answered 503",
@@ -193,8 +193,8 @@ type guardHeld struct {
 	rev uint64
 }
 
-// settleGuard follows a claim of a delivery without an id that failed: the write may have landed with only its
-// answer lost (a timeout, a client gone away). Such a claim, left in place, would take the provider's retry —
+// settleGuard follows a claim of a delivery without an id that failed where the write may have landed with only
+// its answer lost (claimMayHaveLanded: a timeout, a client gone away). Such a claim, left in place, would take the provider's retry —
 // again without an id, so under a fingerprint of its own — for a replay, and the delivery would never be
 // published. The claim is made again under the same fingerprint, on a context apart from the request's, and given
 // up if it is ours (heldByClaim).
@@ -225,4 +225,16 @@ func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 		r.logSometimes(slog.LevelWarn, "guard_release", "replay guard's claim of a delivery without an id not released after its publish failed: its retry will be taken for a replay",
 			"tenant", g.c.Tenant, "source", g.c.Source, "window_key", g.c.Key, "err", err)
 	}
+}
+
+// claimMayHaveLanded reports whether a failed claim's write may have been stored with only its answer lost: no
+// answer in time, or the request's context ended while the claim was under way. Every other failure is an answer
+// that nothing was written — the bucket lost (the window claims nothing in it again until a restart), no
+// responders, a claim the bucket's age limit refuses, a closed window, JetStream's refusal — and a claim made
+// again would only hold a publish slot for nothing.
+func claimMayHaveLanded(err error) bool {
+	if errors.Is(err, kvwindow.ErrWindowLost) {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout)
 }
