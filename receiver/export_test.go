@@ -26,3 +26,9 @@ func HeldByClaim(o kvwindow.Outcome) bool { return heldByClaim(o) }
 // ClaimMayHaveLanded is the guard's decision, after a claim of a delivery without an id failed, that its write may
 // have been stored with only the answer lost, so that the claim is settled (made again and released if its own).
 func ClaimMayHaveLanded(err error) bool { return claimMayHaveLanded(err) }
+
+// GuardReadiness is what the replay guard's state (guard: nil when it answers) does to readiness, with served
+// sources of which guarded are guarded.
+func GuardReadiness(served, guarded int, guard error) error {
+	return guardReadiness(served, guarded, guard)
+}

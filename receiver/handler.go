@@ -43,6 +43,9 @@ type Receiver struct {
 	retryAfter     string        // Retry-After of 503 answers, in seconds
 	promhttp       http.Handler  // nil without Config.Gatherer
 	guarding       bool          // a source is guarded and Config.Window is set: readiness pings the window
+	served         int           // sources served
+	guarded        []string      // sources guarded
+	guardUp        atomic.Bool   // the replay guard's window answered its last ping (it was bound at New)
 	closing        atomic.Bool   // Serve is shutting down: not ready
 	ready          readiness     // /readyz's last answer
 	logs           throttle
@@ -73,6 +76,11 @@ func New(cfg Config) (*Receiver, error) {
 	}
 	g := cfg.Policy.Guarded()
 	r.guarding = len(g) > 0 && cfg.Window != nil
+	r.served, r.guarded = len(cfg.Policy.sources), g
+	if r.guarding {
+		r.guardUp.Store(true)
+		r.metrics.guardUp.WithLabelValues(cfg.Window.Bucket()).Set(1)
+	}
 	if len(g) > 0 && cfg.Window == nil {
 		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
 	}
@@ -109,11 +117,20 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
+		if gerr := r.guardCached(); gerr != nil {
+			plain(w, http.StatusOK, "ready, but deliveries of guarded sources ("+strings.Join(r.guarded, ", ")+") are answered 503: "+gerr.Error())
+			return
+		}
 		plain(w, http.StatusOK, "ready")
 	case "/metrics":
 		if r.promhttp == nil {
 			plain(w, http.StatusNotFound, "not found")
 			return
+		}
+		if r.guarding {
+			// The replay guard's state is as fresh as the last lookup: a scrape makes one when it is over a second
+			// old, so that the metric follows the window without a probe.
+			_ = r.readyCached(req.Context())
 		}
 		r.promhttp.ServeHTTP(w, req)
 	}

@@ -44,6 +44,7 @@ type Metrics struct {
 	verifyFailures     *prometheus.CounterVec
 	replays            *prometheus.CounterVec
 	guardDuration      prometheus.Histogram
+	guardUp            *prometheus.GaugeVec
 	requestDuration    *prometheus.HistogramVec
 	publishDuration    prometheus.Histogram
 	inFlight           prometheus.Gauge
@@ -78,6 +79,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of the replay guard's claim of a signed body in the window (or its failure).",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
 		})),
+		guardUp: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: metricPrefix + "replay_guard_up",
+			Help: "1 when the replay guard's bucket answered the receiver's last readiness lookup and is the one it bound to, 0 when not (deliveries of guarded sources are answered 503). Only on a receiver with a guarded source.",
+		}, []string{"bucket"})),
 		requestDuration: promreg.Register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    metricPrefix + "request_duration_seconds",
 			Help:    "Duration of webhook requests from their headers to the answer (reading the body, verifying, publishing), by outcome.",

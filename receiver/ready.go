@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // readyFor is how long /readyz answers from its last lookup (Ready): a probe every second from each of several
@@ -14,29 +16,86 @@ const readyFor = time.Second
 
 // readiness is /readyz's last lookup.
 type readiness struct {
-	mu  sync.Mutex // held during a lookup: concurrent probes wait for it rather than make their own
-	at  time.Time  // zero: never looked up
-	err error
+	mu    sync.Mutex // held during a lookup: concurrent probes wait for it rather than make their own
+	at    time.Time  // zero: never looked up
+	err   error
+	guard error // the replay guard's failure, when it did not fail readiness (guardReadiness)
+}
+
+// guardReadiness decides what the replay guard's state does to readiness (guard: its failure, nil when its window
+// answers), for a receiver serving served sources of which guarded are guarded. While the window does not answer,
+// or is no longer the bucket it bound to, every delivery of a guarded source is answered 503; the receiver is
+// unready only when that is every delivery it serves. With an unguarded source, those deliveries can still be
+// stored: failing readiness would take every ingest replica out of its load balancer at once (the guard's bucket is
+// shared), and the unguarded sources down with the guarded ones, for as long as the bucket is lost — until a
+// restart, when it was deleted. The guard's state is then the metric dedupeworker_ingest_replay_guard_up and a log
+// line at each change.
+func guardReadiness(served, guarded int, guard error) error {
+	if guarded > 0 && guarded >= served {
+		return guard
+	}
+	return nil
 }
 
 // Ready reports whether deliveries can be stored: the input stream can be looked up (NATS is connected, JetStream
-// answers, the stream exists), the replay guard's window answers and is the bucket it bound to when a source is
-// guarded (every delivery of a guarded source is answered 503 otherwise; a bucket deleted under the receiver
-// stays so until it is restarted), and Serve is not shutting down. Each call looks them up; /readyz answers from a
-// lookup at most a second old.
+// answers, the stream exists), Serve is not shutting down, and, when every source served is guarded, the replay
+// guard's window answers and is the bucket it bound to (guardReadiness). Each call looks them up; /readyz answers
+// from a lookup at most a second old.
 func (r *Receiver) Ready(ctx context.Context) error {
+	err, _ := r.lookup(ctx)
+	return err
+}
+
+// lookup is Ready, with the replay guard's failure when it does not fail readiness.
+func (r *Receiver) lookup(ctx context.Context) (err, guard error) {
 	if r.closing.Load() {
-		return errors.New("receiver: shutting down")
+		return errors.New("receiver: shutting down"), nil
 	}
 	if _, err := r.cfg.JetStream.Stream(ctx, r.cfg.InputStream); err != nil {
-		return fmt.Errorf("receiver: input stream %s: %w", r.cfg.InputStream, err)
+		return fmt.Errorf("receiver: input stream %s: %w", r.cfg.InputStream, err), nil
 	}
-	if r.guarding {
-		if err := r.cfg.Window.Ping(ctx); err != nil {
-			return fmt.Errorf("receiver: the replay guard's bucket %s: %w", r.cfg.Window.Bucket(), err)
-		}
+	if !r.guarding {
+		return nil, nil
 	}
-	return nil
+	guard = r.pingGuard(ctx)
+	if err := guardReadiness(r.served, len(r.guarded), guard); err != nil {
+		return err, nil
+	}
+	return nil, guard
+}
+
+// pingGuard checks the replay guard's window, sets dedupeworker_ingest_replay_guard_up and logs the state when it
+// changed.
+func (r *Receiver) pingGuard(ctx context.Context) error {
+	bucket := r.cfg.Window.Bucket()
+	err := r.cfg.Window.Ping(ctx)
+	if err != nil {
+		err = fmt.Errorf("receiver: the replay guard's bucket %s: %w", bucket, err)
+	}
+	up := err == nil
+	if up {
+		r.metrics.guardUp.WithLabelValues(bucket).Set(1)
+	} else {
+		r.metrics.guardUp.WithLabelValues(bucket).Set(0)
+	}
+	if r.guardUp.Swap(up) == up {
+		return err
+	}
+	if up {
+		r.log.Info("replay guard up: its bucket answers again; guarded sources are served", "bucket", bucket, "sources", r.guarded)
+		return nil
+	}
+	attrs := []any{"bucket", bucket, "sources", r.guarded, "err", err}
+	if guardReadiness(r.served, len(r.guarded), err) != nil {
+		attrs = append(attrs, "ready", false)
+	} else {
+		attrs = append(attrs, "ready", true, "why_ready", "unguarded sources are still stored")
+	}
+	if errors.Is(err, kvwindow.ErrWindowLost) {
+		attrs = append(attrs, "fix", "the bucket's claims are gone and it stays refused until ingest is restarted: decide about the lost claims, then restart ingest (OPERATIONS.md, \"The window bucket was lost or re-created\")")
+	}
+	r.log.Error("replay guard down: deliveries of guarded sources are answered 503", attrs...)
+	return err
 }
 
 // readyCached is Ready, answered from the last lookup when it is less than readyFor old (shutting down is
@@ -54,6 +113,14 @@ func (r *Receiver) readyCached(ctx context.Context) error {
 	// Not the probe's own context: a probe that goes away must not leave its cancellation as the answer.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
-	rd.err, rd.at = r.Ready(ctx), time.Now()
+	rd.err, rd.guard = r.lookup(ctx)
+	rd.at = time.Now()
 	return rd.err
+}
+
+// guardCached is the replay guard's failure that did not fail the last lookup (readyCached), for /readyz to say.
+func (r *Receiver) guardCached() error {
+	r.ready.mu.Lock()
+	defer r.ready.mu.Unlock()
+	return r.ready.guard
 }
