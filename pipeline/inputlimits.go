@@ -58,10 +58,11 @@ func seesAll(subjects, filters []string) bool {
 }
 
 // inputWatch is what the status polls found of the input stream's limits: the problems last warned about, and the
-// last sequence counted as dropped. Run's first read and the poll may check at once.
+// last sequence counted as dropped in the stream created at created. Run's first read and the poll may check at once.
 type inputWatch struct {
 	mu       sync.Mutex
 	problems string
+	created  time.Time
 	through  uint64
 }
 
@@ -84,8 +85,12 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 			p.log.Info("pipeline: the input stream no longer deletes envelopes not yet processed", "stream", p.cfg.InputStream)
 		}
 	}
-	if len(problems) == 0 {
-		return
+	if !info.Created.Equal(w.created) {
+		w.created, w.through = info.Created, 0 // created again: its sequences start over
+	}
+	first := info.State.FirstSeq
+	if len(problems) == 0 || first <= w.through+1 {
+		return // nothing can be missing that was not counted
 	}
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -101,7 +106,6 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	if !seesAll(info.Config.Subjects, filters) {
 		return // another consumer may take the messages the gap holds
 	}
-	first := info.State.FirstSeq
 	n := droppedUndelivered(first, max(ci.Delivered.Stream, w.through))
 	if n == 0 {
 		return
