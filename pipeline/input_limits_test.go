@@ -123,3 +123,32 @@ func TestInputLimitDropsWarned(t *testing.T) {
 		t.Errorf("dedupeworker_input_dropped_total %v after processing, want 5", got)
 	}
 }
+
+// TestInputLimitNoDropsWhileProcessing: an INGEST with a limit it never reaches, under a worker processing a steady
+// flow. The acknowledged envelopes leave the work-queue stream, its first sequence racing ahead of what the status
+// poll read of the consumer a moment before: none of them counts as dropped.
+func TestInputLimitNoDropsWhileProcessing(t *testing.T) {
+	e := newEnv(t)
+	e.createStream(jetstream.StreamConfig{
+		Name:      pipeline.DefaultInputStream,
+		Subjects:  []string{"ingest.>"},
+		Retention: jetstream.WorkQueuePolicy,
+		MaxMsgs:   100_000,
+		Discard:   jetstream.DiscardOld,
+	})
+	cfg := e.config(memWindow())
+	cfg.StatusInterval = 10 * time.Millisecond // as many polls as can be while envelopes are acknowledged
+	e.start(cfg)
+	const n = 400
+	for i := range n {
+		e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", fmt.Sprintf("d-%d", i)), []byte(`{}`))
+	}
+	e.waitCount(pipeline.DefaultOutputStream, n, 30*time.Second)
+	e.drained(20 * time.Second)
+	if !strings.Contains(e.log.String(), "(MaxMsgs)") {
+		t.Error("no warning about the limit")
+	}
+	if got := e.metric("dedupeworker_input_dropped_total"); got != 0 {
+		t.Fatalf("dedupeworker_input_dropped_total %v, want 0: nothing was dropped", got)
+	}
+}
