@@ -25,6 +25,7 @@ type Metrics struct {
 	possibleDuplicates   prometheus.Counter
 	dupWindow            prometheus.Gauge
 	dupWindowShort       prometheus.Gauge
+	inputDropped         prometheus.Counter
 }
 
 // Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason}.
@@ -119,6 +120,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		dupWindowShort: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "dedupeworker_output_duplicate_window_short",
 			Help: "1 when the ack wait and the hold bound do not fit inside the output stream's duplicate window.",
+		})),
+		inputDropped: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "dedupeworker_input_dropped_total",
+			Help: "Envelopes the input stream's limits (an age limit, a count or size limit with discard old) deleted before its consumer delivered them, as the status poll saw them (a lower bound; each replica counts what it sees).",
 		})),
 		streamBytes: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedupeworker_stream_bytes",

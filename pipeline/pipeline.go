@@ -79,6 +79,7 @@ type Pipeline struct {
 	decide protocol.Decider
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
+	inputWatch   inputWatch   // what the status polls found of the input stream's limits (inputlimits.go)
 
 	copies copies // the count of the copies each claim suppressed (copies.go)
 

@@ -17,8 +17,8 @@ import (
 )
 
 // ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
-// pipeline (a stream that does not capture the subjects, a consumer without explicit acks or whose filter leaves
-// out some tenants or sources). Provision never changes what exists: fix it, or delete it and let Provision create
+// pipeline (a stream that does not capture the subjects, a consumer without explicit acks, delivering headers only,
+// or whose filter leaves out some tenants or sources). Provision never changes what exists: fix it, or delete it and let Provision create
 // it. A running pipeline refuses to bind such a consumer too (an operator's re-created one) and is not ready.
 var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incompatible")
 
@@ -221,11 +221,6 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		warns = append(warns, consumerWarning{"is on a stream that keeps processed envelopes: should the consumer ever be deleted, " +
 			"creating it again needs DEDUPE_CONSUMER_START and a restart", []any{"retention", input.Config.Retention.String()}})
 	}
-	if got.FilterSubject != "" && want.FilterSubject == "" {
-		warns = append(warns, consumerWarning{"filters on the stream's own subjects: nats-server 2.15.2 never delivers some stored " +
-			"subjects to such a consumer (a token with byte 0x7f); remove the filter (nats consumer edit) or re-create the consumer",
-			[]any{"filter", got.FilterSubject}})
-	}
 	logConsumerWarnings(cfg, warns)
 	return info.Created, nil
 }
@@ -243,9 +238,10 @@ func logConsumerWarnings(cfg Config, warns []consumerWarning) {
 }
 
 // checkConsumer decides whether an existing consumer (got, its configuration) can serve the pipeline: err, wrapping
-// ErrIncompatible, when it cannot — a push consumer, acks other than explicit, a filter that leaves out some of
-// the subjects "<InputPrefix>.<tenant>.<source>" (their envelopes would never be delivered and, in a work-queue
-// stream, stay there for ever) — and what works but is worth a warning. Provision checks the consumer it finds,
+// ErrIncompatible, when it cannot — a push consumer, acks other than explicit, headers only (the envelopes' bodies
+// would be lost: events published empty, their envelopes acknowledged), a filter that leaves out some of the
+// subjects "<InputPrefix>.<tenant>.<source>" (their envelopes would never be delivered and, in a work-queue stream,
+// stay there for ever) — and what works but is worth a warning (any filter among them). Provision checks the consumer it finds,
 // and the consume loop every consumer it binds, an operator's re-created one included.
 func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning, error) {
 	where := cfg.InputStream + " > " + cfg.Consumer
@@ -254,6 +250,11 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 	}
 	if got.AckPolicy != jetstream.AckExplicitPolicy {
 		return nil, fmt.Errorf("%w: consumer %s has ack policy %s; it must be explicit", ErrIncompatible, where, got.AckPolicy)
+	}
+	if got.HeadersOnly {
+		return nil, fmt.Errorf("%w: consumer %s delivers headers only: the envelopes' bodies would be lost (events "+
+			"published empty, the envelopes acknowledged and gone); unset it (nats consumer edit) or delete the consumer and "+
+			"let the worker create it (DEDUPE_PROVISION=true)", ErrIncompatible, where)
 	}
 	filters := got.FilterSubjects
 	if got.FilterSubject != "" {
@@ -271,6 +272,14 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 	}
 	var warns []consumerWarning
 	warn := func(msg string, args ...any) { warns = append(warns, consumerWarning{msg, args}) }
+	if len(filters) > 0 {
+		// Provision creates a filter only when the stream stores subjects outside "<InputPrefix>.>"; otherwise it
+		// adds nothing and costs envelopes.
+		warn("filters on "+strings.Join(filters, ", ")+": nats-server 2.15.2 never delivers to a filtered consumer some subjects "+
+			"the stream stores (a token with byte 0x7f), which stay there unprocessed; unless the stream stores subjects "+
+			"outside "+contract.All(cfg.InputPrefix)+", remove the filter (nats consumer edit) or re-create the consumer",
+			"filters", filters)
+	}
 	if got.MaxDeliver > 0 {
 		warn("has a delivery limit: an envelope redelivered that often (e.g. through a long window outage) is dropped",
 			"max_deliver", got.MaxDeliver)

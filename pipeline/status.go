@@ -194,6 +194,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string)
 		// worker acts on this poll's limits too.
 		if name == p.cfg.InputStream {
 			p.inputKeeps.Store(info.Config.Retention != jetstream.WorkQueuePolicy)
+			p.checkInputLimits(ctx, info)
 		}
 		if name == p.cfg.OutputStream {
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
