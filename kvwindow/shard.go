@@ -35,7 +35,10 @@ type shard struct {
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
 	maxAge atomic.Int64
-	stats  stats
+	// refused is the longest claim TTL the age limit made this shard refuse so far (see holds): Ping fails while
+	// the limit stays below it, as below Config.MaxTTL.
+	refused atomic.Int64
+	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
@@ -282,15 +285,62 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 }
 
-// holds fails (ErrUnavailable) when the bucket's age limit, as last seen, is shorter than c's TTL: the claim
-// would be removed before its TTL and a later copy of its event published again, silently.
+// holds fails (ErrAgeLimit) when the bucket's age limit, as last seen, is shorter than c's TTL or than the
+// longest TTL the window is configured for (Config.MaxTTL): the claim would be removed before its TTL and a later
+// copy of its event published again, silently. With MaxTTL set every claim is refused then, whatever its own TTL,
+// as New would refuse the bucket: a window that took its short claims and refused its long ones would look up and
+// down by turns.
 func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
-	if p := ageProblem(time.Duration(w.maxAge.Load()), ttl, fmt.Sprintf("the TTL of this claim, %s", ttl)); p != "" {
-		return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
-			"or shorten the source's dedupe TTL", ErrUnavailable, w.cfg.Bucket, p, w.stream))
+	maxAge := time.Duration(w.maxAge.Load())
+	need, what := w.mustHold(ttl, false)
+	if ageProblem(maxAge, need, what) == "" {
+		return nil
 	}
-	return nil
+	for {
+		old := w.refused.Load()
+		if int64(need) <= old || w.refused.CompareAndSwap(old, int64(need)) {
+			break
+		}
+	}
+	return w.ageErr(maxAge, need, what)
+}
+
+// mustHold is the longest claim TTL the bucket must hold besides ttl, and how to name it: Config.MaxTTL, or (with
+// refused) the longest TTL refused so far when longer, or ttl when longer still. A claim is checked without the
+// TTLs refused before it: with MaxTTL not known, a shorter claim the bucket can hold is taken.
+func (w *shard) mustHold(ttl time.Duration, refused bool) (time.Duration, string) {
+	need, what := w.cfg.MaxTTL, ""
+	if need > 0 {
+		what = fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL of the sources; "+
+			"DEDUPE_DEFAULT_TTL for those that set none)", need)
+	}
+	if r := time.Duration(w.refused.Load()); refused && r > need {
+		need, what = r, fmt.Sprintf("the TTL of a claim it refused, %s", r)
+	}
+	if ttl > need {
+		need, what = ttl, fmt.Sprintf("the TTL of this claim, %s", ttl)
+	}
+	return need, what
+}
+
+// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what).
+func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
+	return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
+		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket,
+		ageProblem(maxAge, need, what), w.stream, need))
+}
+
+// agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than the longest claim TTL it
+// must hold: Config.MaxTTL, or the longest TTL a claim was refused for. Ping reports it, so that a window that
+// refuses claims is not reported reachable between them.
+func (w *shard) agedOut() error {
+	maxAge := time.Duration(w.maxAge.Load())
+	need, what := w.mustHold(0, true)
+	if ageProblem(maxAge, need, what) == "" {
+		return nil
+	}
+	return w.ageErr(maxAge, need, what)
 }
 
 // compatible checks that an existing bucket can hold the window and the longest claim TTL it is configured for

@@ -183,8 +183,9 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 }
 
 // Ping checks that the bucket answers and is still the bucket New bound to (one stream info request): a bucket
-// deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
-// wrap ErrUnavailable.
+// deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. It takes up
+// the bucket's age limit as it is now, and fails with ErrAgeLimit while that is shorter than the longest claim
+// TTL the bucket must hold (Config.MaxTTL, or a longer TTL a claim was refused for). Errors wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
 	if w.closed != nil && w.closed.Load() {
 		return w.usable()
@@ -195,7 +196,10 @@ func (w *shard) Ping(ctx context.Context) error {
 	if err != nil {
 		return w.observe(nil, err)
 	}
-	return w.observe(st.CachedInfo(), nil)
+	if err := w.observe(st.CachedInfo(), nil); err != nil {
+		return err
+	}
+	return w.agedOut()
 }
 
 // MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (the
