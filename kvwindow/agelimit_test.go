@@ -196,3 +196,48 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 		t.Fatalf("claim of a week once the limit is lifted again: %v", out.Status)
 	}
 }
+
+// TestAgeLimitBeforeMarkOrRelease: once a Ping has taken up an age limit shorter than the claims' TTL,
+// MarkPublished and Release write nothing and fail (ErrAgeLimit), as Claim does: the mark or marker would lapse at
+// the age limit and a later copy of the event be Won again. Before the fix both wrote.
+func TestAgeLimitBeforeMarkOrRelease(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	const week = 7 * 24 * time.Hour
+	cfg := kvwindow.DefaultConfig()
+	cfg.MaxTTL = week
+	w := newWindow(t, js, cfg)
+	marked := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "marked", TTL: week, Claimant: envelope(1), Delivery: delivery(1)}
+	released := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "released", TTL: week, Claimant: envelope(2), Delivery: delivery(1)}
+	mrev, rrev := claim(t, w, marked).Revision, claim(t, w, released).Revision
+
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxAge = time.Hour
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Ping(ctx) // takes up the age limit (and fails: see TestAgeLimitShorterThanTTL)
+
+	if rev, ok, err := w.MarkPublished(ctx, marked, mrev, time.Time{}); !errors.Is(err, kvwindow.ErrAgeLimit) ||
+		!strings.Contains(fmt.Sprint(err), "max_age 1h0m0s") {
+		t.Errorf("MarkPublished under max_age 1h: %d %v %v, want ErrAgeLimit naming the age limit", rev, ok, err)
+	}
+	if ok, err := w.Release(ctx, released, rrev, false); !errors.Is(err, kvwindow.ErrAgeLimit) ||
+		!strings.Contains(fmt.Sprint(err), "max_age 1h0m0s") {
+		t.Errorf("Release under max_age 1h: %v %v, want ErrAgeLimit naming the age limit", ok, err)
+	}
+	for _, tc := range []struct {
+		c   kvwindow.Claim
+		rev uint64
+	}{{marked, mrev}, {released, rrev}} {
+		e, ok, err := w.Get(ctx, tc.c.Tenant, tc.c.Source, tc.c.Key)
+		if err != nil || !ok || e.Revision != tc.rev || e.Published {
+			t.Errorf("key %s after the refused write: %+v %v %v, want the claim at revision %d as it was", tc.c.Key, e, ok, err, tc.rev)
+		}
+	}
+}
