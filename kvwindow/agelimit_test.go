@@ -89,7 +89,9 @@ func TestServerAgeLimitOverridesTTL(t *testing.T) {
 // TestAgeLimitShorterThanTTL: a bucket created by hand with an age limit (nats kv add --ttl 1h) while claims live
 // a week is refused at bind, saying what to do; a claim longer than the age limit fails rather than being stored to
 // lapse early; an edit that lifts the limit is followed. Before the fix New bound to the bucket, and a claim of
-// a week was removed after its age limit, its event's next copy Won again.
+// a week was removed after its age limit, its event's next copy Won again. An edit that sets the limit again under
+// running windows makes every Ping fail (ErrAgeLimit) until it is lifted: before, Ping succeeded between refused
+// claims, and the worker reported the window up and down by turns.
 func TestAgeLimitShorterThanTTL(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
@@ -115,7 +117,7 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 	// Without MaxTTL the bucket binds, and each claim is checked against the age limit.
 	w := newWindow(t, js, kvwindow.DefaultConfig())
 	c := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k", TTL: week, Claimant: envelope(1), Delivery: delivery(1)}
-	if out, err := w.Claim(ctx, c, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrUnavailable) ||
+	if out, err := w.Claim(ctx, c, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrAgeLimit) ||
 		!strings.Contains(fmt.Sprint(err), "max_age 1h0m0s") {
 		t.Fatalf("claim of a week in a bucket of max_age 1h: %+v, %v; want ErrUnavailable naming the age limit", out, err)
 	}
@@ -142,5 +144,100 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 	if out := claim(t, w, c); out.Status != kvwindow.Won {
 		t.Fatalf("claim of a week once the limit is lifted: %v", out.Status)
 	}
-	newWindow(t, js, cfg)
+	bound := newWindow(t, js, cfg)
+
+	// The operator sets the limit again under both running windows (nats stream edit --max-age=1h). Each Ping
+	// fails from then on, naming the bucket, the age limit and the TTL it cannot hold, for as long as the limit
+	// stays: one window is configured for claims of a week, the other has refused one.
+	sc.MaxAge = time.Hour
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		w    *kvwindow.Window
+	}{{"configured for a week", bound}, {"refused a week", w}} {
+		for i := 0; i < 3; i++ {
+			err := tc.w.Ping(ctx)
+			if !errors.Is(err, kvwindow.ErrAgeLimit) || errors.Is(err, kvwindow.ErrWindowLost) {
+				t.Fatalf("%s: Ping %d after the age limit was set to 1h: %v, want it to fail", tc.name, i, err)
+			}
+			for _, want := range []string{`bucket "dedupe-window"`, "max_age 1h0m0s", "168h0m0s",
+				"nats stream edit KV_dedupe-window --max-age=0"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: Ping: %v\nwant it to say %q", tc.name, err, want)
+				}
+			}
+		}
+	}
+	// The window configured for a week refuses every claim meanwhile, even one the bucket could hold (New would
+	// refuse the bucket): a window taking some claims and refusing others would look up and down by turns.
+	short.Key = "k3"
+	for _, c := range []kvwindow.Claim{c, short} {
+		c.Key += "-bound"
+		if out, err := bound.Claim(ctx, c, kvwindow.Known{}); !errors.Is(err, kvwindow.ErrAgeLimit) ||
+			!strings.Contains(err.Error(), "max_age 1h0m0s") {
+			t.Fatalf("claim of %s in a window for a week, bucket at max_age 1h: %+v, %v; want ErrAgeLimit", c.TTL, out, err)
+		}
+	}
+
+	// Lifted again: both windows answer at their next Ping and claim again.
+	sc.MaxAge = 0
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []*kvwindow.Window{bound, w} {
+		if err := w.Ping(ctx); err != nil {
+			t.Fatalf("Ping once the limit is lifted again: %v", err)
+		}
+	}
+	c.Key = "k4"
+	if out := claim(t, bound, c); out.Status != kvwindow.Won {
+		t.Fatalf("claim of a week once the limit is lifted again: %v", out.Status)
+	}
+}
+
+// TestAgeLimitBeforeMarkOrRelease: once a Ping has taken up an age limit shorter than the claims' TTL,
+// MarkPublished and Release write nothing and fail (ErrAgeLimit), as Claim does: the mark or marker would lapse at
+// the age limit and a later copy of the event be Won again. Before the fix both wrote.
+func TestAgeLimitBeforeMarkOrRelease(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	const week = 7 * 24 * time.Hour
+	cfg := kvwindow.DefaultConfig()
+	cfg.MaxTTL = week
+	w := newWindow(t, js, cfg)
+	marked := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "marked", TTL: week, Claimant: envelope(1), Delivery: delivery(1)}
+	released := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "released", TTL: week, Claimant: envelope(2), Delivery: delivery(1)}
+	mrev, rrev := claim(t, w, marked).Revision, claim(t, w, released).Revision
+
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.MaxAge = time.Hour
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	_ = w.Ping(ctx) // takes up the age limit (and fails: see TestAgeLimitShorterThanTTL)
+
+	if rev, ok, err := w.MarkPublished(ctx, marked, mrev, time.Time{}); !errors.Is(err, kvwindow.ErrAgeLimit) ||
+		!strings.Contains(fmt.Sprint(err), "max_age 1h0m0s") {
+		t.Errorf("MarkPublished under max_age 1h: %d %v %v, want ErrAgeLimit naming the age limit", rev, ok, err)
+	}
+	if ok, err := w.Release(ctx, released, rrev, false); !errors.Is(err, kvwindow.ErrAgeLimit) ||
+		!strings.Contains(fmt.Sprint(err), "max_age 1h0m0s") {
+		t.Errorf("Release under max_age 1h: %v %v, want ErrAgeLimit naming the age limit", ok, err)
+	}
+	for _, tc := range []struct {
+		c   kvwindow.Claim
+		rev uint64
+	}{{marked, mrev}, {released, rrev}} {
+		e, ok, err := w.Get(ctx, tc.c.Tenant, tc.c.Source, tc.c.Key)
+		if err != nil || !ok || e.Revision != tc.rev || e.Published {
+			t.Errorf("key %s after the refused write: %+v %v %v, want the claim at revision %d as it was", tc.c.Key, e, ok, err, tc.rev)
+		}
+	}
 }

@@ -262,7 +262,7 @@ func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration)
 	if err != nil {
 		return natsreq.PubAck{}, err
 	}
-	return pa, w.acked(pa, seen)
+	return pa, w.acked(ctx, pa, seen)
 }
 
 // kvOperation is the header the KV layer marks deletes and purges with.

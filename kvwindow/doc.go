@@ -44,7 +44,10 @@
 //     raised by every acknowledgement of a write, every message read and every Ping. A Ping that finds the bucket
 //     gone or created again (another creation time), or a write stored at or below the sequence seen before it was
 //     sent (a stream's sequence never goes down), marks the bucket lost, and every later claim in it fails with
-//     ErrWindowLost until the worker is restarted. Every shard bucket records the shard count and its index
+//     ErrWindowLost until the worker is restarted. Such a write also takes one stream info read, to tell a bucket
+//     created again from the same bucket (same creation time) whose last sequence went back: a replica-1 bucket
+//     that lost its unsynced writes in a hard crash, or a memory bucket whose server restarted. Its claims are
+//     lost just the same; the error says it "lost its latest writes" instead. Every shard bucket records the shard count and its index
 //     (metadata, and the description), checked on every bucket at New. NewManager, the operators' hold,
 //     binds such a window all the same, the missing bucket marked lost, so that the others can still be read.
 //     What the write's check cannot prove is a bucket created again whose sequence has passed everything the
@@ -54,6 +57,14 @@
 //     interval); claims won in the new bucket before it were admitted as new. A bucket restored from a backup
 //     keeps its creation time, so only the sequence tells it: the first write lands at or below what was seen,
 //     unless the restored bucket has passed it.
+//   - No claim outlives its bucket's age limit unnoticed. The server removes a message older than its stream's
+//     max_age whatever its own TTL. New refuses a bucket whose age limit is shorter than Config.MaxTTL; under a
+//     running window, an edit of the limit is taken up by the next Ping. While it is shorter than a claim's TTL,
+//     or than Config.MaxTTL when that is set (then for every claim, as New would refuse the bucket), Claim,
+//     MarkPublished and Release write nothing and fail with ErrAgeLimit; and while it is shorter than
+//     Config.MaxTTL or than a TTL refused so far, Ping fails with it too, so that a window refusing claims is
+//     never reported reachable between them. ErrAgeLimit wraps ErrUnavailable but means a misconfiguration,
+//     not an outage: it passes only once the operator lifts or raises the limit.
 //   - Copies counted beside the window. The copies a claim suppressed are counted in a counter stream of their own
 //     (CopiesStream, CopyCounter, Copies), never in a bucket: counting writes nothing a claim's revision depends on.
 //

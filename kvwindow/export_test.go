@@ -94,3 +94,8 @@ func BucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []
 func RecreatedAck(stream, ackStream string, seq, seen uint64) bool {
 	return recreatedAck(stream, []byte(ackStream), seq, seen)
 }
+
+// AckLoss is ackLoss: why a write acknowledged at or below the sequence seen shows the bucket's claims lost.
+func AckLoss(stream, ackStream string, seq, seen uint64, bound, now time.Time, readErr error) string {
+	return ackLoss(stream, []byte(ackStream), seq, seen, bound, now, readErr)
+}

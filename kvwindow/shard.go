@@ -35,14 +35,18 @@ type shard struct {
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
 	maxAge atomic.Int64
-	stats  stats
+	// refused is the longest claim TTL the age limit made this shard refuse so far (see holds): Ping fails while
+	// the limit stays below it, as below Config.MaxTTL.
+	refused atomic.Int64
+	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
 	// seen is the highest sequence of the bucket this worker has seen: its last sequence at bind, raised by every
 	// acknowledgement of a write of ours, every message a read returned and every Ping that found the bucket as
 	// bound. A stream's sequence never goes down, so a write sent after seeing n is stored above n: one acknowledged
-	// at or below the seen it was sent under was stored in another stream of the same name (see recreatedAck).
+	// at or below the seen it was sent under was stored in another stream of the same name, or in this one after it
+	// lost its latest writes (see recreatedAck and ackLoss).
 	seen atomic.Uint64
 	// lost is set once the bucket is known deleted or re-created; claims in it then fail at once (see observe).
 	lost atomic.Pointer[lostState]
@@ -222,22 +226,58 @@ func (w *shard) markLost(reason string, recreated bool) error {
 }
 
 // acked checks where a write of ours was stored, given seen, the highest sequence of the bucket seen before the
-// write was sent, and raises seen to the write's sequence.
-func (w *shard) acked(pa natsreq.PubAck, seen uint64) error {
+// write was sent, and raises seen to the write's sequence. A write that proves the bucket's claims lost (see
+// recreatedAck) takes one stream info read, on that rare branch only, to tell the bucket created again from the
+// same bucket that lost its latest writes (see ackLoss).
+func (w *shard) acked(ctx context.Context, pa natsreq.PubAck, seen uint64) error {
 	if recreatedAck(w.stream, pa.Stream, pa.Sequence, seen) {
-		return w.markLost(fmt.Sprintf("was created again under the running worker (a write was stored at sequence %d of "+
-			"stream %q, at or below sequence %d, which the worker had seen in it before sending the write)", pa.Sequence, pa.Stream, seen), true)
+		var created time.Time
+		var err error
+		if string(pa.Stream) == w.stream {
+			ictx, cancel := w.opCtx(ctx)
+			var st jetstream.Stream
+			if st, err = w.js.Stream(ictx, w.stream); err == nil {
+				created = st.CachedInfo().Created
+			}
+			cancel()
+		}
+		return w.markLost(ackLoss(w.stream, pa.Stream, pa.Sequence, seen, w.created, created, err), true)
 	}
 	w.saw(pa.Sequence)
 	return nil
 }
 
-// recreatedAck decides whether a write acknowledged in ackStream at seq proves that the bucket's stream (stream)
-// was created again: the write was stored in another stream, or at or below seen, the highest sequence of the
-// bucket seen before the write was sent. A stream's sequence only grows (purges, expiries and markers never lower
-// it), and the write was stored after everything seen, so in the same stream it lands above seen; whatever other
-// workers wrote meanwhile only raises it. seen must be taken before the write is sent: an acknowledgement of a
-// later write of ours may arrive first and raise the shard's seen above this one.
+// ackLoss says why a write acknowledged in ackStream at seq, at or below seen (recreatedAck), shows the bucket's
+// claims lost, given the creation time of the bucket bound (bound) and the one a stream info read found after the
+// write (now, or the read's error readErr; neither read nor needed for a write stored in another stream). With the
+// same creation time the bucket is the same one, its last sequence gone back: a replica-1 bucket that lost its
+// unsynced writes in a hard crash of its server, or one in memory storage whose server restarted. Claims are
+// lost either way; only the words differ.
+func ackLoss(stream string, ackStream []byte, seq, seen uint64, bound, now time.Time, readErr error) string {
+	stored := fmt.Sprintf("a write was stored at sequence %d of stream %q, at or below sequence %d, which the worker had "+
+		"seen in it before sending the write", seq, ackStream, seen)
+	switch {
+	case string(ackStream) != stream:
+		return fmt.Sprintf("was created again under the running worker (%s)", stored)
+	case readErr != nil:
+		return fmt.Sprintf("was created again under the running worker, or lost its latest writes (%s; its creation "+
+			"time could not be read to tell which: %v)", stored, readErr)
+	case now.Equal(bound):
+		return fmt.Sprintf("lost its latest writes (last sequence back from %d to %d: %s; the same bucket, created %s: "+
+			"a replica-1 bucket whose server lost its unsynced writes in a hard crash, or a memory bucket whose server "+
+			"restarted)", seen, seq-1, stored, bound.UTC().Format(time.RFC3339Nano))
+	}
+	return fmt.Sprintf("was created again under the running worker (%s; now created %s, the worker bound to the one "+
+		"created %s)", stored, now.UTC().Format(time.RFC3339Nano), bound.UTC().Format(time.RFC3339Nano))
+}
+
+// recreatedAck decides whether a write acknowledged in ackStream at seq proves that the bucket's claims are lost,
+// its stream (stream) created again or gone back: the write was stored in another stream, or at or below seen,
+// the highest sequence of the bucket seen before the write was sent. A stream's sequence only grows (purges,
+// expiries and markers never lower it; only a loss of its latest writes does, and claims go with them), and the
+// write was stored after everything seen, so in the same stream it lands above seen; whatever other workers wrote
+// meanwhile only raises it. seen must be taken before the write is sent: an acknowledgement of a later write of
+// ours may arrive first and raise the shard's seen above this one.
 func recreatedAck(stream string, ackStream []byte, seq, seen uint64) bool {
 	return string(ackStream) != stream || seq <= seen
 }
@@ -282,15 +322,62 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 }
 
-// holds fails (ErrUnavailable) when the bucket's age limit, as last seen, is shorter than c's TTL: the claim
-// would be removed before its TTL and a later copy of its event published again, silently.
+// holds fails (ErrAgeLimit) when the bucket's age limit, as last seen, is shorter than c's TTL or than the
+// longest TTL the window is configured for (Config.MaxTTL): the claim would be removed before its TTL and a later
+// copy of its event published again, silently. With MaxTTL set every claim is refused then, whatever its own TTL,
+// as New would refuse the bucket: a window that took its short claims and refused its long ones would look up and
+// down by turns.
 func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
-	if p := ageProblem(time.Duration(w.maxAge.Load()), ttl, fmt.Sprintf("the TTL of this claim, %s", ttl)); p != "" {
-		return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
-			"or shorten the source's dedupe TTL", ErrUnavailable, w.cfg.Bucket, p, w.stream))
+	maxAge := time.Duration(w.maxAge.Load())
+	need, what := w.mustHold(ttl, false)
+	if ageProblem(maxAge, need, what) == "" {
+		return nil
 	}
-	return nil
+	for {
+		old := w.refused.Load()
+		if int64(need) <= old || w.refused.CompareAndSwap(old, int64(need)) {
+			break
+		}
+	}
+	return w.ageErr(maxAge, need, what)
+}
+
+// mustHold is the longest claim TTL the bucket must hold besides ttl, and how to name it: Config.MaxTTL, or (with
+// refused) the longest TTL refused so far when longer, or ttl when longer still. A claim is checked without the
+// TTLs refused before it: with MaxTTL not known, a shorter claim the bucket can hold is taken.
+func (w *shard) mustHold(ttl time.Duration, refused bool) (time.Duration, string) {
+	need, what := w.cfg.MaxTTL, ""
+	if need > 0 {
+		what = fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL of the sources; "+
+			"DEDUPE_DEFAULT_TTL for those that set none)", need)
+	}
+	if r := time.Duration(w.refused.Load()); refused && r > need {
+		need, what = r, fmt.Sprintf("the TTL of a claim it refused, %s", r)
+	}
+	if ttl > need {
+		need, what = ttl, fmt.Sprintf("the TTL of this claim, %s", ttl)
+	}
+	return need, what
+}
+
+// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what).
+func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
+	return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
+		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket,
+		ageProblem(maxAge, need, what), w.stream, need))
+}
+
+// agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than the longest claim TTL it
+// must hold: Config.MaxTTL, or the longest TTL a claim was refused for. Ping reports it, so that a window that
+// refuses claims is not reported reachable between them.
+func (w *shard) agedOut() error {
+	maxAge := time.Duration(w.maxAge.Load())
+	need, what := w.mustHold(0, true)
+	if ageProblem(maxAge, need, what) == "" {
+		return nil
+	}
+	return w.ageErr(maxAge, need, what)
 }
 
 // compatible checks that an existing bucket can hold the window and the longest claim TTL it is configured for

@@ -455,16 +455,18 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 
 // Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each):
 // a bucket deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it.
-// The buckets after a lost one are still checked, so that each lost one is flagged; a bucket that does not
-// answer ends the check. Errors wrap ErrUnavailable.
+// A bucket whose age limit is shorter than the longest claim TTL it must hold fails with ErrAgeLimit. The buckets
+// after a lost one, or one with such an age limit, are still checked, so that each is flagged; a bucket that does
+// not answer ends the check. Errors wrap ErrUnavailable.
 func (w *Window) Ping(ctx context.Context) error {
 	var lost error
 	for _, s := range w.shards {
 		err := s.Ping(ctx)
-		if err != nil && !errors.Is(err, ErrWindowLost) {
+		if err != nil && !errors.Is(err, ErrWindowLost) && !errors.Is(err, ErrAgeLimit) {
 			return err
 		}
-		if lost == nil {
+		// A lost bucket is the graver news: its claims are gone.
+		if lost == nil || errors.Is(err, ErrWindowLost) && !errors.Is(lost, ErrWindowLost) {
 			lost = err
 		}
 	}

@@ -161,6 +161,15 @@ var ErrUnavailable = errors.New("kvwindow: window unavailable")
 // re-created").
 var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)
 
+// ErrAgeLimit is wrapped by every error that means a window bucket's age limit (its stream's max_age, set by
+// `nats kv add --ttl` or edited with `nats stream edit --max-age`) is shorter than a claim TTL it must hold: the
+// server would remove such a claim before its TTL, and a later copy of its event be published again, silently.
+// It is a misconfiguration, not an outage: it does not pass by itself, only once the operator raises or removes
+// the limit (the next Ping or claim sees the edit). It wraps ErrUnavailable, so a caller that only checks
+// ErrUnavailable hands the envelope back and stays unready; a caller that forwards envelopes undeduplicated
+// while the window is down must not do so for it (nothing is down; forwarding would publish every copy).
+var ErrAgeLimit = fmt.Errorf("%w: age limit shorter than a claim TTL", ErrUnavailable)
+
 // BucketError is an error of one of the window's buckets, with the bucket as data (Bucket) beside what happened
 // (Err, which wraps the package's sentinels: errors.Is sees through it). Its text is Err's, which names the bucket
 // or the key.

@@ -69,7 +69,8 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 // over it reports Outcome.MayBeStored. It reports true when it wrote the marker and false when the key had moved
 // on (the claim expired, was forgotten, taken over or replaced), which is not an error. Errors wrap
 // ErrUnavailable (or ErrInvalid for a bad claim, including rev 0); after a timeout the release may still have
-// happened.
+// happened. Like Claim, it writes nothing and fails with ErrAgeLimit while the bucket's age limit is shorter than
+// the claim's TTL (or Config.MaxTTL).
 func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
 	if err := c.Validate(); err != nil {
 		return false, err
@@ -85,6 +86,11 @@ func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bo
 		return false, w.unavailable("release", subj, nats.ErrDisconnected)
 	}
 	if err := w.usable(); err != nil {
+		return false, err
+	}
+	// The marker carries the claim's TTL: under a shorter age limit it would lapse early, and a later copy of
+	// the event claim the key (Won) instead of being told DeadLettered or MayBeStored.
+	if err := w.holds(c); err != nil {
 		return false, err
 	}
 	ctx, cancel := w.opCtx(ctx)
@@ -183,8 +189,9 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 }
 
 // Ping checks that the bucket answers and is still the bucket New bound to (one stream info request): a bucket
-// deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
-// wrap ErrUnavailable.
+// deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. It takes up
+// the bucket's age limit as it is now, and fails with ErrAgeLimit while that is shorter than the longest claim
+// TTL the bucket must hold (Config.MaxTTL, or a longer TTL a claim was refused for). Errors wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
 	if w.closed != nil && w.closed.Load() {
 		return w.usable()
@@ -195,7 +202,10 @@ func (w *shard) Ping(ctx context.Context) error {
 	if err != nil {
 		return w.observe(nil, err)
 	}
-	return w.observe(st.CachedInfo(), nil)
+	if err := w.observe(st.CachedInfo(), nil); err != nil {
+		return err
+	}
+	return w.agedOut()
 }
 
 // MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (the
@@ -204,7 +214,8 @@ func (w *shard) Ping(ctx context.Context) error {
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
 // keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
-// reads it from the claim first (one more round trip to the stream leader).
+// reads it from the claim first (one more round trip to the stream leader). Like Claim, it writes nothing and
+// fails with ErrAgeLimit while the bucket's age limit is shorter than the claim's TTL (or Config.MaxTTL).
 func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
@@ -213,6 +224,10 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		return 0, false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
 	}
 	if err := w.usable(); err != nil {
+		return 0, false, err
+	}
+	// As in Release: a mark under a shorter age limit would lapse early, and a later copy be Won again.
+	if err := w.holds(c); err != nil {
 		return 0, false, err
 	}
 	ctx, cancel := w.opCtx(ctx)

@@ -276,7 +276,7 @@ func (s *step) doClaim() {
 			f.Claim.Status = protocol.ClaimCancelled
 		case errors.Is(err, kvwindow.ErrInvalid):
 			f.Claim.Status = protocol.ClaimInvalid
-		case errors.Is(err, kvwindow.ErrWindowLost):
+		case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit):
 			p.windowDown(err)
 			f.Claim.Status = protocol.ClaimLost
 		default:
