@@ -112,7 +112,7 @@ const (
 	Stale                        // a later delivery of this envelope holds the key
 	ClaimInvalid                 // the window refused the claim as invalid
 	ClaimUnavailable             // the window could not decide
-	ClaimLost                    // the window's bucket was lost: no decision until an operator acts
+	ClaimLost                    // the window's bucket was lost, or its age limit cannot hold the claim: no decision until an operator acts
 	ClaimCancelled               // the claim failed because the worker is shutting down
 	ClaimUnknown                 // the window answered a status this protocol does not know
 	// DeadLettered: the key holds this envelope's own release marker: an earlier delivery dead-lettered the event
