@@ -166,11 +166,22 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string)
 	now := p.clock()
 	for i, name := range names {
 		info := infos[i]
-		if name != p.cfg.DLQStream { // a dead letter is rare: the DLQ's leader does not decide readiness
-			what := "stream " + name
-			if i >= 3 {
-				what = "bucket " + buckets[i-3] + " (stream " + name + ")"
+		what := "stream " + name
+		if i >= 3 {
+			what = "bucket " + buckets[i-3] + " (stream " + name + ")"
+		}
+		if errors.Is(errs[i], jetstream.ErrStreamNotFound) {
+			// Deleted under the worker: no leader will answer for it, and what its leader said is of another stream.
+			p.streams.forget(name)
+			if i < 3 && p.cfg.Provision {
+				p.missing.Store(true) // the consume loop creates it again, as after a publish that found it missing
 			}
+			if name != p.cfg.DLQStream {
+				silent = append(silent, what+": "+missingReason(i < 3, p.cfg.Provision))
+			}
+			continue
+		}
+		if name != p.cfg.DLQStream { // a dead letter is rare: the DLQ's leader does not decide readiness
 			var why string
 			err := errs[i]
 			if info != nil {
@@ -278,6 +289,25 @@ func (ws *watches) next(name, cutOff string, err error, offline bool, now time.D
 	w := watchStream(ws.m[name], cutOff, err, offline, now)
 	ws.m[name] = w
 	return w
+}
+
+// missingReason says why readiness reports a stream the status poll found missing: ours (the input, output or
+// dead-letter stream, which Provision creates again under the running worker) or a window's bucket.
+func missingReason(ours, provision bool) string {
+	switch {
+	case !ours:
+		return "missing (deleted under the running worker)"
+	case provision:
+		return "missing (deleted under the running worker); the worker creates it again (DEDUPE_PROVISION=true)"
+	}
+	return "missing (deleted under the running worker): create it again, or restart a worker with DEDUPE_PROVISION=true"
+}
+
+// forget drops what is known of stream name: it was found deleted.
+func (ws *watches) forget(name string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.m, name)
 }
 
 // quorumSeen is how recently the leader of a replicated consumer or stream must have heard from a replica for the
