@@ -186,16 +186,8 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 // deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it. Errors
 // wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
-	if w.closed != nil && w.closed.Load() {
-		return w.usable()
-	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	st, err := w.js.Stream(ctx, w.stream)
-	if err != nil {
-		return w.observe(nil, err)
-	}
-	return w.observe(st.CachedInfo(), nil)
+	_, _, err := w.pingInfo(ctx)
+	return err
 }
 
 // MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (the

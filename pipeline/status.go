@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // link is what the status loop saw of the NATS connection's outages, for readiness to say how long and why.
@@ -79,6 +80,16 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		return // every request would fail in the client; readiness says the connection is down
 	}
 	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
+	// The window's ping runs beside the consumer's and the streams' reads: a bucket out of reach keeps it waiting
+	// for its whole timeout.
+	pinged := &windowPing{done: make(chan struct{})}
+	go func() {
+		defer close(pinged.done)
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		pinged.buckets, pinged.err = p.pingWindow(wctx)
+	}()
+	defer func() { <-pinged.done }()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
 	cancel()
@@ -105,15 +116,14 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
 	}
-	streamsCut, silent := p.refreshStreams(ctx)
+	streamsCut, silent := p.refreshStreams(ctx, pinged)
 	if ctx.Err() != nil {
 		return
 	}
 	p.quorumChanged(append(cutOff, streamsCut...))
 	p.silenceChanged(silent)
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := p.cfg.Window.Ping(wctx); err != nil {
+	<-pinged.done
+	if err := pinged.err; err != nil {
 		if ctx.Err() != nil || p.offline(err) {
 			return
 		}
@@ -127,23 +137,39 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	p.updateReady()
 }
 
+// windowPing is the status poll's ping of the window, done once done is closed: what it found of each bucket's
+// stream (a window that pings bucket by bucket: bucketPinger; else none) and what it makes of them.
+type windowPing struct {
+	done    chan struct{}
+	buckets []kvwindow.BucketPing
+	err     error
+}
+
+// bucketPinger is a window that pings bucket by bucket, with what each read says of its bucket's stream
+// (*kvwindow.Window): the poll learns the buckets' leaders from the ping's own reads, one request per bucket.
+type bucketPinger interface {
+	PingEach(ctx context.Context) ([]kvwindow.BucketPing, error)
+}
+
+// pingWindow pings the window, bucket by bucket when it can.
+func (p *Pipeline) pingWindow(ctx context.Context) ([]kvwindow.BucketPing, error) {
+	if w, ok := p.cfg.Window.(bucketPinger); ok {
+		return w.PingEach(ctx)
+	}
+	return nil, p.cfg.Window.Ping(ctx)
+}
+
 // refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
 // message size (checked before a claim) and its duplicate window (the hold bound derives from it). With the state
-// of the window's buckets' streams (a window that names them: kvwindow.Window), it records what the reads say of
-// the leaders of the input and output streams and of the buckets (watchStream) and returns what readiness reports:
-// the leaders cut off from their replicas, as the last answer of each described them (leaderCutOff), and the
-// streams that have had no leader to answer for streamSilence (watch.silence).
-func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string) {
+// of the window's buckets' streams as the window's ping read them (pinged, nil for none), it records what the
+// reads say of the leaders of the input and output streams and of the buckets (watchStream) and returns what
+// readiness reports: the leaders cut off from their replicas, as the last answer of each described them
+// (leaderCutOff), and the streams that have had no leader to answer for streamSilence (watch.silence), or are
+// missing.
+func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutOff, silent []string) {
 	// The reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole timeout,
 	// and the poll should not wait for each in turn.
 	names := []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream}
-	var buckets []string
-	if w, ok := p.cfg.Window.(interface{ Buckets() []string }); ok {
-		buckets = w.Buckets()
-		for _, b := range buckets {
-			names = append(names, "KV_"+b)
-		}
-	}
 	infos := make([]*jetstream.StreamInfo, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -160,6 +186,16 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string)
 		})
 	}
 	wg.Wait()
+	var buckets []string
+	if pinged != nil {
+		<-pinged.done
+		for _, b := range pinged.buckets {
+			buckets = append(buckets, b.Bucket)
+			names = append(names, "KV_"+b.Bucket)
+			infos = append(infos, b.Info)
+			errs = append(errs, b.ReadErr)
+		}
+	}
 	if ctx.Err() != nil {
 		return nil, nil // cancelled, not unanswered: what the last answers said stands
 	}
