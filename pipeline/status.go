@@ -254,8 +254,10 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutO
 }
 
 // streamSilence is how long the reads of a stream must have gone without its leader's answer, with none between,
-// for readiness to report it: the read's own timeout, so that one slow read or one election is never reported, and
-// the next poll's failure is.
+// for readiness to report it: the read's own timeout, so that one slow read, or an election over within a poll (a
+// leader's step-down), is never reported, and the next poll's failure is. The election after a leader crashed
+// (some 4–9s of the replicas' election timeouts) is reported: the stream stores nothing meanwhile,
+// and claims and publishes wait for it.
 const streamSilence = 2 * time.Second
 
 // watch is what the status polls know of one stream's leader: the verdict of the last read its leader answered,
