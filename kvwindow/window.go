@@ -193,19 +193,8 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 // the bucket's age limit as it is now, and fails with ErrAgeLimit while that is shorter than the longest claim
 // TTL the bucket must hold (Config.MaxTTL, or a longer TTL a claim was refused for). Errors wrap ErrUnavailable.
 func (w *shard) Ping(ctx context.Context) error {
-	if w.closed != nil && w.closed.Load() {
-		return w.usable()
-	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	st, err := w.js.Stream(ctx, w.stream)
-	if err != nil {
-		return w.observe(nil, err)
-	}
-	if err := w.observe(st.CachedInfo(), nil); err != nil {
-		return err
-	}
-	return w.agedOut()
+	_, _, err := w.pingInfo(ctx)
+	return err
 }
 
 // MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (the

@@ -56,6 +56,12 @@ func (p *Pipeline) startCopies(ctx context.Context) func() {
 		return func() {}
 	}
 	p.copies.log, p.copies.stream = p.log, p.cfg.CopiesStream
+	// A previous Run's counter was closed with its increments' answers still to come, and they never will: the
+	// probe it awaited, and the copies waiting for it, end with it.
+	p.copies.mu.Lock()
+	p.copies.probe, p.copies.waiting = false, nil
+	p.copies.proven.Store(false)
+	p.copies.mu.Unlock()
 	p.copies.hold = copiesDuplicates(p.cfg) / 2
 	lctx, cancel := context.WithTimeout(ctx, p.cfg.PublishTimeout)
 	s, err := p.js.Stream(lctx, p.cfg.CopiesStream)

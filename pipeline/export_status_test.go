@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"context"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,3 +32,6 @@ func WatchReads(reads []StreamRead) (cutOff, silent string) {
 
 // Leaderless is leaderless: whether an answer about a replicated stream names no leader.
 func Leaderless(ci *jetstream.ClusterInfo) bool { return leaderless(ci) }
+
+// RefreshStatus runs one status poll.
+func RefreshStatus(p *Pipeline, ctx context.Context) { p.refreshStatus(ctx) }

@@ -59,3 +59,24 @@ func TestMissingStreamCreatedAgain(t *testing.T) {
 		})
 	}
 }
+
+// With Provision, an output or dead-letter stream deleted while nothing is sent is found missing by the status
+// poll, which has it created again: the idle worker is ready again within seconds. Before, the poll reported the
+// missing stream's leader as not answering, and only a publish that failed had the stream created again.
+func TestMissingStreamCreatedAgainIdle(t *testing.T) {
+	for _, stream := range []string{pipeline.DefaultOutputStream, pipeline.DefaultDLQStream} {
+		t.Run(stream, func(t *testing.T) {
+			e := newEnv(t)
+			r := e.start(e.config(memWindow()))
+			if err := e.js.DeleteStream(ctx(t), stream); err != nil {
+				t.Fatal(err)
+			}
+			natstest.Eventually(t, 10*time.Second, func() error {
+				if _, err := e.tryCount(stream); err != nil {
+					return fmt.Errorf("%v (ready: %v)", err, r.p.Ready(ctx(t)))
+				}
+				return r.p.Ready(ctx(t))
+			})
+		})
+	}
+}

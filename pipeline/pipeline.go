@@ -236,7 +236,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	_, _ = p.refreshStreams(ctx) // the limits, at once; readiness follows the status poll
+	_, _ = p.refreshStreams(ctx, nil) // the limits, at once; readiness follows the status poll
 	defer p.startCopies(ctx)()
 
 	rs := &runState{

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // link is what the status loop saw of the NATS connection's outages, for readiness to say how long and why.
@@ -79,6 +80,16 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		return // every request would fail in the client; readiness says the connection is down
 	}
 	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
+	// The window's ping runs beside the consumer's and the streams' reads: a bucket out of reach keeps it waiting
+	// for its whole timeout.
+	pinged := &windowPing{done: make(chan struct{})}
+	go func() {
+		defer close(pinged.done)
+		wctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		pinged.buckets, pinged.err = p.pingWindow(wctx)
+	}()
+	defer func() { <-pinged.done }()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	c, err := p.js.Consumer(cctx, p.cfg.InputStream, p.cfg.Consumer)
 	cancel()
@@ -105,15 +116,14 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 		}
 	}
-	streamsCut, silent := p.refreshStreams(ctx)
+	streamsCut, silent := p.refreshStreams(ctx, pinged)
 	if ctx.Err() != nil {
 		return
 	}
 	p.quorumChanged(append(cutOff, streamsCut...))
 	p.silenceChanged(silent)
-	wctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if err := p.cfg.Window.Ping(wctx); err != nil {
+	<-pinged.done
+	if err := pinged.err; err != nil {
 		if ctx.Err() != nil || p.offline(err) {
 			return
 		}
@@ -127,23 +137,39 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	p.updateReady()
 }
 
+// windowPing is the status poll's ping of the window, done once done is closed: what it found of each bucket's
+// stream (a window that pings bucket by bucket: bucketPinger; else none) and what it makes of them.
+type windowPing struct {
+	done    chan struct{}
+	buckets []kvwindow.BucketPing
+	err     error
+}
+
+// bucketPinger is a window that pings bucket by bucket, with what each read says of its bucket's stream
+// (*kvwindow.Window): the poll learns the buckets' leaders from the ping's own reads, one request per bucket.
+type bucketPinger interface {
+	PingEach(ctx context.Context) ([]kvwindow.BucketPing, error)
+}
+
+// pingWindow pings the window, bucket by bucket when it can.
+func (p *Pipeline) pingWindow(ctx context.Context) ([]kvwindow.BucketPing, error) {
+	if w, ok := p.cfg.Window.(bucketPinger); ok {
+		return w.PingEach(ctx)
+	}
+	return nil, p.cfg.Window.Ping(ctx)
+}
+
 // refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
 // message size (checked before a claim) and its duplicate window (the hold bound derives from it). With the state
-// of the window's buckets' streams (a window that names them: kvwindow.Window), it records what the reads say of
-// the leaders of the input and output streams and of the buckets (watchStream) and returns what readiness reports:
-// the leaders cut off from their replicas, as the last answer of each described them (leaderCutOff), and the
-// streams that have had no leader to answer for streamSilence (watch.silence).
-func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string) {
+// of the window's buckets' streams as the window's ping read them (pinged, nil for none), it records what the
+// reads say of the leaders of the input and output streams and of the buckets (watchStream) and returns what
+// readiness reports: the leaders cut off from their replicas, as the last answer of each described them
+// (leaderCutOff), and the streams that have had no leader to answer for streamSilence (watch.silence), or are
+// missing.
+func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutOff, silent []string) {
 	// The reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole timeout,
 	// and the poll should not wait for each in turn.
 	names := []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream}
-	var buckets []string
-	if w, ok := p.cfg.Window.(interface{ Buckets() []string }); ok {
-		buckets = w.Buckets()
-		for _, b := range buckets {
-			names = append(names, "KV_"+b)
-		}
-	}
 	infos := make([]*jetstream.StreamInfo, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -160,17 +186,38 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string)
 		})
 	}
 	wg.Wait()
+	var buckets []string
+	if pinged != nil {
+		<-pinged.done
+		for _, b := range pinged.buckets {
+			buckets = append(buckets, b.Bucket)
+			names = append(names, "KV_"+b.Bucket)
+			infos = append(infos, b.Info)
+			errs = append(errs, b.ReadErr)
+		}
+	}
 	if ctx.Err() != nil {
 		return nil, nil // cancelled, not unanswered: what the last answers said stands
 	}
 	now := p.clock()
 	for i, name := range names {
 		info := infos[i]
-		if name != p.cfg.DLQStream { // a dead letter is rare: the DLQ's leader does not decide readiness
-			what := "stream " + name
-			if i >= 3 {
-				what = "bucket " + buckets[i-3] + " (stream " + name + ")"
+		what := "stream " + name
+		if i >= 3 {
+			what = "bucket " + buckets[i-3] + " (stream " + name + ")"
+		}
+		if errors.Is(errs[i], jetstream.ErrStreamNotFound) {
+			// Deleted under the worker: no leader will answer for it, and what its leader said is of another stream.
+			p.streams.forget(name)
+			if i < 3 && p.cfg.Provision {
+				p.missing.Store(true) // the consume loop creates it again, as after a publish that found it missing
 			}
+			if name != p.cfg.DLQStream {
+				silent = append(silent, what+": "+missingReason(i < 3, p.cfg.Provision))
+			}
+			continue
+		}
+		if name != p.cfg.DLQStream { // a dead letter is rare: the DLQ's leader does not decide readiness
 			var why string
 			err := errs[i]
 			if info != nil {
@@ -208,8 +255,10 @@ func (p *Pipeline) refreshStreams(ctx context.Context) (cutOff, silent []string)
 }
 
 // streamSilence is how long the reads of a stream must have gone without its leader's answer, with none between,
-// for readiness to report it: the read's own timeout, so that one slow read or one election is never reported, and
-// the next poll's failure is.
+// for readiness to report it: the read's own timeout, so that one slow read, or an election over within a poll (a
+// leader's step-down), is never reported, and the next poll's failure is. The election after a leader crashed
+// (some 4–9s of the replicas' election timeouts) is reported: the stream stores nothing meanwhile,
+// and claims and publishes wait for it.
 const streamSilence = 2 * time.Second
 
 // watch is what the status polls know of one stream's leader: the verdict of the last read its leader answered,
@@ -279,6 +328,25 @@ func (ws *watches) next(name, cutOff string, err error, offline bool, now time.D
 	w := watchStream(ws.m[name], cutOff, err, offline, now)
 	ws.m[name] = w
 	return w
+}
+
+// missingReason says why readiness reports a stream the status poll found missing: ours (the input, output or
+// dead-letter stream, which Provision creates again under the running worker) or a window's bucket.
+func missingReason(ours, provision bool) string {
+	switch {
+	case !ours:
+		return "missing (deleted under the running worker)"
+	case provision:
+		return "missing (deleted under the running worker); the worker creates it again (DEDUPE_PROVISION=true)"
+	}
+	return "missing (deleted under the running worker): create it again, or restart a worker with DEDUPE_PROVISION=true"
+}
+
+// forget drops what is known of stream name: it was found deleted.
+func (ws *watches) forget(name string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.m, name)
 }
 
 // quorumSeen is how recently the leader of a replicated consumer or stream must have heard from a replica for the
