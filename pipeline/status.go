@@ -209,6 +209,11 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutO
 		if errors.Is(errs[i], jetstream.ErrStreamNotFound) {
 			// Deleted under the worker: no leader will answer for it, and what its leader said is of another stream.
 			p.streams.forget(name)
+			if !p.bound.Load() {
+				// Not bound yet (Run is still creating or binding what it needs, and says so itself): a stream not
+				// created yet is not one deleted under the running worker.
+				continue
+			}
 			if i < 3 && p.cfg.Provision {
 				p.missing.Store(true) // the consume loop creates it again, as after a publish that found it missing
 			}
