@@ -60,11 +60,13 @@
 //   - No claim outlives its bucket's age limit unnoticed. The server removes a message older than its stream's
 //     max_age whatever its own TTL. New refuses a bucket whose age limit is shorter than Config.MaxTTL; under a
 //     running window, an edit of the limit is taken up by the next Ping. While it is shorter than a claim's TTL,
-//     or than Config.MaxTTL when that is set (then for every claim, as New would refuse the bucket), Claim,
-//     MarkPublished and Release write nothing and fail with ErrAgeLimit; and while it is shorter than
-//     Config.MaxTTL or than a TTL refused so far, Ping fails with it too, so that a window refusing claims is
-//     never reported reachable between them. ErrAgeLimit wraps ErrUnavailable but means a misconfiguration,
-//     not an outage: it passes only once the operator lifts or raises the limit.
+//     or than Config.MaxTTL when that is set (then for every claim, as New would refuse the bucket), Claim
+//     writes nothing and fails with ErrAgeLimit; and while it is shorter than Config.MaxTTL or than a TTL refused
+//     so far, Ping fails with it too, so that a window refusing claims is never reported reachable between them.
+//     MarkPublished and Release still write into a claim already held: it lapses at the age limit either way,
+//     and refusing them would only have its event published or dead-lettered again once the limit is lifted.
+//     ErrAgeLimit wraps ErrUnavailable but means a misconfiguration, not an outage: it passes only once the
+//     operator lifts or raises the limit.
 //   - Copies counted beside the window. The copies a claim suppressed are counted in a counter stream of their own
 //     (CopiesStream, CopyCounter, Copies), never in a bucket: counting writes nothing a claim's revision depends on.
 //

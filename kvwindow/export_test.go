@@ -99,3 +99,6 @@ func RecreatedAck(stream, ackStream string, seq, seen uint64) bool {
 func AckLoss(stream, ackStream string, seq, seen uint64, bound, now time.Time, readErr error) string {
 	return ackLoss(stream, []byte(ackStream), seq, seen, bound, now, readErr)
 }
+
+// PingVerdict is pingVerdict: what a Ping of buckets that answered errs (in shard order) returns.
+func PingVerdict(errs []error) error { return pingVerdict(errs) }

@@ -2,6 +2,7 @@ package kvwindow_test
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -47,5 +48,39 @@ func TestPingEach(t *testing.T) {
 		if b.Err != nil || b.ReadErr != nil || b.Info == nil || b.Info.Config.Name != "KV_"+b.Bucket {
 			t.Errorf("%s: err %v, read %v, info %v; want its stream's info", b.Bucket, b.Err, b.ReadErr, b.Info != nil)
 		}
+	}
+}
+
+// TestPingVerdict: what Ping and PingEach make of the buckets' answers (one rule for both): a lost bucket first,
+// then an age limit, then any other failure, each the first of its kind in shard order. Before the fix PingEach
+// reported an age limit (or a bucket not answering) over a lost bucket, and a bucket not answering over an age
+// limit, where Ping reported the lost bucket.
+func TestPingVerdict(t *testing.T) {
+	lost := func(b string) error { return fmt.Errorf("%w: bucket %q was deleted", kvwindow.ErrWindowLost, b) }
+	age := func(b string) error { return fmt.Errorf("%w: bucket %q: max_age 1h", kvwindow.ErrAgeLimit, b) }
+	down := func(b string) error { return fmt.Errorf("%w: ping bucket %q: timeout", kvwindow.ErrUnavailable, b) }
+	for _, tc := range []struct {
+		name string
+		errs []error
+		want error // compared by text; nil: no error
+	}{
+		{"none", nil, nil},
+		{"all answer", []error{nil, nil}, nil},
+		{"age limit, lost", []error{age("a"), lost("b")}, lost("b")},
+		{"lost, age limit", []error{lost("a"), age("b")}, lost("a")},
+		{"not answering, lost", []error{down("a"), lost("b")}, lost("b")},
+		{"not answering, age limit", []error{down("a"), nil, age("c")}, age("c")},
+		{"age limit, not answering", []error{age("a"), down("b")}, age("a")},
+		{"two lost", []error{nil, lost("b"), lost("c")}, lost("b")},
+		{"two age limits", []error{age("a"), age("b")}, age("a")},
+		{"two not answering", []error{down("a"), down("b")}, down("a")},
+		{"all three", []error{down("a"), age("b"), lost("c"), nil}, lost("c")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := kvwindow.PingVerdict(tc.errs)
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Errorf("verdict %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -453,22 +453,13 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 	return entries, 0, errors.Join(lost...)
 }
 
-// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each):
-// a bucket deleted, or deleted and created again, fails with ErrWindowLost, and so does every later claim in it.
-// A bucket whose age limit is shorter than the longest claim TTL it must hold fails with ErrAgeLimit. The buckets
-// after a lost one, or one with such an age limit, are still checked, so that each is flagged; a bucket that does
-// not answer ends the check. Errors wrap ErrUnavailable.
+// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all
+// at once, each bounded by Config.Timeout): a bucket deleted, or deleted and created again, fails with
+// ErrWindowLost, and so does every later claim in it. A bucket whose age limit is shorter than the longest claim
+// TTL it must hold fails with ErrAgeLimit. Every bucket is checked, so that each is flagged whatever the others
+// answer; of their failures it returns a lost bucket's first, then an age limit's, then any other (pingVerdict
+// says why). Errors wrap ErrUnavailable.
 func (w *Window) Ping(ctx context.Context) error {
-	var lost error
-	for _, s := range w.shards {
-		err := s.Ping(ctx)
-		if err != nil && !errors.Is(err, ErrWindowLost) && !errors.Is(err, ErrAgeLimit) {
-			return err
-		}
-		// A lost bucket is the graver news: its claims are gone.
-		if lost == nil || errors.Is(err, ErrWindowLost) && !errors.Is(lost, ErrWindowLost) {
-			lost = err
-		}
-	}
-	return lost
+	_, err := w.PingEach(ctx)
+	return err
 }

@@ -69,8 +69,7 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 // over it reports Outcome.MayBeStored. It reports true when it wrote the marker and false when the key had moved
 // on (the claim expired, was forgotten, taken over or replaced), which is not an error. Errors wrap
 // ErrUnavailable (or ErrInvalid for a bad claim, including rev 0); after a timeout the release may still have
-// happened. Like Claim, it writes nothing and fails with ErrAgeLimit while the bucket's age limit is shorter than
-// the claim's TTL (or Config.MaxTTL).
+// happened. Unlike Claim, it writes under an age limit shorter than the claim's TTL (see MarkPublished).
 func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
 	if err := c.Validate(); err != nil {
 		return false, err
@@ -86,11 +85,6 @@ func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bo
 		return false, w.unavailable("release", subj, nats.ErrDisconnected)
 	}
 	if err := w.usable(); err != nil {
-		return false, err
-	}
-	// The marker carries the claim's TTL: under a shorter age limit it would lapse early, and a later copy of
-	// the event claim the key (Won) instead of being told DeadLettered or MayBeStored.
-	if err := w.holds(c); err != nil {
 		return false, err
 	}
 	ctx, cancel := w.opCtx(ctx)
@@ -203,8 +197,10 @@ func (w *shard) Ping(ctx context.Context) error {
 // gets Duplicate with Published. It returns the claim's new revision (for Release or another mark), or false when
 // the key moved on (taken over by a later delivery, released, expired). The claim's TTL starts again. The write
 // keeps the claim's first claim time: firstClaimed, the Outcome.FirstClaimed this delivery's Claim returned; zero
-// reads it from the claim first (one more round trip to the stream leader). Like Claim, it writes nothing and
-// fails with ErrAgeLimit while the bucket's age limit is shorter than the claim's TTL (or Config.MaxTTL).
+// reads it from the claim first (one more round trip to the stream leader). Unlike Claim, it writes under an age
+// limit shorter than the claim's TTL: the claim is held already and lapses at the age limit whether or not the
+// mark is written, and the mark lapses later. Refused, it would be handed back, each redelivery refused its
+// claim until the limit is lifted, and the event then published again.
 func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if err := c.Validate(); err != nil {
 		return 0, false, err
@@ -213,10 +209,6 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		return 0, false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
 	}
 	if err := w.usable(); err != nil {
-		return 0, false, err
-	}
-	// As in Release: a mark under a shorter age limit would lapse early, and a later copy be Won again.
-	if err := w.holds(c); err != nil {
 		return 0, false, err
 	}
 	ctx, cancel := w.opCtx(ctx)

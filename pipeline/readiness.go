@@ -241,12 +241,35 @@ func (p *Pipeline) setBound(b bool) {
 	}
 }
 
+// windowUp records that the status poll's Ping found every bucket reachable: whatever window error stood is over.
 func (p *Pipeline) windowUp() {
 	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
 		p.log.Info("pipeline: window reachable again")
 		p.updateReady()
 	}
 }
+
+// claimUp records a claim the window took: it clears the standing window error only when the claim's success
+// disproves it (claimClears).
+func (p *Pipeline) claimUp() {
+	for {
+		cur := p.windowErr.Load()
+		if cur == nil || !claimClears(*cur) {
+			return
+		}
+		if p.windowErr.CompareAndSwap(cur, nil) {
+			p.log.Info("pipeline: window reachable again")
+			p.updateReady()
+			return
+		}
+	}
+}
+
+// claimClears decides whether a claim that succeeded clears the window error err. An age limit it does not: with
+// the longest claim TTL not known to the window (kvwindow.Config.MaxTTL unset) the bucket takes the claims its
+// age limit can hold and refuses the longer ones, while the poll's Ping reports the limit until it is lifted;
+// cleared by every short claim, it would leave the worker ready and unready by turns between polls.
+func claimClears(err error) bool { return !errors.Is(err, kvwindow.ErrAgeLimit) }
 
 func (p *Pipeline) windowDown(err error) {
 	p.m.windowErrors.Inc()

@@ -285,7 +285,7 @@ func (s *step) doClaim() {
 		}
 		return
 	}
-	p.windowUp()
+	p.claimUp()
 	f.Claim = protocol.ClaimResult{Published: res.Published, HolderKnown: res.HolderSeq != 0, MayBeStored: res.MayBeStored}
 	if !res.FirstClaimed.IsZero() {
 		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
