@@ -3,12 +3,14 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
@@ -214,5 +216,68 @@ func TestInputLimitPollReadsConsumerOnce(t *testing.T) {
 	}
 	if got := e.metric("dedupeworker_input_dropped_total"); got != 0 {
 		t.Errorf("dedupeworker_input_dropped_total %v, want 0", got)
+	}
+}
+
+// TestInputLimitDropNotCountedAgainOnRestart: envelopes aged out of an idle INGEST while no worker ran leave a gap
+// at its head until the next delivery. The first worker to start counts them; a second one, started while the first
+// pulls (a rolling deploy), does not count them again, and says why.
+func TestInputLimitDropNotCountedAgainOnRestart(t *testing.T) {
+	e := newEnv(t)
+	e.createStream(jetstream.StreamConfig{
+		Name:      pipeline.DefaultInputStream,
+		Subjects:  []string{"ingest.>"},
+		Retention: jetstream.WorkQueuePolicy,
+		MaxAge:    time.Second,
+	})
+	cfg := e.config(memWindow())
+	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", fmt.Sprintf("d-%d", i)), []byte(`{}`))
+	}
+	natstest.Eventually(t, 20*time.Second, func() error {
+		s, err := e.js.Stream(ctx(t), pipeline.DefaultInputStream)
+		if err != nil {
+			return err
+		}
+		if st := s.CachedInfo().State; st.Msgs != 0 || st.FirstSeq != 6 {
+			return fmt.Errorf("INGEST holds %d envelopes from %d, want none from 6", st.Msgs, st.FirstSeq)
+		}
+		return nil
+	})
+	e.start(cfg)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if got := e.metric("dedupeworker_input_dropped_total"); got != 5 {
+			return fmt.Errorf("first worker: dedupeworker_input_dropped_total %v, want 5", got)
+		}
+		return nil
+	})
+
+	second := cfg
+	reg := prometheus.NewRegistry()
+	second.Metrics = pipeline.NewMetrics(reg)
+	log := &natstest.Buffer{}
+	second.Logger = slog.New(slog.NewTextHandler(log, nil))
+	e.start(second)
+	natstest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(log.String(), "no longer holds 5 envelopes its consumer never delivered") {
+			return fmt.Errorf("the second worker did not report the gap")
+		}
+		return nil
+	})
+	if !strings.Contains(log.String(), "other workers pulling from it were watching") {
+		t.Errorf("the second worker did not say the others count the gap:\n%s", log)
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "dedupeworker_input_dropped_total" && mf.GetMetric()[0].GetCounter().GetValue() != 0 {
+			t.Errorf("second worker: dedupeworker_input_dropped_total %v, want 0: the first counted these",
+				mf.GetMetric()[0].GetCounter().GetValue())
+		}
 	}
 }

@@ -74,6 +74,7 @@ type inputWatch struct {
 	high            uint64
 	consumerSeq     uint64
 	reset           bool
+	looked          bool
 }
 
 // observeConsumer records what a read of the input consumer (created at created) says it delivered.
@@ -119,6 +120,8 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 		w.created, w.through = info.Created, 0 // created again: its sequences start over (and its consumer: observe)
 	}
 	first := info.State.FirstSeq
+	firstLook := !w.looked
+	w.looked = true
 	if w.reset {
 		// An operator reset the consumer: where it was set to is the operator's choice, and what lies before the
 		// stream's first is no loss to count.
@@ -153,6 +156,16 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 		return
 	}
 	w.through = first - 1
+	if firstLook && ci.NumWaiting > 0 {
+		// Found at this worker's first look (read before it pulls) while other workers pull: the gap stays at the
+		// head of an idle stream until the next delivery, and those workers, watching when it opened, have counted
+		// it; counting it at every restart of a rolling deploy would page again for the same loss.
+		p.log.Info(fmt.Sprintf("pipeline: %s no longer holds %d envelopes its consumer never delivered; other workers "+
+			"pulling from it were watching and count them", p.cfg.InputStream, n),
+			"stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "dropped", n, "first_seq", from, "last_seq", first-1,
+			"waiting", ci.NumWaiting)
+		return
+	}
 	p.m.inputDropped.Add(float64(n))
 	p.log.Error(fmt.Sprintf("pipeline: %s no longer holds %d envelopes its consumer never delivered (its limits, or an "+
 		"operator's purge or consumer reset): they are lost, never processed; its limits: %s",
