@@ -281,3 +281,45 @@ func TestInputLimitDropNotCountedAgainOnRestart(t *testing.T) {
 		}
 	}
 }
+
+// TestInputLimitConsumerResetNotCounted: an operator resets the consumer of a drained INGEST with limits to sequence
+// 1 (nats consumer reset), below the stream's first: its delivered sequence goes back to 0, the processed envelopes
+// 1-5 now between it and the stream's first. They are no loss: the next poll counts none.
+func TestInputLimitConsumerResetNotCounted(t *testing.T) {
+	e := newEnv(t)
+	e.createStream(jetstream.StreamConfig{
+		Name:      pipeline.DefaultInputStream,
+		Subjects:  []string{"ingest.>"},
+		Retention: jetstream.WorkQueuePolicy,
+		MaxMsgs:   1000,
+		Discard:   jetstream.DiscardOld,
+	})
+	cfg := e.config(memWindow())
+	r := e.start(cfg)
+	for i := range 5 {
+		e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", fmt.Sprintf("d-%d", i)), []byte(`{}`))
+	}
+	e.waitCount(pipeline.DefaultOutputStream, 5, 20*time.Second)
+	e.drained(20 * time.Second)
+	r.stop(t)
+
+	p, err := pipeline.Standing(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipeline.RefreshStatus(p, context.Background())
+	if _, err := e.js.ResetConsumerToSequence(ctx(t), pipeline.DefaultInputStream, cfg.Consumer, 1); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.consumerInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Stream != 0 {
+		t.Fatalf("after the reset the consumer's delivered stream sequence is %d, want 0", info.Delivered.Stream)
+	}
+	pipeline.RefreshStatus(p, context.Background())
+	if got := e.metric("dedupeworker_input_dropped_total"); got != 0 {
+		t.Errorf("dedupeworker_input_dropped_total %v after a consumer reset, want 0: nothing was lost", got)
+	}
+}
