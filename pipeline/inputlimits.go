@@ -125,7 +125,7 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	if w.reset {
 		// An operator reset the consumer: where it was set to is the operator's choice, and what lies before the
 		// stream's first is no loss to count.
-		w.reset, w.through = false, max(w.through, first-1)
+		w.reset, w.through = false, max(w.through+1, first, 1)-1 // a new stream's first is 0
 	}
 	// What the poll read of the consumer before the stream (high) only grows but by a reset: no gap after it, none
 	// now, and the second read is spared.
@@ -141,7 +141,7 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	ci := c.CachedInfo()
 	w.observe(ci.Created, ci.Delivered)
 	if w.reset {
-		w.reset, w.through = false, max(w.through, first-1)
+		w.reset, w.through = false, max(w.through+1, first, 1)-1
 		return
 	}
 	filters := ci.Config.FilterSubjects
