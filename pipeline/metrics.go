@@ -123,7 +123,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		})),
 		inputDropped: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "dedupeworker_input_dropped_total",
-			Help: "Envelopes the input stream's limits (an age limit, a count or size limit with discard old) deleted before its consumer delivered them, as the status poll saw them (a lower bound; each replica counts what it sees).",
+			Help: "Envelopes the input stream no longer holds that its consumer never delivered (its limits, or an operator's purge or consumer reset), as the status poll saw them (a lower bound; each replica counts what it sees; a replica started while others pull leaves a gap it finds to them).",
 		})),
 		streamBytes: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "dedupeworker_stream_bytes",

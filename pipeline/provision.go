@@ -272,9 +272,10 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 	}
 	var warns []consumerWarning
 	warn := func(msg string, args ...any) { warns = append(warns, consumerWarning{msg, args}) }
-	if len(filters) > 0 {
-		// Provision creates a filter only when the stream stores subjects outside "<InputPrefix>.>"; otherwise it
-		// adds nothing and costs envelopes.
+	if len(filters) > 0 && (got.FilterSubject != contract.All(cfg.InputPrefix) || len(got.FilterSubjects) > 0) {
+		// Provision creates the filter "<InputPrefix>.>" (in FilterSubject) only when the stream stores subjects outside
+		// it (ensureConsumer), and then it cannot do without: warning of it at every bind would tell of nothing to
+		// mend. Any other filter adds nothing the worker needs and costs envelopes.
 		warn("filters on "+strings.Join(filters, ", ")+": nats-server 2.15.2 never delivers to a filtered consumer some subjects "+
 			"the stream stores (a token with byte 0x7f), which stay there unprocessed; unless the stream stores subjects "+
 			"outside "+contract.All(cfg.InputPrefix)+", remove the filter (nats consumer edit) or re-create the consumer",

@@ -110,6 +110,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			p.quorumChanged(cutOff) // at once: the streams' reads may wait seconds for a server out of reach
 		}
 		p.m.consumerPending.Set(float64(info.NumPending))
+		p.observeConsumer(info.Created, info.Delivered) // read before the input stream: checkInputLimits' pre-filter
 		if p.bound.Load() && (info.Created.UnixNano() != p.consumerCreated.Load() || !p.consumerUsable(info.Config)) {
 			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
