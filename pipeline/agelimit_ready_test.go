@@ -10,7 +10,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// TestClaimLeavesAgeLimitStanding: a claim that succeeds clears a window error it disproves, never an age limit.
+// TestClaimLeavesAgeLimitStanding: a claim that succeeds clears a window error it disproves, never an age limit
+// nor a lost bucket (one shard of several).
 // With the window's longest TTL not known (Config.MaxTTL unset, as a library user may leave it), sources of
 // several TTLs and an age limit between them, the claims of the short TTL succeed while the status poll's Ping
 // reports the age limit: each success cleared it, and the worker was ready and unready by turns between polls.
@@ -29,6 +30,9 @@ func TestClaimLeavesAgeLimitStanding(t *testing.T) {
 		clear bool // whether a successful claim makes the pipeline ready again
 	}{
 		{"age limit", aged, false},
+		// A sharded window with one bucket lost: the other shards' claims succeed, the lost shard's keys stay refused.
+		{"one shard's bucket lost", &kvwindow.BucketError{Bucket: "dedupe-window-02", Err: fmt.Errorf("%w: bucket %q was deleted",
+			kvwindow.ErrWindowLost, "dedupe-window-02")}, false},
 		{"bucket not answering", fmt.Errorf("%w: ping bucket %q: timeout", kvwindow.ErrUnavailable, "dedupe-window"), true},
 		{"other failure", errors.New("pipeline test: window down"), true},
 	} {

@@ -268,8 +268,12 @@ func (p *Pipeline) claimUp() {
 // claimClears decides whether a claim that succeeded clears the window error err. An age limit it does not: with
 // the longest claim TTL not known to the window (kvwindow.Config.MaxTTL unset) the bucket takes the claims its
 // age limit can hold and refuses the longer ones, while the poll's Ping reports the limit until it is lifted;
-// cleared by every short claim, it would leave the worker ready and unready by turns between polls.
-func claimClears(err error) bool { return !errors.Is(err, kvwindow.ErrAgeLimit) }
+// cleared by every short claim, it would leave the worker ready and unready by turns between polls. Nor a lost
+// bucket: in a sharded window the claims of the other shards succeed while the lost one refuses its keys until a
+// restart.
+func claimClears(err error) bool {
+	return !errors.Is(err, kvwindow.ErrAgeLimit) && !errors.Is(err, kvwindow.ErrWindowLost)
+}
 
 func (p *Pipeline) windowDown(err error) {
 	p.m.windowErrors.Inc()
