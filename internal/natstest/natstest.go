@@ -24,6 +24,7 @@ type Server struct {
 	*server.Server
 	Opts *server.Options
 	tb   testing.TB
+	log  *serverLog
 }
 
 // URL is the client URL of the server (stable across Restart).
@@ -53,9 +54,10 @@ func Run(tb testing.TB, opts ...Option) *Server {
 	for _, f := range opts {
 		f(o)
 	}
-	s := &Server{Opts: o, tb: tb}
+	s := &Server{Opts: o, tb: tb, log: &serverLog{}}
 	s.start()
 	tb.Cleanup(s.Shutdown)
+	tb.Cleanup(func() { s.log.report(tb) }) // runs after Shutdown: the whole log
 	return s
 }
 
@@ -64,6 +66,9 @@ func (s *Server) start() {
 	ns, err := server.NewServer(s.Opts.Clone())
 	if err != nil {
 		s.tb.Fatalf("natstest: %v", err)
+	}
+	if s.log != nil {
+		ns.SetLoggerV2(s.log, false, false, false)
 	}
 	go ns.Start()
 	if !ns.ReadyForConnections(10 * time.Second) {
