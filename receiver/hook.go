@@ -151,7 +151,7 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 		if id == "" && claimMayHaveLanded(err) {
 			r.settleGuard(req.Context(), c)
 		}
-		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard could not reach the window; answered 503",
+		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard's window did not take the claim (err says why: out of reach, bucket lost, age limit); answered 503",
 			"tenant", tenant, "source", source, "err", err)
 		return guardHeld{}, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
 	}
