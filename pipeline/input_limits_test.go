@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -178,41 +177,14 @@ func TestInputLimitNoDropsWhileProcessing(t *testing.T) {
 // time once the work-queue stream's first sequence had passed the last one counted as dropped.
 func TestInputLimitPollReadsConsumerOnce(t *testing.T) {
 	e := newEnv(t)
-	e.createStream(jetstream.StreamConfig{
-		Name:      pipeline.DefaultInputStream,
-		Subjects:  []string{"ingest.>"},
-		Retention: jetstream.WorkQueuePolicy,
-		MaxMsgs:   1000,
-		Discard:   jetstream.DiscardOld,
-	})
-	cfg := e.config(memWindow())
-	r := e.start(cfg)
-	for i := range 3 {
-		e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", fmt.Sprintf("d-%d", i)), []byte(`{}`))
-	}
-	e.waitCount(pipeline.DefaultOutputStream, 3, 20*time.Second)
-	e.drained(20 * time.Second)
-	r.stop(t)
+	cfg := e.drainedLimitedInput(3)
 
 	p, err := pipeline.Standing(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	reads := make(chan *nats.Msg, 100)
-	sub, err := e.nc.ChanSubscribe("$JS.API.CONSUMER.INFO.>", reads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := e.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	pipeline.RefreshStatus(p, context.Background())
-	if err := e.nc.Flush(); err != nil { // the poll's requests, sent on the same connection, have come back to us
-		t.Fatal(err)
-	}
-	if n := len(reads); n != 1 {
-		t.Errorf("the poll read the consumer %d times, want once", n)
+	if reads := e.requestsInOnePoll(p, "$JS.API.CONSUMER.INFO.>"); len(reads) != 1 {
+		t.Errorf("the poll read the consumer %d times (%v), want once", len(reads), reads)
 	}
 	if got := e.metric("dedupeworker_input_dropped_total"); got != 0 {
 		t.Errorf("dedupeworker_input_dropped_total %v, want 0", got)
@@ -287,21 +259,7 @@ func TestInputLimitDropNotCountedAgainOnRestart(t *testing.T) {
 // 1-5 now between it and the stream's first. They are no loss: the next poll counts none.
 func TestInputLimitConsumerResetNotCounted(t *testing.T) {
 	e := newEnv(t)
-	e.createStream(jetstream.StreamConfig{
-		Name:      pipeline.DefaultInputStream,
-		Subjects:  []string{"ingest.>"},
-		Retention: jetstream.WorkQueuePolicy,
-		MaxMsgs:   1000,
-		Discard:   jetstream.DiscardOld,
-	})
-	cfg := e.config(memWindow())
-	r := e.start(cfg)
-	for i := range 5 {
-		e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", fmt.Sprintf("d-%d", i)), []byte(`{}`))
-	}
-	e.waitCount(pipeline.DefaultOutputStream, 5, 20*time.Second)
-	e.drained(20 * time.Second)
-	r.stop(t)
+	cfg := e.drainedLimitedInput(5)
 
 	p, err := pipeline.Standing(cfg)
 	if err != nil {

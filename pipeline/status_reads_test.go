@@ -1,13 +1,10 @@
 package pipeline_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -42,25 +39,13 @@ func TestStatusPollReadsEachBucketOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	reads := make(chan *nats.Msg, 1000)
-	sub, err := e.nc.ChanSubscribe("$JS.API.STREAM.INFO.*", reads)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := e.nc.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	pipeline.RefreshStatus(p, context.Background())
-	if err := e.nc.Flush(); err != nil { // the poll's requests, sent on the same connection, have come back to us
-		t.Fatal(err)
-	}
+	reads := e.requestsInOnePoll(p, "$JS.API.STREAM.INFO.*")
 	if err := p.Ready(ctx(t)); err != nil {
 		t.Errorf("not ready after the poll: %v", err)
 	}
 	per := map[string]int{}
-	for len(reads) > 0 {
-		if subj := (<-reads).Subject; strings.HasPrefix(subj, "$JS.API.STREAM.INFO.KV_") {
+	for _, subj := range reads {
+		if strings.HasPrefix(subj, "$JS.API.STREAM.INFO.KV_") {
 			per[subj]++
 		}
 	}
