@@ -1,47 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/natstest"
-	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // In a sharded window, window get and each line of window ls name the shard bucket that holds the claim (the one
 // `nats kv get <bucket> <kv_key>` reads), and a miss names the bucket it looked in. Before the fix they named
 // DEDUPE_BUCKET, which no bucket of a sharded window is called.
 func TestWindowBucketFieldSharded(t *testing.T) {
-	srv := natstest.Run(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	t.Setenv("DEDUPE_WINDOW_SHARDS", "4")
-	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := kvwindow.DefaultConfig()
-	cfg.Shards = 4
-	w, err := kvwindow.New(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	want := map[string]string{}
-	for _, k := range keys {
-		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}, kvwindow.Known{}); err != nil {
-			t.Fatal(err)
-		}
-		if want[k], err = w.BucketOf("acme", "gh", k); err != nil {
-			t.Fatal(err)
-		}
-	}
+	_, w, want := shardedWindow(t, 4, keys...)
 	type line struct {
 		Claimed bool   `json:"claimed"`
 		Key     string `json:"key"`

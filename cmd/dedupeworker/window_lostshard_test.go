@@ -6,12 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/natstest"
-	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 // With one shard bucket of a window deleted (its claims lost), the window commands still answer for the other
@@ -19,31 +13,10 @@ import (
 // key in the lost one fails naming it, ls lists the other buckets' claims and then fails naming it. Before the
 // fix every window command failed at bind (the shard missing beside its siblings).
 func TestWindowCommandsWithLostShard(t *testing.T) {
-	srv := natstest.Run(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	t.Setenv("DEDUPE_WINDOW_SHARDS", "4")
-	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := kvwindow.DefaultConfig()
-	cfg.Shards = 4
-	w, err := kvwindow.New(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	keys := []string{"a", "b", "c", "d", "e", "f", "g", "h"}
-	bucketOf := map[string]string{}
-	for _, k := range keys {
-		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}, kvwindow.Known{}); err != nil {
-			t.Fatal(err)
-		}
-		bucketOf[k], _ = w.BucketOf("acme", "gh", k)
-	}
+	js, _, bucketOf := shardedWindow(t, 4, keys...)
 	lost := bucketOf["a"]
-	if err := js.DeleteKeyValue(ctx, lost); err != nil {
+	if err := js.DeleteKeyValue(context.Background(), lost); err != nil {
 		t.Fatal(err)
 	}
 	var alive []string // keys in the buckets left

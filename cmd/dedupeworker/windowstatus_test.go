@@ -1,39 +1,17 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
 func TestWindowStatusSharded(t *testing.T) {
-	srv := natstest.Run(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	t.Setenv("DEDUPE_WINDOW_SHARDS", "4")
-	js, err := jetstream.New(natstest.Connect(t, srv.URL()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cfg := kvwindow.DefaultConfig()
-	cfg.Shards = 4
-	w, err := kvwindow.New(ctx, js, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g", "h"} {
-		if _, err := w.Claim(ctx, kvwindow.Claim{Tenant: "acme", Source: "gh", Key: k, TTL: time.Hour, Claimant: kvwindow.Claimant{Seq: 1}}, kvwindow.Known{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	shardedWindow(t, 4, "a", "b", "c", "d", "e", "f", "g", "h")
 	code, stdout, stderr := runCLI(t, "", "window", "status", "--json")
 	if code != 0 {
 		t.Fatalf("window status: exit %d: %s", code, stderr)
