@@ -40,13 +40,7 @@ func TestConsumerHeadersOnlyUnderRunningWorkerRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			natstest.Eventually(t, 10*time.Second, func() error {
-				err := r.p.Ready(ctx(t))
-				if err == nil || !strings.Contains(err.Error(), "headers only") {
-					return fmt.Errorf("ready = %v, want not ready saying headers only", err)
-				}
-				return nil
-			})
+			r.waitUnreadyNaming(t, 10*time.Second, "headers only")
 			e.publish("ingest.acme.gh", hdr("X-GitHub-Delivery", "d-1"), []byte(`{"body":"kept"}`))
 			if n := e.count(pipeline.DefaultInputStream); n != 1 {
 				t.Fatalf("INGEST holds %d envelopes, want the one published", n)

@@ -156,13 +156,7 @@ func TestConsumerNarrowedUnderRunningWorkerRefused(t *testing.T) {
 				}
 			}
 			e.publish("ingest.t2.gh", hdr("X-GitHub-Delivery", "t2"), []byte("k"))
-			natstest.Eventually(t, 10*time.Second, func() error {
-				err := r.p.Ready(ctx(t))
-				if err == nil || !strings.Contains(err.Error(), `"ingest.t1.>"`) {
-					return fmt.Errorf("ready = %v, want not ready naming the filter", err)
-				}
-				return nil
-			})
+			r.waitUnreadyNaming(t, 10*time.Second, `"ingest.t1.>"`)
 			if got := e.metric("dedupeworker_ready"); got != 0 {
 				t.Fatalf("dedupeworker_ready %v, want 0", got)
 			}

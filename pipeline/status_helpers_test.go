@@ -3,8 +3,11 @@ package pipeline_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"testing"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/pipeline"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,4 +57,15 @@ func (e *env) requestsInOnePoll(p *pipeline.Pipeline, subject string) []string {
 		subjects = append(subjects, (<-reads).Subject)
 	}
 	return subjects
+}
+
+// waitUnreadyNaming waits (up to timeout) until the pipeline is not ready with a reason that contains what.
+func (r *running) waitUnreadyNaming(t testing.TB, timeout time.Duration, what string) {
+	t.Helper()
+	natstest.Eventually(t, timeout, func() error {
+		if err := r.p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), what) {
+			return fmt.Errorf("ready = %v, want not ready naming %q", err, what)
+		}
+		return nil
+	})
 }
