@@ -3,11 +3,13 @@ package receiver_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
 
@@ -41,17 +43,12 @@ func TestReplayGuardBucketDeletedNotReady(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "replay guard's bucket "+window.Bucket()) {
 		t.Fatalf("after the delete: Ready: %v", err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ready := do(r, http.MethodGet, "/readyz", nil, "")
-		if ready.Code == http.StatusServiceUnavailable && strings.Contains(ready.Body.String(), window.Bucket()) {
-			break
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if ready := do(r, http.MethodGet, "/readyz", nil, ""); ready.Code != http.StatusServiceUnavailable || !strings.Contains(ready.Body.String(), window.Bucket()) {
+			return fmt.Errorf("after the delete: /readyz %d %s", ready.Code, ready.Body.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the delete: /readyz %d %s", ready.Code, ready.Body.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // Only a receiver that guards a source looks at the window: one whose sources are not guarded stays ready
@@ -100,17 +97,12 @@ func TestReplayGuardBucketDeletedMixedStaysReady(t *testing.T) {
 	if rec.Code != http.StatusServiceUnavailable || e.lastSeq(t) != 1 {
 		t.Fatalf("a guarded delivery after the delete: %d %s; INGEST holds %d", rec.Code, rec.Body.String(), e.lastSeq(t))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ready := do(r, http.MethodGet, "/readyz", nil, "")
-		if ready.Code == http.StatusOK && strings.Contains(ready.Body.String(), window.Bucket()) {
-			break
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if ready := do(r, http.MethodGet, "/readyz", nil, ""); ready.Code != http.StatusOK || !strings.Contains(ready.Body.String(), window.Bucket()) {
+			return fmt.Errorf("after the delete: /readyz %d %s", ready.Code, ready.Body.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the delete: /readyz %d %s", ready.Code, ready.Body.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 	// Said once, not on every lookup.
 	for range 3 {
 		_ = r.Ready(context.Background())
