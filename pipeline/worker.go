@@ -271,17 +271,9 @@ func (s *step) doClaim() {
 	p.m.claimDuration.Observe(time.Since(start).Seconds())
 	s.res, s.claimErr = res, err
 	if err != nil {
-		switch {
-		case w.ctx.Err() != nil:
-			f.Claim.Status = protocol.ClaimCancelled
-		case errors.Is(err, kvwindow.ErrInvalid):
-			f.Claim.Status = protocol.ClaimInvalid
-		case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit):
+		f.Claim.Status = claimFailed(w.ctx.Err() != nil, err)
+		if f.Claim.Status == protocol.ClaimLost || f.Claim.Status == protocol.ClaimUnavailable {
 			p.windowDown(err)
-			f.Claim.Status = protocol.ClaimLost
-		default:
-			p.windowDown(err)
-			f.Claim.Status = protocol.ClaimUnavailable
 		}
 		return
 	}
@@ -436,4 +428,21 @@ func (p *Pipeline) nakCounter(r protocol.NakReason) interface{ Inc() } {
 		return p.nakRecord
 	}
 	return p.nakWindow
+}
+
+// claimFailed says what a claim that returned err tells the protocol: cancelled (the worker is stopping), invalid
+// (never claimable), lost (the bucket is gone, or its age limit cannot hold the claim: no decision until an
+// operator acts, and never forwarded around), or unavailable (the window could not decide; with
+// ForwardWhenWindowDown the envelope may go out unkeyed).
+func claimFailed(cancelled bool, err error) protocol.ClaimStatus {
+	switch {
+	case cancelled:
+		return protocol.ClaimCancelled
+	case errors.Is(err, kvwindow.ErrInvalid):
+		return protocol.ClaimInvalid
+	case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit):
+		return protocol.ClaimLost
+	default:
+		return protocol.ClaimUnavailable
+	}
 }
