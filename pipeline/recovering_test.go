@@ -2,6 +2,7 @@ package pipeline_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -201,10 +202,17 @@ func TestReadinessWindowRecovering(t *testing.T) {
 			}
 			e := newEnvOn(t, nil, natstest.Connect(t, strings.Join(append([]string{first}, rest...), ","),
 				nats.DontRandomize(), nats.ReconnectBufSize(-1)))
-			w, err := kvwindow.New(ctx(t), e.js, wcfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			// Bound with the test's short timeout, retried while unavailable as the worker retries it at its start
+			// (a loaded machine, or the race detector, can leave the first read of a fresh bucket unanswered).
+			var w *kvwindow.Window
+			natstest.Eventually(t, 30*time.Second, func() error {
+				var err error
+				w, err = kvwindow.New(ctx(t), e.js, wcfg)
+				if err != nil && (!errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost)) {
+					t.Fatal(err)
+				}
+				return err
+			})
 			cfg := e.config(w)
 			cfg.Replicas = 3
 			r := e.start(cfg)
