@@ -19,39 +19,24 @@ import (
 // Config can use. The CLI keeps each context in <config>/nats/context/<name>.json and the selected one's name in
 // <config>/nats/context.txt, where <config> is $XDG_CONFIG_HOME, else ~/.config (ADR-21 of nats-io).
 type CLIContext struct {
-	Name string // the context's name
-	Path string // the file it was read from
+	Name string `json:"-"` // the context's name
+	Path string `json:"-"` // the file it was read from
 
-	URL         string // comma-separated URLs; nats://127.0.0.1:4222 when the context sets none, as in the CLI
-	User        string
-	Password    string
-	Token       string
-	Creds       string // path to a .creds file
-	NKey        string // path to an nkey seed file
-	Cert        string // path to a PEM client certificate
-	Key         string // path to its key
-	CA          string // path to a PEM CA bundle
-	InboxPrefix string
-	TLSFirst    bool
+	URL         string `json:"url"` // comma-separated URLs; nats://127.0.0.1:4222 when the context sets none, as in the CLI
+	User        string `json:"user"`
+	Password    string `json:"password"`
+	Token       string `json:"token"`
+	Creds       string `json:"creds"` // path to a .creds file
+	NKey        string `json:"nkey"`  // path to an nkey seed file
+	Cert        string `json:"cert"`  // path to a PEM client certificate
+	Key         string `json:"key"`   // path to its key
+	CA          string `json:"ca"`    // path to a PEM CA bundle
+	InboxPrefix string `json:"inbox_prefix"`
+	TLSFirst    bool   `json:"tls_first"`
 }
 
 // ErrUnknownContext is wrapped by LoadContext's error when no file holds the named context.
 var ErrUnknownContext = errors.New("no such context")
-
-// cliContextFile is the JSON of a context file: the fields a Config can carry.
-type cliContextFile struct {
-	URL         string `json:"url"`
-	User        string `json:"user"`
-	Password    string `json:"password"`
-	Token       string `json:"token"`
-	Creds       string `json:"creds"`
-	NKey        string `json:"nkey"`
-	Cert        string `json:"cert"`
-	Key         string `json:"key"`
-	CA          string `json:"ca"`
-	InboxPrefix string `json:"inbox_prefix"`
-	TLSFirst    bool   `json:"tls_first"`
-}
 
 // unsupportedContextFields are the context fields that would change how the connection or JetStream is used but
 // that a Config cannot carry: a context setting one is refused rather than half-applied. description, color_scheme,
@@ -103,8 +88,8 @@ func SelectedContext() (name, file string, err error) {
 	return strings.TrimSpace(string(data)), file, nil
 }
 
-// ContextFile is the file that holds the context called name.
-func ContextFile(name string) (string, error) {
+// contextFile is the file that holds the context called name.
+func contextFile(name string) (string, error) {
 	if name == "" || strings.Contains(name, "..") || strings.ContainsAny(name, `/\`) {
 		return "", fmt.Errorf("natsconn: context %q: invalid name (a context name is not empty and has no \"..\", \"/\" or \"\\\")", name)
 	}
@@ -123,7 +108,7 @@ func LoadContext(nameOrFile string) (CLIContext, error) {
 	if st, err := os.Stat(nameOrFile); err == nil && !st.IsDir() && strings.HasSuffix(nameOrFile, ".json") {
 		c.Name, c.Path = strings.TrimSuffix(filepath.Base(nameOrFile), ".json"), nameOrFile
 	} else {
-		path, err := ContextFile(nameOrFile)
+		path, err := contextFile(nameOrFile)
 		if err != nil {
 			return CLIContext{}, err
 		}
@@ -148,32 +133,21 @@ func LoadContext(nameOrFile string) (CLIContext, error) {
 			return CLIContext{}, bad("%s is set: %s", u.field, u.why) // never the value: it may be a secret
 		}
 	}
-	var f cliContextFile
-	if err := json.Unmarshal(data, &f); err != nil {
+	if err := json.Unmarshal(data, &c); err != nil {
 		return CLIContext{}, bad("%v", err)
 	}
-	c.URL, c.User, c.InboxPrefix, c.TLSFirst = cmp.Or(strings.TrimSpace(f.URL), nats.DefaultURL), f.User, f.InboxPrefix, f.TLSFirst
-	for _, s := range []struct {
+	c.URL = cmp.Or(strings.TrimSpace(c.URL), nats.DefaultURL)
+	for _, f := range []struct {
 		field string
-		in    string
-		out   *string
-	}{{"password", f.Password, &c.Password}, {"token", f.Token, &c.Token}} {
-		v, err := secretRef(s.in)
+		v     *string
+		ref   func(string) (string, error)
+	}{{"password", &c.Password, secretRef}, {"token", &c.Token, secretRef}, {"creds", &c.Creds, pathRef},
+		{"nkey", &c.NKey, pathRef}, {"cert", &c.Cert, pathRef}, {"key", &c.Key, pathRef}, {"ca", &c.CA, pathRef}} {
+		v, err := f.ref(*f.v)
 		if err != nil {
-			return CLIContext{}, bad("%s: %v", s.field, err)
+			return CLIContext{}, bad("%s: %v", f.field, err)
 		}
-		*s.out = v
-	}
-	for _, p := range []struct {
-		field string
-		in    string
-		out   *string
-	}{{"creds", f.Creds, &c.Creds}, {"nkey", f.NKey, &c.NKey}, {"cert", f.Cert, &c.Cert}, {"key", f.Key, &c.Key}, {"ca", f.CA, &c.CA}} {
-		v, err := pathRef(p.in)
-		if err != nil {
-			return CLIContext{}, bad("%s: %v", p.field, err)
-		}
-		*p.out = v
+		*f.v = v
 	}
 	var kinds []string
 	for _, k := range []struct{ name, v string }{{"user", c.User}, {"token", c.Token}, {"creds", c.Creds}, {"nkey", c.NKey}} {

@@ -1,9 +1,12 @@
 package natsconn
 
 import (
+	"context"
 	"log/slog"
 	"net"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // Fence is the pause fence with a clock and ticks the test drives.
@@ -17,3 +20,6 @@ func NewManualFence(after time.Duration, clock func() time.Duration, log *slog.L
 
 func (f *Fence) Dial(network, address string) (net.Conn, error) { return f.f.Dial(network, address) }
 func (f *Fence) Step()                                          { f.f.step() }
+
+// Connect is ConnectContext without cancellation.
+func Connect(cfg Config) (*nats.Conn, error) { return ConnectContext(context.Background(), cfg) }

@@ -9,6 +9,7 @@
 package natsconn
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,11 +60,6 @@ type Config struct {
 // loaded machine; a false alarm costs a reconnect and the redelivery of what was in flight.
 const DefaultPauseFence = 2 * time.Second
 
-// Connect is ConnectContext without cancellation.
-func Connect(cfg Config) (*nats.Conn, error) {
-	return ConnectContext(context.Background(), cfg)
-}
-
 // ConnectContext opens the connection. The first connection is retried while the server is unreachable, for at
 // most cfg.RetryFor (logging each attempt at warn level) or until ctx ends; any other failure returns at once with
 // a readable error. Once connected the client reconnects without limit, so that a NATS restart or a leader change
@@ -73,18 +69,12 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 		return nil, errors.New("natsconn: url: must not be empty")
 	}
 	if err := CheckURL(cfg.URL); err != nil {
-		if cfg.Origin != "" {
-			return nil, fmt.Errorf("natsconn: url: %w (%s)", err, cfg.Origin)
-		}
-		return nil, fmt.Errorf("natsconn: url: %w", err)
+		return nil, fmt.Errorf("natsconn: url: %w%s", err, cfg.origin())
 	}
 	if cfg.ConnectTimeout <= 0 {
 		cfg.ConnectTimeout = 5 * time.Second
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	log := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	opts, err := cfg.options(log)
 	if err != nil {
 		return nil, err
@@ -120,10 +110,15 @@ func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 // connectErr is the error of a failed first connection: the URL without user information, the cause, and where
 // the settings came from.
 func (cfg Config) connectErr(err error) error {
-	if cfg.Origin != "" {
-		return fmt.Errorf("natsconn: connect to %s: %w (%s)", Redact(cfg.URL), err, cfg.Origin)
+	return fmt.Errorf("natsconn: connect to %s: %w%s", Redact(cfg.URL), err, cfg.origin())
+}
+
+// origin is " (<Origin>)" for an error's end, or "".
+func (cfg Config) origin() string {
+	if cfg.Origin == "" {
+		return ""
 	}
-	return fmt.Errorf("natsconn: connect to %s: %w", Redact(cfg.URL), err)
+	return " (" + cfg.Origin + ")"
 }
 
 // options are the connection options of cfg, except the per-attempt timeout. Files are checked here, so that an
