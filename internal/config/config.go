@@ -155,7 +155,7 @@ func (c Config) Validate() error {
 		}
 		errs = append(errs, fmt.Errorf("config: %s_%s: %s", Prefix, name, fmt.Sprintf(format, args...)))
 	}
-	if c.NatsTLSCert != "" && c.NatsTLSKey == "" || c.NatsTLSCert == "" && c.NatsTLSKey != "" {
+	if (c.NatsTLSCert == "") != (c.NatsTLSKey == "") {
 		bad("NATS_TLS_CERT", "must be set together with DEDUPE_NATS_TLS_KEY")
 	}
 	if c.NatsConnectTimeout < 0 {
@@ -187,10 +187,9 @@ func (c Config) Validate() error {
 	if c.SourcesFile != "" && c.Sources != "" {
 		bad("SOURCES", "set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
 	}
-	streams := map[string]string{"INPUT_STREAM": c.InputStream, "OUTPUT_STREAM": c.OutputStream, "DLQ_STREAM": c.DLQStream, "CONSUMER": c.Consumer}
-	for _, name := range []string{"INPUT_STREAM", "OUTPUT_STREAM", "DLQ_STREAM", "CONSUMER"} {
-		if !streamName.MatchString(streams[name]) {
-			bad(name, "must be 1-255 characters of [A-Za-z0-9_-], got %q", streams[name])
+	for _, s := range []struct{ name, v string }{{"INPUT_STREAM", c.InputStream}, {"OUTPUT_STREAM", c.OutputStream}, {"DLQ_STREAM", c.DLQStream}, {"CONSUMER", c.Consumer}} {
+		if !streamName.MatchString(s.v) {
+			bad(s.name, "must be 1-255 characters of [A-Za-z0-9_-], got %q", s.v)
 		}
 	}
 	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || (c.OutputStream == c.DLQStream && c.OutputStream != "") {
@@ -199,19 +198,15 @@ func (c Config) Validate() error {
 	if !bucketName.MatchString(c.Bucket) {
 		bad("BUCKET", "must be 1-240 characters of [A-Za-z0-9_-], got %q", c.Bucket)
 	}
-	prefixes := map[string]string{"INPUT_PREFIX": c.InputPrefix, "OUTPUT_PREFIX": c.OutputPrefix, "DLQ_PREFIX": c.DLQPrefix, "DUPLICATES_PREFIX": c.DuplicatesPrefix}
-	for _, name := range []string{"INPUT_PREFIX", "OUTPUT_PREFIX", "DLQ_PREFIX", "DUPLICATES_PREFIX"} {
-		p := prefixes[name]
-		if p == "" && name == "DUPLICATES_PREFIX" {
-			continue
-		}
-		if !subjectPrefix.MatchString(p) {
-			bad(name, "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", p)
+	prefixes := []struct{ name, v string }{{"INPUT_PREFIX", c.InputPrefix}, {"OUTPUT_PREFIX", c.OutputPrefix}, {"DLQ_PREFIX", c.DLQPrefix}, {"DUPLICATES_PREFIX", c.DuplicatesPrefix}}
+	for _, p := range prefixes {
+		if (p.v != "" || p.name != "DUPLICATES_PREFIX") && !subjectPrefix.MatchString(p.v) {
+			bad(p.name, "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", p.v)
 		}
 	}
-	for _, name := range []string{"OUTPUT_PREFIX", "DLQ_PREFIX", "DUPLICATES_PREFIX"} {
-		if p := prefixes[name]; p != "" && overlaps(p, c.InputPrefix) {
-			bad(name, "%q overlaps DEDUPE_INPUT_PREFIX %q: the worker would consume its own output", p, c.InputPrefix)
+	for _, p := range prefixes[1:] {
+		if p.v != "" && overlaps(p.v, c.InputPrefix) {
+			bad(p.name, "%q overlaps DEDUPE_INPUT_PREFIX %q: the worker would consume its own output", p.v, c.InputPrefix)
 		}
 	}
 	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
@@ -257,19 +252,13 @@ func (c Config) Validate() error {
 	if !consumerStart.MatchString(c.ConsumerStart) {
 		bad("CONSUMER_START", "must be all, new, seq:<n> or time:<RFC 3339>, got %q", c.ConsumerStart)
 	}
-	if c.HTTPAddr != "" {
-		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-			bad("HTTP_ADDR", "must be host:port or :port, got %q", c.HTTPAddr)
-		}
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); c.HTTPAddr != "" && err != nil {
+		bad("HTTP_ADDR", "must be host:port or :port, got %q", c.HTTPAddr)
 	}
-	switch strings.ToLower(c.LogLevel) {
-	case "debug", "info", "warn", "warning", "error":
-	default:
+	if !slices.Contains([]string{"debug", "info", "warn", "warning", "error"}, strings.ToLower(c.LogLevel)) {
 		bad("LOG_LEVEL", "must be debug, info, warn or error, got %q", c.LogLevel)
 	}
-	switch c.LogFormat {
-	case "auto", "text", "json":
-	default:
+	if !slices.Contains([]string{"auto", "text", "json"}, c.LogFormat) {
 		bad("LOG_FORMAT", "must be auto, text or json, got %q", c.LogFormat)
 	}
 	if c.ShutdownTimeout < time.Second {
@@ -362,11 +351,10 @@ func (c Config) LogValue() slog.Value { return slog.GroupValue(c.Attrs("")...) }
 // variable name, empty strings left out, secrets redacted, durations as FormatDuration writes them.
 func (c Config) Attrs(role string) []slog.Attr {
 	v := reflect.ValueOf(c.Redacted())
-	t := v.Type()
 	names := Variables()
 	attrs := make([]slog.Attr, 0, len(names))
 	for i := 0; i < v.NumField() && i < len(names); i++ {
-		if role != "" && !slices.Contains(strings.Fields(t.Field(i).Tag.Get("role")), role) {
+		if role != "" && !reads(i, role) {
 			continue
 		}
 		f := v.Field(i)
@@ -384,36 +372,45 @@ func (c Config) Attrs(role string) []slog.Attr {
 
 // RoleVariables lists, in the order of Variables, the variables role reads.
 func RoleVariables(role string) []string {
-	t := reflect.TypeFor[Config]()
-	names := Variables()
 	var out []string
-	for i := 0; i < t.NumField() && i < len(names); i++ {
-		if slices.Contains(strings.Fields(t.Field(i).Tag.Get("role")), role) {
-			out = append(out, names[i])
+	for i, name := range Variables() {
+		if reads(i, role) {
+			out = append(out, name)
 		}
 	}
 	return out
 }
 
+// reads reports whether the role tag of Config's field i names role.
+func reads(i int, role string) bool {
+	return slices.Contains(strings.Fields(reflect.TypeFor[Config]().Field(i).Tag.Get("role")), role)
+}
+
 // Usage writes every variable with its type, default and description.
 func Usage(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	const format = `{{range .}}  {{usage_key .}}	{{usage_default .}}	{{usage_description .}}
-{{end}}`
-	if _, err := fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION"); err != nil {
-		return err
-	}
-	if err := envconfig.Usagef(Prefix, &Config{}, tw, format); err != nil {
-		return err
+	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION")
+	for _, l := range usageLines() {
+		fmt.Fprintln(tw, "  "+l)
 	}
 	return tw.Flush()
 }
 
+// usageLines are "VARIABLE<tab>DEFAULT<tab>DESCRIPTION", one per setting in the order of Config.
+func usageLines() []string {
+	var sb strings.Builder
+	_ = envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}")
+	return strings.Split(strings.TrimSuffix(sb.String(), "\n"), "\n")
+}
+
 // Variables lists every variable name the worker reads.
 func Variables() []string {
-	var sb strings.Builder
-	_ = envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\n{{end}}")
-	return strings.Fields(sb.String())
+	var names []string
+	for _, l := range usageLines() {
+		name, _, _ := strings.Cut(l, "\t")
+		names = append(names, name)
+	}
+	return names
 }
 
 // ParsePlacement reads DEDUPE_WINDOW_PLACEMENT: entries separated by ';', one per shard in turn (shard i takes entry
@@ -459,12 +456,8 @@ var mostTouched = map[string][]string{
 // RoleUsage writes the settings role reads, as Usage does, in two groups: the ten most often changed, then the
 // others.
 func RoleUsage(w io.Writer, role string) error {
-	var sb strings.Builder
-	if err := envconfig.Usagef(Prefix, &Config{}, &sb, "{{range .}}{{usage_key .}}\t{{usage_default .}}\t{{usage_description .}}\n{{end}}"); err != nil {
-		return err
-	}
 	lines := map[string]string{}
-	for _, l := range strings.Split(strings.TrimSpace(sb.String()), "\n") {
+	for _, l := range usageLines() {
 		name, _, _ := strings.Cut(l, "\t")
 		lines[name] = l
 	}
