@@ -2,28 +2,8 @@
 // of an envelope so far, Decide returns the next step to take. It reads no clock, talks to no server and starts no
 // goroutine; the pipeline executes its plans, and a model of the world can drive it through every interleaving.
 //
-// # Glossary
-//
-//   - Envelope: one message of the input stream (a raw webhook delivery as an ingest service published it),
-//     identified by its sequence in the input stream and the time the stream stored it.
-//   - Delivery: one handing of an envelope to a worker by the consumer. An envelope not acknowledged within the ack
-//     wait is delivered again (JetStream's delivery count grows), so two deliveries of one envelope can be alive at
-//     once; JetStream accepts an ack or a NAK from any of them.
-//   - Claimant: the envelope that made a claim on an event key in the window (its sequence and stored-at time). The
-//     claim also records which delivery of the claimant made it.
-//   - Holder: the delivery that holds a key's claim now: the claimant's latest delivery. Only the holder may publish
-//     the event, dead-letter it while holding its claim, or acknowledge its envelope.
-//   - Takeover: a later delivery of the claimant rewrites the claim (expecting the revision it read) and becomes
-//     the holder (claim status Owned). The earlier delivery is then stale.
-//   - Stale: a delivery of the claimant that is no longer the holder (claim status Stale, or its release found the
-//     key moved on). It does nothing at all: no ack, no NAK; the holder decides the envelope.
-//   - Record: the holder writes into its claim that the event is stored in the output (the window's
-//     MarkPublished), so that a later delivery of the envelope only acknowledges, and a copy that finds the claim
-//     knows the holder's outcome is decided.
-//   - Release: the holder replaces its claim (expecting its revision) by a release marker after dead-lettering the
-//     event, so that a well-formed copy is admitted; a release that finds another revision changes nothing. The
-//     marker names the envelope (a later delivery of it finds DeadLettered and only acknowledges) and says whether
-//     the event may be stored (the holder had taken the claim over: the copy admitted over it publishes marked).
+// The terms (envelope, delivery, claimant, holder, takeover, stale, record, release) are those of the glossary in
+// docs/architecture.md.
 //
 // # Invariants
 //
