@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,24 +34,13 @@ func (s *Server) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", s.Opts
 // Option adjusts the server options before start.
 type Option func(*server.Options)
 
-// WithStoreDir keeps the JetStream store in dir (default: a fresh t.TempDir()).
-func WithStoreDir(dir string) Option { return func(o *server.Options) { o.StoreDir = dir } }
-
 // WithOptions lets a test set anything else (TLS, users, nkeys, limits).
 func WithOptions(f func(*server.Options)) Option { return Option(f) }
 
 // Run starts a JetStream server on a free loopback port and stops it when the test ends.
 func Run(tb testing.TB, opts ...Option) *Server {
 	tb.Helper()
-	o := &server.Options{
-		ServerName: "test",
-		Host:       "127.0.0.1",
-		Port:       FreePort(tb),
-		JetStream:  true,
-		StoreDir:   tb.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-	}
+	o := options("test", FreePort(tb), tb.TempDir())
 	for _, f := range opts {
 		f(o)
 	}
@@ -61,7 +51,19 @@ func Run(tb testing.TB, opts ...Option) *Server {
 	return s
 }
 
+// options are the options every test server starts from: JetStream on loopback, quiet.
+func options(name string, port int, storeDir string) *server.Options {
+	return &server.Options{ServerName: name, Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: storeDir, NoLog: true, NoSigs: true}
+}
+
 func (s *Server) start() {
+	s.tb.Helper()
+	s.launch()
+	s.ready()
+}
+
+// launch starts the server without waiting for it.
+func (s *Server) launch() {
 	s.tb.Helper()
 	ns, err := server.NewServer(s.Opts.Clone())
 	if err != nil {
@@ -70,13 +72,21 @@ func (s *Server) start() {
 	if s.log != nil {
 		ns.SetLoggerV2(s.log, false, false, false)
 	}
+	s.Server = ns
 	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		ns.Shutdown()
+}
+
+// ready waits until the server accepts connections.
+func (s *Server) ready() {
+	s.tb.Helper()
+	if !s.ReadyForConnections(10 * time.Second) {
+		s.Server.Shutdown()
 		s.tb.Fatalf("natstest: server %s not ready", s.Opts.ServerName)
 	}
-	s.Server = ns
 }
+
+// up reports whether the server was started and is running.
+func (s *Server) up() bool { return s.Server != nil && s.Running() }
 
 // Shutdown stops the server and waits until it is down. Safe to call twice.
 func (s *Server) Shutdown() {
@@ -143,40 +153,21 @@ func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *C
 	base := tb.TempDir()
 	c := &Cluster{tb: tb}
 	for i := range n {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("n%d", i+1),
-			Host:       "127.0.0.1",
-			Port:       clientPorts[i],
-			JetStream:  true,
-			StoreDir:   filepath.Join(base, fmt.Sprintf("n%d", i+1)),
-			NoLog:      true,
-			NoSigs:     true,
-			Cluster: server.ClusterOpts{
-				Name: "dedupe-test",
-				Host: "127.0.0.1",
-				Port: routePorts[i],
-			},
-			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
-		}
+		name := fmt.Sprintf("n%d", i+1)
+		o := options(name, clientPorts[i], filepath.Join(base, name))
+		o.Cluster = server.ClusterOpts{Name: "dedupe-test", Host: "127.0.0.1", Port: routePorts[i]}
+		o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		if opt != nil {
 			opt(i, o)
 		}
-		s := &Server{Opts: o, tb: tb}
-		c.Servers = append(c.Servers, s)
+		c.Servers = append(c.Servers, &Server{Opts: o, tb: tb})
 	}
 	// Start all nodes before waiting on any: a node is only "ready" for JetStream once it sees its peers.
 	for _, s := range c.Servers {
-		ns, err := server.NewServer(s.Opts.Clone())
-		if err != nil {
-			tb.Fatalf("natstest: %v", err)
-		}
-		s.Server = ns
-		go ns.Start()
+		s.launch()
 	}
 	for _, s := range c.Servers {
-		if !s.ReadyForConnections(10 * time.Second) {
-			tb.Fatalf("natstest: node %s not ready", s.Opts.ServerName)
-		}
+		s.ready()
 	}
 	tb.Cleanup(func() {
 		for _, s := range c.Servers {
@@ -203,7 +194,7 @@ func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
 	var leader *Server
 	Eventually(c.tb, timeout, func() error {
 		for _, s := range c.Servers {
-			if s.Server == nil || !s.Running() {
+			if !s.up() {
 				continue
 			}
 			if s.JetStreamIsLeader() {
@@ -219,7 +210,7 @@ func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
 		// As nats-server's own cluster tests wait: a node whose meta layer is not current yet may leave a
 		// client's API request unanswered for seconds.
 		for _, s := range c.Servers {
-			if s.Server != nil && s.Running() && !s.JetStreamIsCurrent() {
+			if s.up() && !s.JetStreamIsCurrent() {
 				leader = nil
 				return fmt.Errorf("%s: JetStream meta layer not current", s.Opts.ServerName)
 			}
@@ -230,13 +221,7 @@ func (c *Cluster) WaitMetaLeader(timeout time.Duration) *Server {
 }
 
 func (c *Cluster) running() int {
-	n := 0
-	for _, s := range c.Servers {
-		if s.Server != nil && s.Running() {
-			n++
-		}
-	}
-	return n
+	return len(slices.DeleteFunc(slices.Clone(c.Servers), func(s *Server) bool { return !s.up() }))
 }
 
 // StreamLeader waits for and returns the node that leads stream in the global account.
@@ -245,7 +230,7 @@ func (c *Cluster) StreamLeader(stream string, timeout time.Duration) *Server {
 	var leader *Server
 	Eventually(c.tb, timeout, func() error {
 		for _, s := range c.Servers {
-			if s.Server != nil && s.Running() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
+			if s.up() && s.JetStreamIsStreamLeader(server.DEFAULT_GLOBAL_ACCOUNT, stream) {
 				leader = s
 				return nil
 			}
