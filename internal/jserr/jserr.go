@@ -129,12 +129,8 @@ func Unanswered(err error) bool {
 // recovering its streams, and a stream without a leader, give that until they are back: it passes by itself.
 // An error of a disconnected client is not one (the request never left: Offline).
 func NotAnswering(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
-		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
-		errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrServerShutdown) {
+	// Unanswered's 10008 is a 503 too.
+	if Unanswered(err) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrServerShutdown) {
 		return true
 	}
 	api := API(err)
