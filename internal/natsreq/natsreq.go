@@ -118,16 +118,7 @@ func (m *Mux) acquire() *slot {
 	return s
 }
 
-// release hands back a slot whose request was never sent: no answer can come to its reply subject.
-func (m *Mux) release(s *slot) {
-	m.mu.Lock()
-	delete(m.slots, s.idx)
-	s.reply = ""
-	m.free = append(m.free, s)
-	m.mu.Unlock()
-}
-
-// renew hands back a slot whose request was sent; its next request takes a new reply subject, so an answer to the
+// renew hands back a slot (its request sent or not); its next request takes a new reply subject, so an answer to the
 // old one (late, or a second one) finds no slot. The answer handler sends while it holds the read lock, so once
 // the old subject is gone under the write lock nothing more can arrive for it, and what did arrive is drained
 // before the slot is used again.
@@ -178,8 +169,7 @@ func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 	err := m.nc.PublishMsg(msg)
 	msg.Reply = "" // msg is the caller's again, holding nothing of the mux (the subject's block)
 	if err != nil {
-		// Not sent: no answer can come, the slot is as good as new.
-		m.release(s)
+		m.renew(s)
 		return nil, err
 	}
 	s.timer.Reset(timeout)

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
 )
 
@@ -163,14 +164,10 @@ func (m *Mux) Publish(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 			if attempt == noResponderRetries {
 				return PubAck{}, jetstream.ErrNoStreamResponse
 			}
-			t := time.NewTimer(min(noResponderWait, time.Until(deadline)))
-			select {
-			case <-t.C:
-				continue
-			case <-ctx.Done():
-				t.Stop()
-				return PubAck{}, ctx.Err()
+			if err := backoff.Wait(ctx, min(noResponderWait, time.Until(deadline))); err != nil {
+				return PubAck{}, err
 			}
+			continue
 		}
 		if err != nil {
 			return PubAck{}, err
