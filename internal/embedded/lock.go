@@ -43,9 +43,10 @@ func lockStore(dir string) (*storeLock, error) {
 	if !held {
 		b, _ := os.ReadFile(path)
 		_ = f.Close()
+		who, connect := holder(string(b))
 		return nil, &storeInUse{fmt.Sprintf("embedded: store directory %s is in use by another embedded server%s (lock %s): "+
 			"one server per directory. Stop that one, give this one another directory (DEDUPE_EMBEDDED_STORE_DIR), "+
-			"or connect to the running one%s", dir, holderText(string(b)), path, connectText(string(b)))}
+			"or connect to the running one%s", dir, who, path, connect)}
 	}
 	return &storeLock{f: f}, nil
 }
@@ -66,40 +67,22 @@ func (l *storeLock) release() {
 	}
 }
 
-// holderText is " (pid 12, listening on 127.0.0.1:4222)" from the lock file, or "" when it records nothing.
-func holderText(content string) string {
-	pid, listen := lockFields(content)
+// holder reads the lock file's record: who holds it, " (pid 12, listening on 127.0.0.1:4222)" or "" when it
+// records nothing, and how to connect to it, " (DEDUPE_NATS_URL=nats://127.0.0.1:4222)" or " (DEDUPE_NATS_URL)".
+func holder(content string) (who, connect string) {
 	var parts []string
-	if pid != "" {
-		parts = append(parts, "pid "+pid)
-	}
-	if listen != "" {
-		parts = append(parts, "listening on "+listen)
-	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " (" + strings.Join(parts, ", ") + ")"
-}
-
-func connectText(content string) string {
-	if _, listen := lockFields(content); listen != "" {
-		return " (DEDUPE_NATS_URL=nats://" + listen + ")"
-	}
-	return " (DEDUPE_NATS_URL)"
-}
-
-func lockFields(content string) (pid, listen string) {
+	connect = " (DEDUPE_NATS_URL)"
 	for line := range strings.Lines(content) {
 		k, v, _ := strings.Cut(strings.TrimSpace(line), " ")
-		switch k {
-		case "pid":
-			if _, err := strconv.Atoi(v); err == nil {
-				pid = v
-			}
-		case "listen":
-			listen = v
+		if _, err := strconv.Atoi(v); k == "pid" && err == nil {
+			parts = append(parts, "pid "+v)
+		} else if k == "listen" && v != "" {
+			parts = append(parts, "listening on "+v)
+			connect = " (DEDUPE_NATS_URL=nats://" + v + ")"
 		}
 	}
-	return pid, listen
+	if len(parts) > 0 {
+		who = " (" + strings.Join(parts, ", ") + ")"
+	}
+	return who, connect
 }
