@@ -1,6 +1,7 @@
 package natsreq
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/internal/jsonscan"
 )
 
@@ -252,27 +254,16 @@ var ErrInvalidMsgGet = errors.New("natsreq: invalid message get answer")
 
 func invalidGet(data []byte, err error) error { return invalidAnswer(ErrInvalidMsgGet, data, err) }
 
-// Headers of a direct get's answer: where the message was stored. The jetstream package's names for them.
-const (
-	statusHeader = "Status"
-	descrHeader  = "Description"
-	noMsgsStatus = "404"
-)
-
 // DirectMsg decodes the answer to a direct get as the jetstream package does: the message itself, its stream,
 // subject, sequence and time in headers (all of the answer's headers kept, as they are), jetstream.ErrMsgNotFound
 // itself for a 404 status, an error for another status or a missing header.
 func DirectMsg(r *nats.Msg) (*jetstream.RawStreamMsg, error) {
 	if len(r.Data) == 0 {
-		if val := r.Header.Get(statusHeader); val != "" {
-			if val == noMsgsStatus {
+		if val := r.Header.Get(contract.NATSStatus); val != "" {
+			if val == "404" {
 				return nil, jetstream.ErrMsgNotFound
 			}
-			desc := r.Header.Get(descrHeader)
-			if desc == "" {
-				desc = "unable to get message"
-			}
-			return nil, fmt.Errorf("nats: %s", desc)
+			return nil, fmt.Errorf("nats: %s", cmp.Or(r.Header.Get(contract.NATSDescription), "unable to get message"))
 		}
 	}
 	if len(r.Header) == 0 {

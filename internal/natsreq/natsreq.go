@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/dedupeworker/dedupeworker/contract"
 )
 
 // Mux matches answers to requests. It is safe for concurrent use.
@@ -193,5 +195,5 @@ func (m *Mux) Request(ctx context.Context, msg *nats.Msg, timeout time.Duration)
 
 // noResponders reports the server's 503 status answer: nobody listens on the request's subject.
 func noResponders(a *nats.Msg) bool {
-	return len(a.Data) == 0 && a.Header != nil && a.Header.Get("Status") == "503"
+	return len(a.Data) == 0 && a.Header != nil && a.Header.Get(contract.NATSStatus) == "503"
 }
