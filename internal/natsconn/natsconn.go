@@ -45,14 +45,11 @@ type Config struct {
 	Logger *slog.Logger
 	// ConnectTimeout bounds each attempt of the first connection (default 5s).
 	ConnectTimeout time.Duration
-	// PauseFence, when positive, fences the connection after a pause of the process (SIGSTOP, a frozen container)
-	// longer than it: the first write after the pause closes the connection instead of sending what the client
-	// buffered before it (fence.go); with the reconnect buffer off, nothing buffered is sent on the next
-	// connection either. Zero: no fence.
+	// PauseFence, when positive, fences the connection after a pause of the process longer than it (fence.go).
+	// Zero: no fence.
 	PauseFence time.Duration
-	// RetryFor bounds how long the first connection is retried while the server cannot be reached (refused, timed
-	// out, unresolvable, closed during the handshake), with a backoff from 250ms to 5s between attempts. Zero: one
-	// attempt. Rejected credentials, a bad TLS setup and an unreadable creds or seed file fail at once.
+	// RetryFor bounds how long the first connection is retried while the server cannot be reached
+	// (jserr.Unreachable), with a backoff from 250ms to 5s between attempts. Zero: one attempt.
 	RetryFor time.Duration
 }
 
@@ -60,10 +57,8 @@ type Config struct {
 // loaded machine; a false alarm costs a reconnect and the redelivery of what was in flight.
 const DefaultPauseFence = 2 * time.Second
 
-// ConnectContext opens the connection. The first connection is retried while the server is unreachable, for at
-// most cfg.RetryFor (logging each attempt at warn level) or until ctx ends; any other failure returns at once with
-// a readable error. Once connected the client reconnects without limit, so that a NATS restart or a leader change
-// only pauses the worker.
+// ConnectContext opens the connection, retrying the first one for at most cfg.RetryFor (logging each attempt at
+// warn level) or until ctx ends, as the package doc says.
 func ConnectContext(ctx context.Context, cfg Config) (*nats.Conn, error) {
 	if cfg.URL == "" {
 		return nil, errors.New("natsconn: url: must not be empty")

@@ -2,13 +2,11 @@
 // arrives, at a cost per request that the hot path of the worker can afford: claims, acks that wait for the
 // server's confirmation, and the answers' parsing.
 //
-// nats.go's own request path (and the jetstream package's publish on top of it) builds an inbox subject, a
-// channel, a map entry and usually a context per request, and decodes every publish acknowledgement with
-// encoding/json: about 50 allocations per claim. Here a request borrows a slot: a reply subject reserved for it
-// (one wildcard subscription serves every slot), a one-message channel and a timer, all reused. A slot whose
-// request was sent gets a new reply subject before it is used again, whether its answer came or not: an answer
-// that comes late (after a timeout or a cancelled context), or comes again (a responder answering twice, a stream
-// answering from its old and its new leader), can never be taken for the answer to a later request.
+// A request borrows a slot: a reply subject reserved for it (one wildcard subscription serves every slot), a
+// one-message channel and a timer, all reused (why not nats.go's own request path: docs/adr/0005-answer-mux.md). A
+// slot whose request was sent gets a new reply subject before it is used again: an answer that comes late (after a
+// timeout or a cancelled context), or comes again (a responder answering twice, a stream answering from its old and
+// its new leader), can never be taken for the answer to a later request.
 //
 // The answer subscription lives as long as the connection (as nats.go's own response subscription does) unless
 // Close ends it; it follows the connection through reconnects.
