@@ -5,13 +5,10 @@ import (
 	"strings"
 )
 
-// notSettings are DEDUPE_* variables that are not settings but are read on purpose: the receiver's signing secrets
-// (DEDUPE_INGEST_SECRET_<SOURCE>) and the switches of the test suites and benchmarks.
-var (
-	notSettingPrefixes = []string{Prefix + "_INGEST_SECRET_"}
-	notSettings        = []string{Prefix + "_SEED", Prefix + "_CHAOS", Prefix + "_SOAK", Prefix + "_SOAK_N",
-		Prefix + "_CLUSTER_TESTS", Prefix + "_WORKER_RACE", Prefix + "_KV_SIZE"}
-)
+// notSettings are DEDUPE_* variables that are not settings but are read on purpose, as the receiver's signing
+// secrets (DEDUPE_INGEST_SECRET_<SOURCE>) are: the switches of the test suites and benchmarks.
+var notSettings = []string{Prefix + "_SEED", Prefix + "_CHAOS", Prefix + "_SOAK", Prefix + "_SOAK_N",
+	Prefix + "_CLUSTER_TESTS", Prefix + "_WORKER_RACE", Prefix + "_KV_SIZE"}
 
 // Unknown is a DEDUPE_* variable that no setting reads: most often a typo (DEDUPE_DEFALT_TTL), which would
 // otherwise leave the setting at its default without a word.
@@ -28,7 +25,7 @@ func UnknownVariables(environ []string) []Unknown {
 	for _, kv := range environ {
 		name, _, _ := strings.Cut(kv, "=")
 		if !strings.HasPrefix(name, Prefix+"_") || slices.Contains(known, name) || slices.Contains(notSettings, name) ||
-			slices.ContainsFunc(notSettingPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
+			strings.HasPrefix(name, Prefix+"_INGEST_SECRET_") {
 			continue
 		}
 		u := Unknown{Name: name}
