@@ -164,13 +164,13 @@ func (c Config) Validate() error {
 	if c.NatsCreds != "" && c.NatsNkeySeedFile != "" {
 		bad("NATS_CREDS", "set either DEDUPE_NATS_CREDS or DEDUPE_NATS_NKEY_SEED_FILE, not both")
 	}
-	for name, path := range map[string]string{"NATS_CREDS": c.NatsCreds, "NATS_NKEY_SEED_FILE": c.NatsNkeySeedFile,
-		"NATS_TLS_CA": c.NatsTLSCa, "NATS_TLS_CERT": c.NatsTLSCert, "NATS_TLS_KEY": c.NatsTLSKey, "SOURCES_FILE": c.SourcesFile} {
-		if path == "" {
+	for _, f := range [...]struct{ name, path string }{{"NATS_CREDS", c.NatsCreds}, {"NATS_NKEY_SEED_FILE", c.NatsNkeySeedFile},
+		{"NATS_TLS_CA", c.NatsTLSCa}, {"NATS_TLS_CERT", c.NatsTLSCert}, {"NATS_TLS_KEY", c.NatsTLSKey}, {"SOURCES_FILE", c.SourcesFile}} {
+		if f.path == "" {
 			continue
 		}
-		if _, err := os.Stat(path); err != nil {
-			bad(name, "cannot read %q: %v", path, errors.Unwrap(err))
+		if _, err := os.Stat(f.path); err != nil {
+			bad(f.name, "cannot read %q: %v", f.path, errors.Unwrap(err))
 		}
 	}
 	if c.NatsURL == "" {

@@ -211,3 +211,28 @@ func TestRoleVariables(t *testing.T) {
 		t.Errorf("Attrs(\"\") is not every setting LogValue logs")
 	}
 }
+
+// Several unreadable files are reported in the order the settings are listed, the same at every start: an operator
+// comparing two logs, or a test matching the message, sees one text.
+func TestUnreadableFilesInListedOrder(t *testing.T) {
+	t.Setenv("DEDUPE_NATS_CREDS", "/nonexistent/x.creds")
+	t.Setenv("DEDUPE_NATS_TLS_CA", "/nonexistent/ca.pem")
+	t.Setenv("DEDUPE_SOURCES_FILE", "/nonexistent/sources.yaml")
+	var first string
+	for i := range 30 {
+		_, err := config.Load()
+		if err == nil {
+			t.Fatal("unreadable files accepted")
+		}
+		msg := err.Error()
+		creds, ca, src := strings.Index(msg, "DEDUPE_NATS_CREDS"), strings.Index(msg, "DEDUPE_NATS_TLS_CA"), strings.Index(msg, "DEDUPE_SOURCES_FILE")
+		if creds < 0 || ca < creds || src < ca {
+			t.Fatalf("load %d: want CREDS, then TLS_CA, then SOURCES_FILE:\n%s", i, msg)
+		}
+		if i == 0 {
+			first = msg
+		} else if msg != first {
+			t.Fatalf("load %d differs from the first:\n%s\n%s", i, msg, first)
+		}
+	}
+}
