@@ -42,7 +42,7 @@ const (
 	signingKeyPrefix = "whsk_"
 )
 
-func newStandard(cfg Config, tol time.Duration, now func() time.Time) (Verifier, error) {
+func newStandard(cfg Config, _ *scheme, tol time.Duration, now func() time.Time) (Verifier, error) {
 	v := &standardVerifier{scheme: cfg.Scheme, tolerance: tol, now: now, sets: []headerSet{webhookHeaders}}
 	if cfg.Scheme == SchemeSvix {
 		// Svix's libraries read svix-* and fall back to the unbranded names when those are not all there.
@@ -99,7 +99,7 @@ func newStandard(cfg Config, tol time.Duration, now func() time.Time) (Verifier,
 }
 
 func (v *standardVerifier) Verify(h http.Header, body []byte) error {
-	_, err := v.verifyDelivery(h, body)
+	_, _, err := v.check(h, body)
 	return err
 }
 
