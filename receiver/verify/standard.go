@@ -54,29 +54,23 @@ func newStandard(cfg Config, _ *scheme, tol time.Duration, now func() time.Time)
 		if strings.HasPrefix(s, signingKeyPrefix) {
 			return nil, &FieldError{field, "an Ed25519 signing key (" + signingKeyPrefix + "): give the receiver the public key (" + publicKeyPrefix + "…) and keep the signing key with the sender"}
 		}
-		if pk, ok := strings.CutPrefix(s, publicKeyPrefix); ok {
-			key, err := base64.StdEncoding.DecodeString(pk)
-			if err != nil || len(key) != ed25519.PublicKeySize {
+		pk, public := strings.CutPrefix(s, publicKeyPrefix)
+		var key []byte
+		var err error
+		if public {
+			if key, err = base64.StdEncoding.DecodeString(pk); err != nil || len(key) != ed25519.PublicKeySize {
 				return nil, &FieldError{field, fmt.Sprintf("not an Ed25519 public key: want %s and the base64 of %d bytes", publicKeyPrefix, ed25519.PublicKeySize)}
 			}
-			for j := range i {
-				if string(keys[j]) == string(key) {
-					return nil, &FieldError{field, fmt.Sprintf("same key as secrets[%d]", j)}
-				}
+		} else {
+			// Decoded here rather than by standardwebhooks.NewWebhook so that the error names the field without
+			// quoting the library's message, and so that two spellings of one key (with and without whsec_) are
+			// recognised as a duplicate.
+			if key, err = base64.StdEncoding.DecodeString(strings.TrimPrefix(s, secretPrefix)); err != nil {
+				return nil, &FieldError{field, "not base64 (optionally after " + secretPrefix + ")"}
 			}
-			keys[i] = key
-			v.public = append(v.public, ed25519.PublicKey(key))
-			continue
-		}
-		// Decoded here rather than by standardwebhooks.NewWebhook so that the error names the field without
-		// quoting the library's message, and so that two spellings of one key (with and without whsec_) are
-		// recognised as a duplicate.
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, secretPrefix))
-		if err != nil {
-			return nil, &FieldError{field, "not base64 (optionally after " + secretPrefix + ")"}
-		}
-		if len(key) == 0 {
-			return nil, &FieldError{field, "empty after " + secretPrefix}
+			if len(key) == 0 {
+				return nil, &FieldError{field, "empty after " + secretPrefix}
+			}
 		}
 		for j := range i {
 			if string(keys[j]) == string(key) {
@@ -84,8 +78,12 @@ func newStandard(cfg Config, _ *scheme, tol time.Duration, now func() time.Time)
 			}
 		}
 		keys[i] = key
-		wh, err := standardwebhooks.NewWebhookRaw(key)
-		if err != nil {
+		if public {
+			v.public = append(v.public, ed25519.PublicKey(key))
+			continue
+		}
+		wh, werr := standardwebhooks.NewWebhookRaw(key)
+		if werr != nil {
 			return nil, &FieldError{field, "refused by the Standard Webhooks library"}
 		}
 		v.hooks = append(v.hooks, wh)
