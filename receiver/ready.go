@@ -72,12 +72,11 @@ func (r *Receiver) pingGuard(ctx context.Context) error {
 	if err != nil {
 		err = fmt.Errorf("receiver: the replay guard's bucket %s: %w", bucket, err)
 	}
-	up := err == nil
+	up, gauge := err == nil, 0.0
 	if up {
-		r.metrics.guardUp.WithLabelValues(bucket).Set(1)
-	} else {
-		r.metrics.guardUp.WithLabelValues(bucket).Set(0)
+		gauge = 1
 	}
+	r.metrics.guardUp.WithLabelValues(bucket).Set(gauge)
 	if r.guardUp.Swap(up) == up {
 		return err
 	}
