@@ -84,29 +84,34 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	if len(ids) == 0 {
 		return nil, errors.New("receiver: no source declared")
 	}
+	def := cfg.DefaultTTL
+	if def <= 0 {
+		def = keys.DefaultTTL
+	}
 	var errs []error
 	for _, id := range ids {
 		p.declared[id] = true
-		vs, ok := cfg.Sources.Verify[id]
-		if cfg.FromPresets {
-			if !isProviderScheme(id) {
-				const why = "no signature scheme of its own: declare it in a sources file with verify: none or hmac"
-				if all, tenants := cfg.Secrets.forSource(id); all != nil || len(tenants) > 0 {
-					errs = append(errs, fmt.Errorf("receiver: preset source %s has secrets but %s", id, why))
-					continue
-				}
+		vs, ok := verifySpec(cfg.Sources, id, cfg.FromPresets)
+		switch {
+		case !ok && cfg.FromPresets:
+			const why = "no signature scheme of its own: declare it in a sources file with verify: none or hmac"
+			if len(cfg.Secrets.forSource(id)) > 0 {
+				errs = append(errs, fmt.Errorf("receiver: preset source %s has secrets but %s", id, why))
+			} else {
 				p.unserved = append(p.unserved, Unserved{id, why})
-				continue
 			}
-			vs, ok = keys.VerifySpec{Scheme: id}, true
-		}
-		if !ok {
+			continue
+		case !ok:
 			errs = append(errs, &SourceError{Place: "sources." + id, Line: cfg.Sources.Line[id],
 				Reason: "no verify block: declare how its deliveries are verified, verify: <scheme> (" +
 					strings.Join(signedSchemes(), ", ") + ") or verify: none to accept unsigned deliveries"})
 			continue
 		}
 		sp, err := buildSource(id, vs, cfg)
+		if err == nil && sp != nil {
+			err = ttlFault(sourcePlace(id, cfg.FromPresets), cfg.Sources.Line[id], vs, cfg.Sources.Specs[id], def)
+			sp.bind(vs, cfg.Sources.OnInvalid[id], cfg.Sources.Specs[id], def)
+		}
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -114,31 +119,6 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			p.unserved = append(p.unserved, Unserved{id, "no secret: set " + SecretEnv(id) + ", or put a file " + id +
 				" (every tenant) or <tenant>." + id + " in the secrets directory"})
 		default:
-			sp.forward = cfg.Sources.OnInvalid[id] == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
-			spec := cfg.Sources.Specs[id]
-			sp.key = newKeyBinding(vs.Scheme, spec)
-			sp.protected = verify.ReadHeaders(verify.Config{Scheme: vs.Scheme, Header: vs.Header})
-			if sp.key.header != "" {
-				sp.protected = append(sp.protected, sp.key.header)
-			}
-			sp.guard = guarded(vs, spec)
-			def := cfg.DefaultTTL
-			if def <= 0 {
-				def = keys.DefaultTTL
-			}
-			sp.ttl = spec.TTL(def)
-			if err := ttlFault(sourcePlace(id, cfg.FromPresets), cfg.Sources.Line[id], vs, spec, def); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if sp.key.bind {
-				sp.info.KeyHeader = sp.key.header
-			}
-			sp.info.ReplayGuard = sp.guard
-			sp.info.OnInvalid = keys.OnInvalidReject
-			if sp.forward {
-				sp.info.OnInvalid = keys.OnInvalidForward
-			}
 			p.sources[id] = sp
 		}
 	}
@@ -156,6 +136,26 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			"(set %s, or put files named after the sources in the secrets directory)", strings.Join(vars, ", "))
 	}
 	return p, nil
+}
+
+// bind sets what a built source's verify block, on_invalid option and dedupe spec say beside its verifiers.
+func (sp *sourcePolicy) bind(vs keys.VerifySpec, onInvalid string, spec keys.Spec, def time.Duration) {
+	sp.forward = onInvalid == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
+	sp.key = newKeyBinding(vs.Scheme, spec)
+	sp.protected = verify.ReadHeaders(verify.Config{Scheme: vs.Scheme, Header: vs.Header})
+	if sp.key.header != "" {
+		sp.protected = append(sp.protected, sp.key.header)
+	}
+	sp.guard = guarded(vs, spec)
+	sp.ttl = spec.TTL(def)
+	if sp.key.bind {
+		sp.info.KeyHeader = sp.key.header
+	}
+	sp.info.ReplayGuard = sp.guard
+	sp.info.OnInvalid = keys.OnInvalidReject
+	if sp.forward {
+		sp.info.OnInvalid = keys.OnInvalidForward
+	}
 }
 
 // SourceError is a fault of a source declared in the sources file: Place is where in the document
@@ -196,17 +196,16 @@ func checkBlock(place string, vs keys.VerifySpec) error {
 		return &SourceError{Place: place + ".replay_guard", Line: vs.Line, Reason: "only for the schemes whose signature covers the body alone (" +
 			verify.SchemeGitHub + ", " + verify.SchemeShopify + ", " + verify.SchemeHMAC + "): scheme " + vs.Scheme + " needs none"}
 	}
-	err := verify.Check(verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
-		Prefix: vs.Prefix, Tolerance: vs.Tolerance})
-	if err == nil {
-		return nil
+	if err := verify.Check(verifyConfig(vs)); err != nil {
+		return configErr(place, vs.Line, err)
 	}
-	e := &SourceError{Place: place, Line: vs.Line, Reason: err.Error()}
-	var fe *verify.FieldError
-	if errors.As(err, &fe) {
-		e.Place, e.Reason = place+"."+fe.Field, fe.Reason
-	}
-	return e
+	return nil
+}
+
+// verifyConfig is the verify.Config of a verify block, without secrets.
+func verifyConfig(vs keys.VerifySpec) verify.Config {
+	return verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
+		Prefix: vs.Prefix, Tolerance: vs.Tolerance}
 }
 
 // guarded reports whether the replay guard records a source's verified bodies: for a key read from a header when
@@ -253,76 +252,65 @@ func (p *Policy) GuardTTL() time.Duration {
 // document (fromPresets) the preset's own where it is a provider's scheme; "" when there is none (ingest refuses
 // a declared source without a block, and serves no such preset).
 func SchemeOf(src keys.Sources, id string, fromPresets bool) string {
-	if fromPresets {
-		if isProviderScheme(id) {
-			return id
-		}
-		return ""
+	vs, _ := verifySpec(src, id, fromPresets)
+	return vs.Scheme
+}
+
+// verifySpec is a source's verify block, or with no sources document (fromPresets) the preset's own scheme where
+// it is a provider's; false when there is none.
+func verifySpec(src keys.Sources, id string, fromPresets bool) (keys.VerifySpec, bool) {
+	if !fromPresets {
+		vs, ok := src.Verify[id]
+		return vs, ok
 	}
-	return src.Verify[id].Scheme
+	if !isProviderScheme(id) {
+		return keys.VerifySpec{}, false
+	}
+	return keys.VerifySpec{Scheme: id}, true
 }
 
 // buildSource builds one source's verifiers; nil without error when a preset source has no secret.
 func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy, error) {
-	place := "sources." + id + ".verify"
-	if cfg.FromPresets {
-		place = "preset source " + id
+	place := sourcePlace(id, cfg.FromPresets)
+	if !cfg.FromPresets {
+		place += ".verify"
 	}
 	// The block first: a misspelt scheme or option is the fault to report, whatever the secrets.
 	if err := checkBlock(place, vs); err != nil {
 		return nil, err
 	}
-	base := verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
-		Prefix: vs.Prefix, Tolerance: vs.Tolerance, Now: cfg.Now}
-	all, tenants := cfg.Secrets.forSource(id)
+	base := verifyConfig(vs)
+	base.Now = cfg.Now
+	scopes := cfg.Secrets.forSource(id)
 	sp := &sourcePolicy{info: SourceInfo{Source: id, Scheme: vs.Scheme}}
-
-	if vs.Scheme == verify.SchemeNone {
-		if all != nil || len(tenants) > 0 {
-			origin := ""
-			if all != nil {
-				origin = all.origin
-			} else {
-				origin = tenants[sortedKeys(tenants)[0]].origin
-			}
-			return nil, &SourceError{Place: place, Line: vs.Line,
-				Reason: "scheme none takes no secrets, but " + origin + " gives some: remove them or choose a scheme"}
-		}
+	switch {
+	case vs.Scheme == verify.SchemeNone && len(scopes) > 0:
+		return nil, &SourceError{Place: place, Line: vs.Line,
+			Reason: "scheme none takes no secrets, but " + cfg.Secrets.sets[scopes[0]].origin + " gives some: remove them or choose a scheme"}
+	case vs.Scheme == verify.SchemeNone:
 		v, err := verify.New(base)
 		if err != nil {
 			return nil, configErr(place, vs.Line, err)
 		}
 		sp.all, sp.info.AllTenant = v, true
 		return sp, nil
-	}
-	if all == nil && len(tenants) == 0 {
-		if cfg.FromPresets {
-			return nil, nil
-		}
+	case len(scopes) == 0 && cfg.FromPresets:
+		return nil, nil
+	case len(scopes) == 0:
 		return nil, &SourceError{Place: place, Line: vs.Line, Reason: fmt.Sprintf(
 			"scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
 			vs.Scheme, SecretEnv(id), id, id)}
 	}
-	type scoped struct {
-		tenant string // "": every tenant
-		set    secretSet
-	}
-	var sets []scoped
-	if all != nil {
-		sets = append(sets, scoped{"", *all})
-	}
-	for _, tenant := range sortedKeys(tenants) {
-		sets = append(sets, scoped{tenant, tenants[tenant]})
-	}
 	var errs []error
-	for _, sc := range sets {
+	for _, sc := range scopes { // every tenant ("") first
+		set := cfg.Secrets.sets[sc]
 		c := base
-		c.Secrets = sc.set.values
+		c.Secrets = set.values
 		v, err := verify.New(c)
 		var fe *verify.FieldError
 		switch {
 		case errors.As(err, &fe) && strings.HasPrefix(fe.Field, "secrets"):
-			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", sc.set.origin, secretField(fe.Field), secretField(fe.Reason)))
+			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", set.origin, secretField(fe.Field), secretField(fe.Reason)))
 			continue
 		case err != nil:
 			return nil, configErr(place, vs.Line, err) // the verify block itself: once is enough

@@ -56,10 +56,7 @@ func CheckTTL(src keys.Sources, fromPresets bool, def time.Duration) error {
 	var errs []error
 	for _, id := range src.IDs() {
 		place, line := sourcePlace(id, fromPresets), src.Line[id]
-		vs, ok := src.Verify[id]
-		if fromPresets {
-			vs, ok = keys.VerifySpec{Scheme: id}, isProviderScheme(id)
-		}
+		vs, ok := verifySpec(src, id, fromPresets)
 		if !ok {
 			continue
 		}

@@ -188,26 +188,9 @@ func splitSecrets(s, seps string) []string {
 
 func sortedIDs(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
-// forSource returns a source's secrets for every tenant (nil when there are none) and its tenants' own.
-func (s *Secrets) forSource(source string) (all *secretSet, tenants map[string]secretSet) {
-	if s == nil {
-		return nil, nil
-	}
-	for scope, set := range s.sets {
-		if scope.source != source {
-			continue
-		}
-		if scope.tenant == "" {
-			set := set
-			all = &set
-			continue
-		}
-		if tenants == nil {
-			tenants = map[string]secretSet{}
-		}
-		tenants[scope.tenant] = set
-	}
-	return all, tenants
+// forSource lists the scopes of a source's secrets: every tenant ("") first, then its tenants, sorted.
+func (s *Secrets) forSource(source string) []secretScope {
+	return slices.DeleteFunc(s.scopes(), func(sc secretScope) bool { return sc.source != source })
 }
 
 // scopes lists the scopes that hold secrets, by source then tenant ("" first).
