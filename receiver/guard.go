@@ -47,25 +47,9 @@ func IDFingerprint(id string) uint64 {
 	return max(binary.BigEndian.Uint64(sum[:8])>>1, 1)
 }
 
-// replayVerdict is what the guard decided of a delivery.
-type replayVerdict int
-
-const (
-	replayFirst  replayVerdict = iota // the body is new in the window: publish
-	replayRetry                       // the body arrived before under the same id: a retry, publish
-	replayCaught                      // the body arrived before under another id: do not publish
-)
-
-// judgeReplay decides from the guard's claim.
-func judgeReplay(o kvwindow.Outcome) replayVerdict {
-	switch o.Status {
-	case kvwindow.Won:
-		return replayFirst
-	case kvwindow.Duplicate:
-		return replayCaught
-	}
-	return replayRetry // Owned (and Stale, which one delivery count cannot give): the same id holds the claim
-}
+// replayed reports whether the guard's claim found the body accepted before under another id: not published.
+// Won is a new body; Owned (and Stale, which one delivery count cannot give) the same id again: a retry.
+func replayed(o kvwindow.Outcome) bool { return o.Status == kvwindow.Duplicate }
 
 // heldByClaim reports whether a claim made again under a fingerprint no other delivery has (settleGuard) holds
 // the key: Owned, the first write landed; Won, it did not and this one did. Duplicate is another delivery's claim.

@@ -82,13 +82,12 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	if verr == nil {
 		// The key is bound to what was verified, and a body signed alone is not published again under another id:
 		// both decided on the headers as the worker will read them.
-		if outcome, done := r.bindKey(w, label, tenant, source, sp, hdr, d, size, req.RemoteAddr); done {
+		if outcome := r.bindKey(w, label, tenant, source, sp, hdr, d, size, req.RemoteAddr); outcome != "" {
 			return outcome
 		}
 		if sp.guard && r.cfg.Window != nil {
 			var outcome string
-			var done bool
-			if held, outcome, done = r.guardReplay(w, req, label, tenant, source, sp, hdr, body); done {
+			if held, outcome = r.guardReplay(w, req, label, tenant, source, sp, hdr, body); outcome != "" {
 				return outcome
 			}
 		}
@@ -112,34 +111,34 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		strconv.AppendUint(append(append(text[:0], "accepted: "...), r.acceptedPrefix...), seq, 10))
 }
 
-// bindKey publishes the verified id under the key's header (keyBinding.decide); done when it answered instead: 400
-// for a conflicting id, 431 when the header it adds does not fit.
+// bindKey publishes the verified id under the key's header (keyBinding.decide), or answers instead and returns the
+// outcome: 400 for a conflicting id, 431 when the header it adds does not fit.
 func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, sp *sourcePolicy, hdr nats.Header,
-	d verify.Delivery, size int, remote string) (string, bool) {
+	d verify.Delivery, size int, remote string) string {
 	id, set, err := sp.key.decide(http.Header(hdr), d)
 	if err != nil {
 		r.logSometimes(slog.LevelWarn, "id_conflict:"+label, "delivery refused: it verifies, but a header carries another id than the verified one",
 			"tenant", tenant, "source", source, "err", err, "remote", remote)
-		return r.answer(w, label, OutcomeIDConflict, http.StatusBadRequest, "conflicting ids: "+err.Error()), true
+		return r.answer(w, label, OutcomeIDConflict, http.StatusBadRequest, "conflicting ids: "+err.Error())
 	}
 	if !set {
-		return "", false
+		return ""
 	}
 	if len(hdr[sp.key.header]) == 0 {
 		if size += headerBlockSize(sp.key.header, id); size > r.cfg.MaxHeaderBytes {
 			return r.answer(w, label, OutcomeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge,
-				fmt.Sprintf("headers of %d bytes with the verified id under %s are larger than %d bytes", size, sp.key.header, r.cfg.MaxHeaderBytes)), true
+				fmt.Sprintf("headers of %d bytes with the verified id under %s are larger than %d bytes", size, sp.key.header, r.cfg.MaxHeaderBytes))
 		}
 	}
 	setKeyHeader(http.Header(hdr), sp.key.header, id)
-	return "", false
+	return ""
 }
 
-// guardReplay claims the body in the window under the id the worker will key it on (docs/sources.md, "The replay guard");
-// done when it answered instead: 202 without publishing for a replay, 503 when the window did not answer (the
-// provider retries; nothing is published unguarded).
+// guardReplay claims the body in the window under the id the worker will key it on (docs/sources.md, "The replay
+// guard"), or answers instead and returns the outcome: 202 without publishing for a replay, 503 when the window did
+// not answer (the provider retries; nothing is published unguarded).
 func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,
-	hdr nats.Header, body []byte) (guardHeld, string, bool) {
+	hdr nats.Header, body []byte) (held guardHeld, outcome string) {
 	id, _ := keys.NATSHeaders(hdr).Get(sp.key.written) // what the worker will key the envelope on
 	c := guardClaim(tenant, source, id, body, sp.ttl)
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
@@ -153,22 +152,22 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 		}
 		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard's window did not take the claim (err says why: out of reach, bucket lost, age limit); answered 503",
 			"tenant", tenant, "source", source, "err", err)
-		return guardHeld{}, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
+		return held, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later")
 	}
-	if judgeReplay(o) != replayCaught {
+	if !replayed(o) {
 		if id == "" && o.Status == kvwindow.Won {
 			// Without an id the provider's retry cannot be told from a replay: if this publish fails, the claim goes.
-			return guardHeld{c: c, rev: o.Revision}, "", false
+			held = guardHeld{c: c, rev: o.Revision}
 		}
-		return guardHeld{}, "", false
+		return held, ""
 	}
 	r.metrics.replays.WithLabelValues(label).Inc()
 	r.logSometimes(slog.LevelWarn, "replay:"+label, "delivery not published: its signed body was accepted under another id (replay guard)",
 		"tenant", tenant, "source", source, "id", id, "id_header", sp.key.header, "window_key", c.Key,
 		"first_id_fingerprint", o.HolderSeq, "first_claimed", o.FirstClaimed, "remote", req.RemoteAddr,
 		"find", "DEDUPE_BUCKET="+r.cfg.Window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
-	return guardHeld{}, r.answer(w, label, OutcomeReplay, http.StatusAccepted,
-		"accepted, not published: this signed body was accepted under another id (replay guard)"), true
+	return held, r.answer(w, label, OutcomeReplay, http.StatusAccepted,
+		"accepted, not published: this signed body was accepted under another id (replay guard)")
 }
 
 // bodyFailed answers a body that could not be read whole.
