@@ -152,9 +152,7 @@ func hookPath(p string) (tenant, source string, ok bool) {
 // answer writes a one-line plain-text answer, counts it and returns its outcome.
 func (r *Receiver) answer(w http.ResponseWriter, label, outcome string, status int, text string) string {
 	r.metrics.requests.WithLabelValues(label, outcome).Inc()
-	writePlain(w, status)
-	_, _ = io.WriteString(w, text)
-	_, _ = io.WriteString(w, "\n")
+	plain(w, status, text)
 	return outcome
 }
 
@@ -174,7 +172,8 @@ func (r *Receiver) unavailable(w http.ResponseWriter, label, outcome, text strin
 
 func plain(w http.ResponseWriter, status int, text string) {
 	writePlain(w, status)
-	_, _ = io.WriteString(w, text+"\n")
+	_, _ = io.WriteString(w, text)
+	_, _ = io.WriteString(w, "\n")
 }
 
 // The values of plain answers' headers, shared by every answer (net/http only reads them; an Add would copy).

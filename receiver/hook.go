@@ -17,10 +17,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
-// serveHook handles a delivery and returns its outcome. The checks go from the cheapest to the dearest: path and
-// source, method, declared sizes, the body (counted against MaxBufferedBytes as it arrives, within BodyTimeout),
-// a publish slot, the signature, the publish. The slot is taken only once the body is in, so that what a slow
-// client holds is its bytes, never another delivery's turn.
+// serveHook handles a delivery and returns its outcome. The checks go from the cheapest to the dearest; the publish
+// slot is taken only once the body is in, so that what a slow client holds is its bytes, never another delivery's
+// turn.
 func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	tenant, source, ok := hookPath(req.URL.Path)
 	if !ok {
@@ -192,11 +191,10 @@ type guardHeld struct {
 	rev uint64
 }
 
-// settleGuard follows a claim of a delivery without an id that failed where the write may have landed with only
-// its answer lost (claimMayHaveLanded: a timeout, a client gone away). Such a claim, left in place, would take the provider's retry —
-// again without an id, so under a fingerprint of its own — for a replay, and the delivery would never be
-// published. The claim is made again under the same fingerprint, on a context apart from the request's, and given
-// up if it is ours (heldByClaim).
+// settleGuard follows a claim of a delivery without an id whose write may have landed with only its answer lost
+// (claimMayHaveLanded). Left in place, it would take the provider's retry — under a fingerprint of its own — for a
+// replay, and the delivery would never be published: the claim is made again under the same fingerprint, apart
+// from the request's context, and given up if it is ours (heldByClaim).
 func (r *Receiver) settleGuard(ctx context.Context, c kvwindow.Claim) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	o, err := r.cfg.Window.Claim(cctx, c, kvwindow.Known{})
@@ -211,9 +209,8 @@ func (r *Receiver) settleGuard(ctx context.Context, c kvwindow.Claim) {
 	}
 }
 
-// releaseGuard gives up the guard's claim of an id-less delivery whose publish failed: the provider retries the
-// same delivery, which, with no id, the claim would take for a replay. A release that fails leaves the retry
-// answered as a replay; it is logged.
+// releaseGuard gives up the guard's claim of an id-less delivery whose publish failed, which would take the
+// provider's retry for a replay. A release that fails is logged.
 func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 	if g.rev == 0 {
 		return
@@ -227,10 +224,8 @@ func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 }
 
 // claimMayHaveLanded reports whether a failed claim's write may have been stored with only its answer lost: no
-// answer in time, or the request's context ended while the claim was under way. Every other failure is an answer
-// that nothing was written — the bucket lost (the window claims nothing in it again until a restart), no
-// responders, a claim the bucket's age limit refuses, a closed window, JetStream's refusal — and a claim made
-// again would only hold a publish slot for nothing.
+// answer in time, or the request's context ended. Every other failure (a lost bucket, no responders, the age
+// limit's or JetStream's refusal, a closed window) says nothing was written.
 func claimMayHaveLanded(err error) bool {
 	if errors.Is(err, kvwindow.ErrWindowLost) {
 		return false
