@@ -17,20 +17,18 @@ import (
 
 // PolicyConfig is what NewPolicy builds the verifiers from.
 type PolicyConfig struct {
-	// Sources are the declared sources, with their verify blocks and on_invalid options (keys.LoadSources). Every
-	// declared source must have a verify block: `verify: none` accepts unsigned deliveries, and saying so is
-	// required, so that a source forgotten in the sources file is never open by default.
+	// Sources are the declared sources (keys.LoadSources). Every one must have a verify block, `verify: none` to
+	// accept unsigned deliveries, so that a source forgotten in the sources file is never open by default.
 	Sources keys.Sources
-	// FromPresets says that Sources are keys.PresetSources() (no sources document): each preset whose name is a
-	// verify scheme (github, stripe, shopify, svix, standard_webhooks) verifies with that scheme, and is served only
-	// when it has a secret; the others (salesforce) are not served. At least one must be served.
+	// FromPresets says that Sources are keys.PresetSources() (no sources document): each preset named after a
+	// provider's scheme verifies with it once it has a secret; the others are not served. At least one must be.
 	FromPresets bool
 	// Secrets are the signing secrets (LoadSecrets); nil: none.
 	Secrets *Secrets
 	// Now is the clock signed timestamps are checked against; nil: time.Now.
 	Now func() time.Time
-	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL): how long the replay guard
-	// remembers a signed body of such a source, and what MinTTL is checked against. Zero: keys.DefaultTTL.
+	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL), for the replay guard and
+	// MinTTL. Zero: keys.DefaultTTL.
 	DefaultTTL time.Duration
 }
 
@@ -56,16 +54,13 @@ type sourcePolicy struct {
 
 // SourceInfo describes how one served source is verified, for the start-up log.
 type SourceInfo struct {
-	Source    string
-	Scheme    string
-	OnInvalid string   // keys.OnInvalidReject or keys.OnInvalidForward
-	AllTenant bool     // every tenant is served (with the source's secrets, or scheme none)
-	Tenants   []string // tenants with secrets of their own, sorted
-	// KeyHeader is the header the source's key reads, when it is bound to the verified id (docs/sources.md, "Keys
-	// bound to what was signed"); "" otherwise.
-	KeyHeader string
-	// ReplayGuard says that the replay guard records the source's verified bodies.
-	ReplayGuard bool
+	Source      string
+	Scheme      string
+	OnInvalid   string   // keys.OnInvalidReject or keys.OnInvalidForward
+	AllTenant   bool     // every tenant is served (with the source's secrets, or scheme none)
+	Tenants     []string // tenants with secrets of their own, sorted
+	KeyHeader   string   // the header the source's key reads, when it is bound to the verified id
+	ReplayGuard bool     // the replay guard records the source's verified bodies
 }
 
 // Unserved is a declared source the receiver answers 404 for, and why (preset sources without a secret).
@@ -73,11 +68,9 @@ type Unserved struct {
 	Source, Reason string
 }
 
-// NewPolicy builds the verifier of every source and tenant. A served source whose TTL is shorter than MinTTL of its
-// verify block is refused (a captured delivery would verify again after its claim expired). Errors (joined, each
-// starting "receiver: ") name the place: the source or its verify block, as a *SourceError with its line
-// ("receiver: sources.stripe.verify.tolerance: …"), or the variable or file of a secret ("receiver:
-// DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
+// NewPolicy builds the verifier of every source and tenant, refusing a served source whose TTL is shorter than
+// MinTTL. Errors (joined) name the source or its verify block, as a *SourceError, or the variable or file of a
+// secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{sources: map[string]*sourcePolicy{}, declared: map[string]bool{}}
 	ids := cfg.Sources.IDs()
@@ -158,13 +151,10 @@ func (sp *sourcePolicy) bind(vs keys.VerifySpec, onInvalid string, spec keys.Spe
 	}
 }
 
-// SourceError is a fault of a source declared in the sources file: Place is where in the document
-// ("sources.orders.verify.algorithm", "sources.orders" for a source without a verify block), Line the line of the
-// block (keys.VerifySpec.Line) or else of the source (keys.Sources.Line), 0 when unknown or with no sources
-// document (Place "preset source github"), and Reason what is wrong, never a value that could be a misplaced
-// secret. CheckVerify's are the faults the file alone shows (a scheme or an option verify does not take);
-// NewPolicy's also those the secrets given reveal (a scheme without a secret, scheme none with some), so that the
-// caller can name the file and line of each.
+// SourceError is a fault of a declared source, for the caller to name its file and line: Place is where in the
+// document ("sources.orders.verify.algorithm"; "preset source github" with no document), Line the line of the
+// verify block or else of the source (0 when unknown), Reason what is wrong, never a value that could be a
+// misplaced secret.
 type SourceError struct {
 	Place  string
 	Line   int
@@ -173,11 +163,9 @@ type SourceError struct {
 
 func (e *SourceError) Error() string { return "receiver: " + e.Place + ": " + e.Reason }
 
-// CheckVerify checks every verify block of a sources document as NewPolicy does before it looks at the secrets:
-// the scheme and its options. It is the check `dedupeworker sources check` shares with ingest, so that a document
-// it passes is one NewPolicy reads without a verify-block error. Sources without a block are not its concern: the
-// worker reads the same document and needs none, NewPolicy requires one. The errors, one per faulty source in the
-// order of Sources.IDs, are *SourceError, joined.
+// CheckVerify checks every verify block of a sources document as NewPolicy does before it looks at the secrets,
+// for `dedupeworker sources check`. Sources without a block are not its concern (the worker needs none). The
+// errors, one per faulty source in the order of Sources.IDs, are *SourceError, joined.
 func CheckVerify(src keys.Sources) error {
 	var errs []error
 	for _, id := range src.IDs() {
@@ -248,16 +236,14 @@ func (p *Policy) GuardTTL() time.Duration {
 	return ttl
 }
 
-// SchemeOf is the scheme ingest verifies a source's deliveries with: its verify block's, or with no sources
-// document (fromPresets) the preset's own where it is a provider's scheme; "" when there is none (ingest refuses
-// a declared source without a block, and serves no such preset).
+// SchemeOf is the scheme ingest verifies a source's deliveries with ("" when none): its verify block's, or with
+// no sources document (fromPresets) the preset's own where it is a provider's scheme.
 func SchemeOf(src keys.Sources, id string, fromPresets bool) string {
 	vs, _ := verifySpec(src, id, fromPresets)
 	return vs.Scheme
 }
 
-// verifySpec is a source's verify block, or with no sources document (fromPresets) the preset's own scheme where
-// it is a provider's; false when there is none.
+// verifySpec is the verify block SchemeOf reads; false when there is none.
 func verifySpec(src keys.Sources, id string, fromPresets bool) (keys.VerifySpec, bool) {
 	if !fromPresets {
 		vs, ok := src.Verify[id]
@@ -331,8 +317,7 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 	return sp, nil
 }
 
-// configErr places a verify.New error about the verify block on line: "receiver: sources.x.verify.tolerance:
-// negative".
+// configErr places a verify error about the verify block: "receiver: sources.x.verify.tolerance: negative".
 func configErr(place string, line int, err error) error {
 	var fe *verify.FieldError
 	if errors.As(err, &fe) {
@@ -400,8 +385,7 @@ func (p *Policy) Sources() []SourceInfo {
 // Unserved lists the declared sources that are not served, and why.
 func (p *Policy) Unserved() []Unserved { return append([]Unserved(nil), p.unserved...) }
 
-// label is a source's metric label: its id when declared, "other" otherwise, so that a client cannot grow the
-// label set.
+// label is a source's metric label: "other" when undeclared, so that a client cannot grow the label set.
 func (p *Policy) label(source string) string {
 	if p.declared[source] {
 		return source
