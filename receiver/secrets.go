@@ -22,25 +22,21 @@ const EnvSecretPrefix = "DEDUPE_INGEST_SECRET_"
 const maxSecretFile = 64 << 10
 
 // SecretEnv is the variable that holds a source's secrets for every tenant: EnvSecretPrefix and the source id in
-// upper case with '-' as '_' (github: DEDUPE_INGEST_SECRET_GITHUB; my-app: DEDUPE_INGEST_SECRET_MY_APP). Two
-// declared sources that map to one name (my-app and my_app) cannot use it: LoadSecrets says so when it is set.
+// upper case with '-' as '_' (my-app: DEDUPE_INGEST_SECRET_MY_APP). Two declared sources that map to one name
+// cannot use it: LoadSecrets says so when it is set.
 func SecretEnv(source string) string {
 	return EnvSecretPrefix + strings.ToUpper(strings.ReplaceAll(source, "-", "_"))
 }
 
 // SecretsConfig says where LoadSecrets reads.
 type SecretsConfig struct {
-	// Dir is a directory of secret files (DEDUPE_INGEST_SECRETS_DIR); "" reads none. A file named <source> holds
-	// the secrets of that source for every tenant, one named <tenant>.<source> those of one tenant; one secret per
-	// line, blanks around it and empty lines ignored. Names starting with '.' are skipped (the ..data links of a
-	// Kubernetes Secret volume); symbolic links are followed.
+	// Dir is a directory of secret files (DEDUPE_INGEST_SECRETS_DIR; docs/sources.md, "Secrets"); "" reads none.
+	// Names starting with '.' are skipped (the ..data links of a Kubernetes Secret volume).
 	Dir string
-	// Environ is the environment (os.Environ()): SecretEnv(source) of each source holds its secrets for every
-	// tenant, separated by commas or newlines (a secret containing a comma goes in a file). An empty variable
-	// counts as unset.
+	// Environ is the environment (os.Environ()): SecretEnv(source) holds a source's secrets for every tenant,
+	// separated by commas or newlines. An empty variable counts as unset.
 	Environ []string
-	// Sources are the declared source ids: every file and variable must name one of them, so that a typo is an
-	// error rather than a source left without its secret.
+	// Sources are the declared source ids: every file and variable must name one, so that a typo is an error.
 	Sources []string
 }
 
@@ -74,11 +70,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 	if cfg.Dir != "" {
 		entries, err := os.ReadDir(cfg.Dir)
 		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return nil, fmt.Errorf("receiver: secrets directory %s: %w", cfg.Dir, err)
+			return nil, fmt.Errorf("receiver: secrets directory %s: %w", cfg.Dir, pathless(err))
 		}
 		for _, e := range entries {
 			name := e.Name()
@@ -146,11 +138,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 func readSecretFile(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, err
+		return nil, pathless(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -172,6 +160,14 @@ func readSecretFile(path string) ([]string, error) {
 		return nil, errors.New("holds no secret (one per line)")
 	}
 	return values, nil
+}
+
+// pathless drops the path an *os.PathError repeats: the caller's message names the file.
+func pathless(err error) error {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
+		return pe.Err
+	}
+	return err
 }
 
 // splitSecrets splits s at any of seps, trims white space (the CR of CRLF lines too) around each part and drops
@@ -213,13 +209,16 @@ func (s *Secrets) String() string {
 	parts := make([]string, 0, len(scopes))
 	for _, sc := range scopes {
 		set := s.sets[sc]
-		parts = append(parts, fmt.Sprintf("%s (%s): %s from %s", sc.source, tenantText(sc.tenant), countText(len(set.values)), set.origin))
+		who := "every tenant"
+		if sc.tenant != "" {
+			who = "tenant " + sc.tenant
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s): %s from %s", sc.source, who, countText(len(set.values)), set.origin))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// Format prints String for every verb (%v, %+v, %#v, %s, %d, %x, ...), of a Secrets and of a pointer to one: no
-// verb reaches the secrets.
+// Format prints String for every verb, of a Secrets and of a pointer to one: no verb reaches the secrets.
 func (s Secrets) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
 
 // LogValue keeps slog from printing the secrets: one attribute per scope, with its count and origin.
@@ -235,13 +234,6 @@ func (s *Secrets) LogValue() slog.Value {
 		attrs = append(attrs, slog.String(key, countText(len(set.values))+" from "+set.origin))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func tenantText(tenant string) string {
-	if tenant == "" {
-		return "every tenant"
-	}
-	return "tenant " + tenant
 }
 
 func countText(n int) string {
