@@ -12,8 +12,7 @@ import (
 	"time"
 )
 
-// Scheme names, as Config.Scheme takes them. The provider names are those of the dedupe presets in package keys,
-// so that one source name can select both.
+// Scheme names, as Config.Scheme takes them: the provider names are those of the dedupe presets in package keys.
 const (
 	SchemeNone             = "none"
 	SchemeGitHub           = "github"
@@ -44,9 +43,8 @@ var (
 	ErrTimestamp = errors.New("verify: timestamp outside tolerance")
 )
 
-// Verifier checks one delivery. Verify returns nil when it is verified, else an error saying why (see the package
-// guarantees: it wraps a reason and never contains a secret). h are the request's headers and body its raw body,
-// byte for byte as received: providers sign the bytes, and a re-encoded body does not verify.
+// Verifier checks one delivery: nil when it is verified, else an error saying why (the package guarantees). body
+// is the raw body, byte for byte as received: providers sign the bytes.
 type Verifier interface {
 	Verify(h http.Header, body []byte) error
 }
@@ -61,9 +59,8 @@ type Config struct {
 	// none). During a rotation list both the old and the new: a delivery verifies if any matches. For
 	// standard_webhooks and svix each is base64, optionally after "whsec_"; for the others it is used as bytes.
 	Secrets []string
-	// Header, Algorithm, Encoding and Prefix are for the hmac scheme only. Header (required) names the header
-	// carrying the signature; Algorithm is sha1, sha256 (default) or sha512; Encoding is hex (default), base64 or
-	// base64url (padding optional); Prefix is literal text before the encoded signature, e.g. "sha256=".
+	// Header (required), Algorithm, Encoding and Prefix are for the hmac scheme only: the package doc says what
+	// each takes.
 	Header, Algorithm, Encoding, Prefix string
 	// Tolerance is how far a signed timestamp may be from Now, either way (stripe, standard_webhooks and svix
 	// only). Zero means DefaultTolerance; it cannot be turned off.
