@@ -97,22 +97,14 @@ func newStandard(cfg Config, _ *scheme, tol time.Duration, now func() time.Time)
 }
 
 func (v *standardVerifier) Verify(h http.Header, body []byte) error {
-	_, _, err := v.check(h, body)
+	_, err := v.verifyDelivery(h, body)
 	return err
 }
 
 // verifyDelivery is Verify, and the id it verified: the message id the signature covers, from the header set used.
 func (v *standardVerifier) verifyDelivery(h http.Header, body []byte) (Delivery, error) {
-	set, id, err := v.check(h, body)
-	if err != nil {
-		return Delivery{}, err
-	}
-	return Delivery{ID: id, Header: set.id, Signed: true}, nil
-}
-
-// check verifies and returns the header set it used and the message id.
-func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id string, err error) {
-	var ts, sig string
+	var set headerSet
+	var id, ts, sig string
 	for _, s := range v.sets {
 		set = s
 		id, ts, sig = header(h, s.id), header(h, s.timestamp), header(h, s.signature)
@@ -133,20 +125,20 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 		if len(v.sets) > 1 {
 			detail = "and no complete webhook-* set either"
 		}
-		return set, "", fail(v.scheme, strings.Join(missing, ", "), ErrMissing, detail)
+		return Delivery{}, fail(v.scheme, strings.Join(missing, ", "), ErrMissing, detail)
 	}
 	unix, ok := parseUnix(ts)
 	if !ok {
-		return set, "", fail(v.scheme, set.timestamp, ErrMalformed, "not Unix seconds")
+		return Delivery{}, fail(v.scheme, set.timestamp, ErrMalformed, "not Unix seconds")
 	}
 	// The library skips what it cannot use; a header with no v1 (or v1a) entry at all is not a signature of this
 	// scheme, which is worth telling apart from a wrong one.
 	v1, v1a := hasEntry(sig, "v1,"), hasEntry(sig, "v1a,")
 	switch {
 	case !v1 && v1a && len(v.public) == 0:
-		return set, "", fail(v.scheme, set.signature, ErrMalformed, `only "v1a,<base64>" (Ed25519) entries, and no public key (`+publicKeyPrefix+`…) among the secrets`)
+		return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, `only "v1a,<base64>" (Ed25519) entries, and no public key (`+publicKeyPrefix+`…) among the secrets`)
 	case !v1 && !v1a:
-		return set, "", fail(v.scheme, set.signature, ErrMalformed, `no "v1,<base64>" or "v1a,<base64>" entry`)
+		return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, `no "v1,<base64>" or "v1a,<base64>" entry`)
 	}
 	// The library reads the webhook-* names: hand it exactly the three values checked above.
 	msg := http.Header{
@@ -165,7 +157,7 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 			if !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
 				// Not reached: the headers were checked above. The library's message holds no secret, but it is
 				// not passed on, to keep the promise about error texts independent of its wording.
-				return set, "", fail(v.scheme, set.signature, ErrMalformed, "refused by the Standard Webhooks library")
+				return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, "refused by the Standard Webhooks library")
 			}
 		}
 	}
@@ -173,13 +165,13 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 		matched = v.checkV1a(id, ts, sig, body)
 	}
 	if !matched {
-		return set, "", fail(v.scheme, set.signature, ErrMismatch, "no v1 or v1a signature matches any of "+countSecrets(len(v.hooks)+len(v.public)))
+		return Delivery{}, fail(v.scheme, set.signature, ErrMismatch, "no v1 or v1a signature matches any of "+countSecrets(len(v.hooks)+len(v.public)))
 	}
 	// Checked after the signature, so that ErrTimestamp always means a genuine but stale (or early) delivery.
 	if detail, ok := checkTime(v.now(), unix, v.tolerance); !ok {
-		return set, "", fail(v.scheme, set.timestamp, ErrTimestamp, detail)
+		return Delivery{}, fail(v.scheme, set.timestamp, ErrTimestamp, detail)
 	}
-	return set, id, nil
+	return Delivery{ID: id, Header: set.id, Signed: true}, nil
 }
 
 // checkV1a reports whether a "v1a,<base64>" entry of sig is an Ed25519 signature, by one of the public keys, of
