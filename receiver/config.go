@@ -122,48 +122,31 @@ var (
 // Validate checks a Config (after WithDefaults) and joins every problem, each naming its field.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("receiver: config: %s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	if c.JetStream == nil {
-		bad("JetStream", "required")
-	}
-	if c.Policy == nil {
-		bad("Policy", "required (NewPolicy)")
-	}
-	if !streamName.MatchString(c.InputStream) {
-		bad("InputStream", "must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)
-	}
-	if !subjectPrefix.MatchString(c.InputPrefix) {
-		bad("InputPrefix", "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)
-	}
-	if c.MaxBody < 1 || c.MaxBody > 1<<30 {
-		bad("MaxBody", "must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)
-	}
-	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit {
-		bad("MaxHeaderBytes", "must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes), got %d",
-			MaxHeaderBytesLimit, c.MaxHeaderBytes)
-	}
-	if c.PublishTimeout < 10*time.Millisecond {
-		bad("PublishTimeout", "must be at least 10ms, got %s", c.PublishTimeout)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
-		bad("MaxInFlight", "must be between 1 and 65536, got %d", c.MaxInFlight)
-	}
-	if c.MaxBufferedBytes < c.MaxBody || c.MaxBufferedBytes > 1<<40 {
-		bad("MaxBufferedBytes", "must be at least MaxBody (%d) and at most %d bytes, got %d", c.MaxBody, int64(1)<<40, c.MaxBufferedBytes)
-	}
-	if c.BodyTimeout < 100*time.Millisecond {
-		bad("BodyTimeout", "must be at least 100ms, got %s", c.BodyTimeout)
-	}
-	if c.RetryAfter < 0 {
-		bad("RetryAfter", "must not be negative, got %s", c.RetryAfter)
-	}
-	if c.ReadTimeout < time.Second {
-		bad("ReadTimeout", "must be at least 1s, got %s", c.ReadTimeout)
-	}
-	if c.ShutdownTimeout <= 0 {
-		bad("ShutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	for _, r := range []struct {
+		bad         bool
+		field, text string
+	}{
+		{c.JetStream == nil, "JetStream", "required"},
+		{c.Policy == nil, "Policy", "required (NewPolicy)"},
+		{!streamName.MatchString(c.InputStream), "InputStream",
+			fmt.Sprintf("must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)},
+		{!subjectPrefix.MatchString(c.InputPrefix), "InputPrefix",
+			fmt.Sprintf("must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)},
+		{c.MaxBody < 1 || c.MaxBody > 1<<30, "MaxBody", fmt.Sprintf("must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)},
+		{c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit, "MaxHeaderBytes", fmt.Sprintf(
+			"must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes), got %d", MaxHeaderBytesLimit, c.MaxHeaderBytes)},
+		{c.PublishTimeout < 10*time.Millisecond, "PublishTimeout", fmt.Sprintf("must be at least 10ms, got %s", c.PublishTimeout)},
+		{c.MaxInFlight < 1 || c.MaxInFlight > 65536, "MaxInFlight", fmt.Sprintf("must be between 1 and 65536, got %d", c.MaxInFlight)},
+		{c.MaxBufferedBytes < c.MaxBody || c.MaxBufferedBytes > 1<<40, "MaxBufferedBytes", fmt.Sprintf(
+			"must be at least MaxBody (%d) and at most %d bytes, got %d", c.MaxBody, int64(1)<<40, c.MaxBufferedBytes)},
+		{c.BodyTimeout < 100*time.Millisecond, "BodyTimeout", fmt.Sprintf("must be at least 100ms, got %s", c.BodyTimeout)},
+		{c.RetryAfter < 0, "RetryAfter", fmt.Sprintf("must not be negative, got %s", c.RetryAfter)},
+		{c.ReadTimeout < time.Second, "ReadTimeout", fmt.Sprintf("must be at least 1s, got %s", c.ReadTimeout)},
+		{c.ShutdownTimeout <= 0, "ShutdownTimeout", fmt.Sprintf("must be positive, got %s", c.ShutdownTimeout)},
+	} {
+		if r.bad {
+			errs = append(errs, fmt.Errorf("receiver: config: %s: %s", r.field, r.text))
+		}
 	}
 	return errors.Join(errs...)
 }

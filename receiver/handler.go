@@ -113,11 +113,12 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 	case "/healthz":
 		plain(w, http.StatusOK, "ok")
 	case "/readyz":
-		if err := r.readyCached(req.Context()); err != nil {
+		err, gerr := r.readyCached(req.Context())
+		if err != nil {
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
-		if gerr := r.guardCached(); gerr != nil {
+		if gerr != nil {
 			plain(w, http.StatusOK, "ready, but deliveries of guarded sources ("+strings.Join(r.guarded, ", ")+") are answered 503: "+gerr.Error())
 			return
 		}
@@ -130,7 +131,7 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 		if r.guarding {
 			// The replay guard's state is as fresh as the last lookup: a scrape makes one when it is over a second
 			// old, so that the metric follows the window without a probe.
-			_ = r.readyCached(req.Context())
+			_, _ = r.readyCached(req.Context())
 		}
 		r.promhttp.ServeHTTP(w, req)
 	}
