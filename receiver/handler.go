@@ -84,7 +84,7 @@ func New(cfg Config) (*Receiver, error) {
 	if len(g) > 0 && cfg.Window == nil {
 		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
 	}
-	r.metrics.initSources(sortedLabels(cfg.Policy.declared))
+	r.metrics.initSources(append(slices.Sorted(maps.Keys(cfg.Policy.declared)), otherSource))
 	r.metrics.inFlightLimit.Set(float64(cfg.MaxInFlight))
 	r.metrics.bufferedBytesLimit.Set(float64(cfg.MaxBufferedBytes))
 	return r, nil
@@ -200,9 +200,4 @@ func (r *Receiver) logSometimes(level slog.Level, kind, msg string, args ...any)
 		args = append(args, "suppressed", skipped)
 	}
 	r.log.Log(context.Background(), level, msg, args...)
-}
-
-// sortedLabels is the label set of the metrics: every declared source, and "other".
-func sortedLabels(declared map[string]bool) []string {
-	return append(slices.Sorted(maps.Keys(declared)), otherSource)
 }
