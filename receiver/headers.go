@@ -39,7 +39,7 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 			return 0, fmt.Errorf("header name %q is not an HTTP token", name)
 		}
 		for _, v := range vals {
-			if !validValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return 0, fmt.Errorf("header %s: a value holds a control character", name)
 			}
 		}
@@ -83,16 +83,6 @@ func connectionTokens(h http.Header, protected []string) []string {
 		}
 	}
 	return conn
-}
-
-// validValue reports whether v is a field value without control characters (HTAB allowed), as net/http checks.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
 }
 
 // The values of Ingest-Verified, shared by every envelope: nats.go only reads a message's headers.

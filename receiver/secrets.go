@@ -58,10 +58,8 @@ type secretSet struct {
 // at fault and never quote a secret.
 func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 	s := &Secrets{sets: map[secretScope]secretSet{}}
-	declared := make(map[string]bool, len(cfg.Sources))
 	byEnv := map[string][]string{}
 	for _, id := range cfg.Sources {
-		declared[id] = true
 		byEnv[SecretEnv(id)] = append(byEnv[SecretEnv(id)], id)
 	}
 	var errs []error
@@ -86,7 +84,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 				bad("%s: the name must be <source> (every tenant) or <tenant>.<source>, each 1-64 characters of A-Z, a-z, 0-9, _ and -", origin)
 				continue
 			}
-			if !declared[source] {
+			if !slices.Contains(cfg.Sources, source) {
 				bad("%s: source %q is not declared (declared: %s)", origin, source, strings.Join(sortedIDs(cfg.Sources), ", "))
 				continue
 			}
@@ -110,23 +108,18 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 		if len(values) == 0 {
 			continue
 		}
-		ids := byEnv[name]
-		switch {
+		switch ids := byEnv[name]; {
 		case len(ids) == 0:
 			bad("%s: names no declared source (a source's variable is %s followed by its id in upper case, '-' as '_'; declared: %s)",
 				name, EnvSecretPrefix, strings.Join(sortedIDs(cfg.Sources), ", "))
-			continue
 		case len(ids) > 1:
 			bad("%s: could hold the secrets of sources %s: put them in files of the secrets directory instead",
 				name, strings.Join(sortedIDs(ids), " or "))
-			continue
+		case s.sets[secretScope{ids[0], ""}].origin != "":
+			bad("%s and %s both give the secrets of source %s for every tenant: keep one", name, s.sets[secretScope{ids[0], ""}].origin, ids[0])
+		default:
+			s.sets[secretScope{ids[0], ""}] = secretSet{values: values, origin: name}
 		}
-		scope := secretScope{ids[0], ""}
-		if prev, ok := s.sets[scope]; ok {
-			bad("%s and %s both give the secrets of source %s for every tenant: keep one", name, prev.origin, ids[0])
-			continue
-		}
-		s.sets[scope] = secretSet{values: values, origin: name}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
