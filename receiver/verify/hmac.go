@@ -126,11 +126,6 @@ func newMAC(cfg Config, s *scheme, _ time.Duration, _ func() time.Time) (Verifie
 // exactly, accepting both admits nothing more.
 func decodeBase64(enc *base64.Encoding) func(string) ([]byte, error) {
 	return func(s string) ([]byte, error) {
-		if strings.HasSuffix(s, "==") {
-			s = s[:len(s)-2]
-		} else if strings.HasSuffix(s, "=") {
-			s = s[:len(s)-1]
-		}
-		return enc.DecodeString(s)
+		return enc.DecodeString(strings.TrimSuffix(strings.TrimSuffix(s, "="), "="))
 	}
 }

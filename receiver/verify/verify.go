@@ -220,7 +220,7 @@ func (c Config) hmacFields() [4]struct{ name, value string } {
 // String describes the Config with its secrets counted, never shown, so that logging a Config is safe.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "verify.Config{Scheme: %q, Secrets: %s", c.Scheme, redacted(len(c.Secrets)))
+	fmt.Fprintf(&b, "verify.Config{Scheme: %q, Secrets: [%d redacted]", c.Scheme, len(c.Secrets))
 	for _, f := range c.hmacFields() {
 		if f.value != "" {
 			fmt.Fprintf(&b, ", %s: %q", f.name, f.value)
@@ -251,13 +251,6 @@ func (c Config) LogValue() slog.Value {
 		attrs = append(attrs, slog.Duration("tolerance", c.Tolerance))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func redacted(n int) string {
-	if n == 1 {
-		return "[1 redacted]"
-	}
-	return fmt.Sprintf("[%d redacted]", n)
 }
 
 // describe is embedded by every Verifier: fmt and slog print its text instead of the fields, which hold keys.
