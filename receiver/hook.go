@@ -171,9 +171,8 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 
 // bodyFailed answers a body that could not be read whole.
 func (r *Receiver) bodyFailed(w http.ResponseWriter, label string, err error) string {
-	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge):
+	case errors.As(err, new(*http.MaxBytesError)):
 		return r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", r.cfg.MaxBody))
 	case errors.Is(err, errBufferFull):
 		return r.unavailable(w, label, OutcomeOverloaded, fmt.Sprintf("busy: %d bytes of bodies are held; retry later", r.cfg.MaxBufferedBytes))

@@ -319,8 +319,7 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 
 // configErr places a verify error about the verify block: "receiver: sources.x.verify.tolerance: negative".
 func configErr(place string, line int, err error) error {
-	var fe *verify.FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*verify.FieldError](err); ok {
 		return &SourceError{Place: place + "." + fe.Field, Line: line, Reason: fe.Reason}
 	}
 	return &SourceError{Place: place, Line: line, Reason: err.Error()}
