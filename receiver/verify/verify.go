@@ -27,8 +27,7 @@ const (
 // default of Stripe's, Svix's and the Standard Webhooks libraries.
 const DefaultTolerance = 5 * time.Minute
 
-// The reasons a delivery does not verify. Every error from Verifier.Verify wraps exactly one of them, so that the
-// receiver can count rejections by reason with errors.Is (or Reason).
+// The reasons a delivery does not verify: every error from Verifier.Verify wraps exactly one of them (Reason).
 var (
 	// ErrMissing: a header the scheme needs is absent or empty.
 	ErrMissing = errors.New("verify: header missing")
@@ -55,9 +54,8 @@ type Verifier interface {
 type Config struct {
 	// Scheme is one of Schemes().
 	Scheme string
-	// Secrets are the signing secrets, as the provider shows them: at least one, except for none (which takes
-	// none). During a rotation list both the old and the new: a delivery verifies if any matches. For
-	// standard_webhooks and svix each is base64, optionally after "whsec_"; for the others it is used as bytes.
+	// Secrets are the signing secrets, as the provider shows them (the package doc says how each scheme reads
+	// them): at least one, except for none. A delivery verifies if any matches.
 	Secrets []string
 	// Header (required), Algorithm, Encoding and Prefix are for the hmac scheme only: the package doc says what
 	// each takes.
