@@ -10,13 +10,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
-// keyBinding says how a source's event key is bound to what its verification found. The worker keys a delivery
-// on the header its source's dedupe spec reads; the verifier reads the id its provider documents, possibly under
-// another of the provider's names (Svix's webhook-* form, Shopify Events' unprefixed Shopify-Webhook-Id). When the
-// key reads one of the names the provider sends the id under, the receiver publishes the verified id under the
-// key's header and refuses a request that carries another id under any of those names, so that the worker keys
-// every verified delivery on the id the verification saw. A key on another header (Shopify's X-Shopify-Event-Id,
-// say) is left as sent: it is not the id the provider's scheme names.
+// keyBinding says how a source's event key is bound to what its verification found (docs/sources.md, "Keys bound
+// to what was signed"): when the key reads one of the names the provider sends the id under, the verified id is
+// published under the key's header and another id under any of those names is refused.
 type keyBinding struct {
 	header  string   // canonical name of the header the key reads; "" when the key is not a header
 	written string   // that name as the dedupe spec writes it, which the worker looks up (keys.NATSHeaders)
@@ -39,16 +35,10 @@ func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
 	return b
 }
 
-// errIDConflict is decide's refusal: the request carries an id that is not the verified one.
-type errIDConflict struct{ msg string }
-
-func (e *errIDConflict) Error() string { return e.msg }
-
 // decide is what a verified delivery publishes under the key's header: value, when set is true. Every non-empty
 // value of the key's header and of the provider's id headers (names compared as the receiver compares them:
 // any letter case, '_' as '-') must be the verified id d.ID; a request where one is not — or that carries one
-// when the verification found no id — is refused with an *errIDConflict, whose text names the headers and never
-// their values. Values are compared with surrounding blanks removed, as the verifier reads them.
+// when the verification found no id — is refused with an error that names the headers and never their values. Values are compared with surrounding blanks removed, as the verifier reads them.
 func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set bool, err error) {
 	if !b.bind {
 		return "", false, nil
@@ -62,11 +52,11 @@ func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set 
 			switch {
 			case v == "" || v == d.ID:
 			case d.ID == "":
-				return "", false, &errIDConflict{fmt.Sprintf("header %s carries an id, but the delivery has no %s",
-					name, strings.Join(b.idNames, " or "))}
+				return "", false, fmt.Errorf("header %s carries an id, but the delivery has no %s",
+					name, strings.Join(b.idNames, " or "))
 			default:
-				return "", false, &errIDConflict{fmt.Sprintf("header %s carries another id than the %s the verification read",
-					name, d.Header)}
+				return "", false, fmt.Errorf("header %s carries another id than the %s the verification read",
+					name, d.Header)
 			}
 		}
 	}

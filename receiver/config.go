@@ -16,72 +16,56 @@ import (
 	"github.com/dedupeworker/dedupeworker/contract"
 )
 
-// JetStream is what the receiver needs of a JetStream context: publishing an envelope and looking up the input
-// stream (readiness). jetstream.JetStream has both.
+// JetStream is what the receiver needs of a JetStream context: publishing and looking up the input stream.
 type JetStream interface {
 	PublishMsg(ctx context.Context, msg *nats.Msg, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error)
 	Stream(ctx context.Context, name string) (jetstream.Stream, error)
 }
 
-// Config configures a Receiver. Zero values mean the defaults below.
+// Config configures a Receiver. Zero values mean the defaults below; docs/receiver.md says what each bound answers.
 type Config struct {
 	// JetStream publishes the envelopes (required).
 	JetStream JetStream
 	// Policy says which requests are served and how they are verified (required; NewPolicy).
 	Policy *Policy
-	// Window is the claim window the replay guard records the verified bodies of Policy.Guarded's sources in
-	// (docs/sources.md, "The replay guard"): a kvwindow.Window on a bucket of the guard's own (`dedupeworker ingest` uses
-	// <DEDUPE_BUCKET>-replay), not the worker's. nil turns the guard off for every source (New logs a warning
-	// naming them); `dedupeworker ingest` always sets it when a source is guarded.
+	// Window is the replay guard's claim window for Policy.Guarded's sources: a kvwindow.Window on a bucket of the
+	// guard's own, not the worker's. nil turns the guard off for every source (New logs a warning naming them).
 	Window ReplayWindow
 
-	// InputStream is the stream that must store each envelope: publishes carry Nats-Expected-Stream with it, so
-	// that no other stream can acknowledge one. Default "INGEST".
+	// InputStream must store each envelope: publishes carry Nats-Expected-Stream with it. Default "INGEST".
 	InputStream string
 	// InputPrefix is the subject prefix of envelopes: <InputPrefix>.<tenant>.<source>. Default "ingest".
 	InputPrefix string
 
 	// MaxBody is the largest body accepted, in bytes (413 above). Default 4 MiB: above the worker's default
-	// DEDUPE_MAX_JSON_BYTES (1 MiB), so that the worker's too-large outcome stays reachable. The NATS server's
-	// max_payload bounds it too (413 as well).
+	// DEDUPE_MAX_JSON_BYTES, so that the worker's too-large outcome stays reachable.
 	MaxBody int64
-	// MaxHeaderBytes bounds the header block published with a delivery (name, ": ", value and CRLF per value,
-	// after filtering, with the receiver's Ingest-Verified and Nats-Expected-Stream): 431 above. Default 32 KiB, at
-	// most MaxHeaderBytesLimit. The http.Server of Serve reads request headers up to MaxHeaderBytes + 64 KiB (raw,
-	// before filtering) and answers net/http's own 431 beyond; both are counted as headers_too_large.
+	// MaxHeaderBytes bounds the header block published with a delivery, after filtering and with the receiver's own
+	// headers (431 above). Default 32 KiB, at most MaxHeaderBytesLimit. Serve's http.Server reads raw headers up to
+	// MaxHeaderBytes + 64 KiB.
 	MaxHeaderBytes int
-	// PublishTimeout bounds the wait for JetStream's acknowledgement; past it the answer is 503 "storage not
-	// confirmed" (the envelope may have been stored). Default 3s, so that the answer comes within Shopify's 5 s and
-	// GitHub's 10 s. It bounds the replay guard's claim too; when that of a delivery without an id fails, the 503
-	// waits for the claim to be made again and released, each within PublishTimeout (docs/sources.md, "The
-	// replay guard").
+	// PublishTimeout bounds the wait for JetStream's acknowledgement (503 "storage not confirmed" past it) and the
+	// replay guard's claim. Default 3s, so that the answer comes within Shopify's 5 s and GitHub's 10 s.
 	PublishTimeout time.Duration
-	// MaxInFlight bounds the deliveries being verified and published at once, and so the publishes waiting on
-	// JetStream; more are answered 503 busy. A delivery takes its slot only once its body is in: a slow or withheld
-	// body never holds one. Default 256.
+	// MaxInFlight bounds the deliveries being verified and published at once (503 busy above). Default 256.
 	MaxInFlight int
-	// MaxBufferedBytes bounds the body bytes held at once by all requests — those being read and those being
-	// verified and published — and so the receiver's memory, whatever the number of connections: a request whose
-	// next read would pass it is answered 503 busy. A body is counted as it arrives (in steps of at most 16 KiB
-	// ahead of what arrived, or of its Content-Length when smaller), not by its declared length. Default 64 MiB; at
-	// least MaxBody.
+	// MaxBufferedBytes bounds the body bytes held at once by all requests, counted as they arrive (503 busy past
+	// it). Default 64 MiB; at least MaxBody.
 	MaxBufferedBytes int64
-	// BodyTimeout bounds reading one body, from the end of its headers (Serve): a body still incomplete then is
-	// answered 408 and its connection closed, so that a client trickling bytes cannot hold memory for long.
-	// Default 10s: a 4 MiB body at 400 KB/s.
+	// BodyTimeout bounds reading one body from the end of its headers (408 past it). Default 10s: a 4 MiB body at
+	// 400 KB/s.
 	BodyTimeout time.Duration
 	// RetryAfter is the Retry-After of 503 answers, in whole seconds (rounded up). Default 5s.
 	RetryAfter time.Duration
 
-	// ReadTimeout bounds reading one request, headers and body (Serve); BodyTimeout bounds the body within it.
-	// Default 30s.
+	// ReadTimeout bounds reading one request, headers and body (Serve). Default 30s.
 	ReadTimeout time.Duration
 	// ShutdownTimeout bounds Serve's graceful shutdown: in-flight requests finish within it, then the rest are
 	// cut. Default 30s.
 	ShutdownTimeout time.Duration
 
 	// Logger receives the receiver's log lines; nil discards them. Rejections and unavailability are logged at
-	// most once per 10 s per kind, with the number left out.
+	// most once per 10 s per kind.
 	Logger *slog.Logger
 	// Metrics counts requests; nil: NewMetrics(nil) (counted, not registered).
 	Metrics *Metrics
@@ -105,8 +89,7 @@ const (
 )
 
 // MaxHeaderBytesLimit is the largest MaxHeaderBytes: JetStream refuses a header block over 65535 bytes (error
-// 10097), and MaxHeaderBytes counts the whole block the receiver publishes; 1 KiB is left for what a client
-// library or the server may add.
+// 10097); 1 KiB is left for what a client library or the server may add.
 const MaxHeaderBytesLimit = 65535 - 1023
 
 // WithDefaults returns cfg with every zero field set to its default.
@@ -139,48 +122,31 @@ var (
 // Validate checks a Config (after WithDefaults) and joins every problem, each naming its field.
 func (c Config) Validate() error {
 	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("receiver: config: %s: %s", field, fmt.Sprintf(format, args...)))
-	}
-	if c.JetStream == nil {
-		bad("JetStream", "required")
-	}
-	if c.Policy == nil {
-		bad("Policy", "required (NewPolicy)")
-	}
-	if !streamName.MatchString(c.InputStream) {
-		bad("InputStream", "must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)
-	}
-	if !subjectPrefix.MatchString(c.InputPrefix) {
-		bad("InputPrefix", "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)
-	}
-	if c.MaxBody < 1 || c.MaxBody > 1<<30 {
-		bad("MaxBody", "must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)
-	}
-	if c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit {
-		bad("MaxHeaderBytes", "must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes), got %d",
-			MaxHeaderBytesLimit, c.MaxHeaderBytes)
-	}
-	if c.PublishTimeout < 10*time.Millisecond {
-		bad("PublishTimeout", "must be at least 10ms, got %s", c.PublishTimeout)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 65536 {
-		bad("MaxInFlight", "must be between 1 and 65536, got %d", c.MaxInFlight)
-	}
-	if c.MaxBufferedBytes < c.MaxBody || c.MaxBufferedBytes > 1<<40 {
-		bad("MaxBufferedBytes", "must be at least MaxBody (%d) and at most %d bytes, got %d", c.MaxBody, int64(1)<<40, c.MaxBufferedBytes)
-	}
-	if c.BodyTimeout < 100*time.Millisecond {
-		bad("BodyTimeout", "must be at least 100ms, got %s", c.BodyTimeout)
-	}
-	if c.RetryAfter < 0 {
-		bad("RetryAfter", "must not be negative, got %s", c.RetryAfter)
-	}
-	if c.ReadTimeout < time.Second {
-		bad("ReadTimeout", "must be at least 1s, got %s", c.ReadTimeout)
-	}
-	if c.ShutdownTimeout <= 0 {
-		bad("ShutdownTimeout", "must be positive, got %s", c.ShutdownTimeout)
+	for _, r := range []struct {
+		bad         bool
+		field, text string
+	}{
+		{c.JetStream == nil, "JetStream", "required"},
+		{c.Policy == nil, "Policy", "required (NewPolicy)"},
+		{!streamName.MatchString(c.InputStream), "InputStream",
+			fmt.Sprintf("must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)},
+		{!subjectPrefix.MatchString(c.InputPrefix), "InputPrefix",
+			fmt.Sprintf("must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)},
+		{c.MaxBody < 1 || c.MaxBody > 1<<30, "MaxBody", fmt.Sprintf("must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)},
+		{c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit, "MaxHeaderBytes", fmt.Sprintf(
+			"must be between 1024 and %d bytes (JetStream stores header blocks of at most 65535 bytes), got %d", MaxHeaderBytesLimit, c.MaxHeaderBytes)},
+		{c.PublishTimeout < 10*time.Millisecond, "PublishTimeout", fmt.Sprintf("must be at least 10ms, got %s", c.PublishTimeout)},
+		{c.MaxInFlight < 1 || c.MaxInFlight > 65536, "MaxInFlight", fmt.Sprintf("must be between 1 and 65536, got %d", c.MaxInFlight)},
+		{c.MaxBufferedBytes < c.MaxBody || c.MaxBufferedBytes > 1<<40, "MaxBufferedBytes", fmt.Sprintf(
+			"must be at least MaxBody (%d) and at most %d bytes, got %d", c.MaxBody, int64(1)<<40, c.MaxBufferedBytes)},
+		{c.BodyTimeout < 100*time.Millisecond, "BodyTimeout", fmt.Sprintf("must be at least 100ms, got %s", c.BodyTimeout)},
+		{c.RetryAfter < 0, "RetryAfter", fmt.Sprintf("must not be negative, got %s", c.RetryAfter)},
+		{c.ReadTimeout < time.Second, "ReadTimeout", fmt.Sprintf("must be at least 1s, got %s", c.ReadTimeout)},
+		{c.ShutdownTimeout <= 0, "ShutdownTimeout", fmt.Sprintf("must be positive, got %s", c.ShutdownTimeout)},
+	} {
+		if r.bad {
+			errs = append(errs, fmt.Errorf("receiver: config: %s: %s", r.field, r.text))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -11,17 +11,15 @@ import (
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
-// ReplayWindow is the claim window the replay guard records signed bodies in: a kvwindow.Window on a bucket of its
-// own, so that the receiver's NATS user never writes the worker's claims; `dedupeworker window get`, pointed at
-// that bucket, finds what the guard recorded.
+// ReplayWindow is the claim window the replay guard records signed bodies in (docs/sources.md, "The replay guard"):
+// a kvwindow.Window on a bucket of its own, so that the receiver's NATS user never writes the worker's claims.
 type ReplayWindow interface {
 	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
 	// Release gives up a claim the guard won for a delivery without an id whose publish then failed.
 	Release(ctx context.Context, c kvwindow.Claim, revision uint64, mayBeStored bool) (bool, error)
 	// Bucket names the bucket, for the log line that says how to find a replay's claim.
 	Bucket() string
-	// Ping checks that the bucket answers and is still the one the window bound to: readiness (Ready), since a
-	// guarded delivery is answered 503 while it does not.
+	// Ping checks that the bucket answers and is still the one the window bound to (Ready).
 	Ping(ctx context.Context) error
 }
 
@@ -40,32 +38,15 @@ func ReplayKey(body []byte) string {
 }
 
 // IDFingerprint is how the guard's claim names the id a body arrived under: the first 8 bytes of the id's
-// SHA-256, big-endian, without the top bit (`dedupeworker window get` prints it as claimant_seq; in a shell,
-// $(( 0x$(printf %s "$ID" | sha256sum | cut -c1-16) >> 1 & 0x7fffffffffffffff ))). Never 0.
+// SHA-256, big-endian, without the top bit (`dedupeworker window get` prints it as claimant_seq). Never 0.
 func IDFingerprint(id string) uint64 {
 	sum := sha256.Sum256([]byte(id))
 	return max(binary.BigEndian.Uint64(sum[:8])>>1, 1)
 }
 
-// replayVerdict is what the guard decided of a delivery.
-type replayVerdict int
-
-const (
-	replayFirst  replayVerdict = iota // the body is new in the window: publish
-	replayRetry                       // the body arrived before under the same id: a retry, publish
-	replayCaught                      // the body arrived before under another id: do not publish
-)
-
-// judgeReplay decides from the guard's claim.
-func judgeReplay(o kvwindow.Outcome) replayVerdict {
-	switch o.Status {
-	case kvwindow.Won:
-		return replayFirst
-	case kvwindow.Duplicate:
-		return replayCaught
-	}
-	return replayRetry // Owned (and Stale, which one delivery count cannot give): the same id holds the claim
-}
+// replayed reports whether the guard's claim found the body accepted before under another id: not published.
+// Won is a new body; Owned (and Stale, which one delivery count cannot give) the same id again: a retry.
+func replayed(o kvwindow.Outcome) bool { return o.Status == kvwindow.Duplicate }
 
 // heldByClaim reports whether a claim made again under a fingerprint no other delivery has (settleGuard) holds
 // the key: Owned, the first write landed; Won, it did not and this one did. Duplicate is another delivery's claim.
@@ -74,12 +55,9 @@ func heldByClaim(o kvwindow.Outcome) bool {
 }
 
 // guardClaim is the guard's claim of body arriving under id (the value the worker will key it on): the body's
-// key, claimed by the id's fingerprint for ttl. A delivery without an id gets a fingerprint of its own that no
-// other delivery has, so that every later copy of its body is a replay. It cannot be drawn from the request:
-// without an id, a provider's retry and a captured copy sent again are the same bytes, so a fingerprint both
-// share would pass every replay as a retry. What a random one costs — a retry taken for a replay when the
-// delivery's own claim outlives its failure — the receiver pays back by releasing that claim (releaseGuard,
-// settleGuard).
+// key, claimed by the id's fingerprint for ttl. A delivery without an id gets a random fingerprint: a provider's
+// retry and a captured copy are then the same bytes, so one drawn from the request would pass every replay as a
+// retry. The retry a random one takes for a replay is paid back by releasing the claim (releaseGuard, settleGuard).
 func guardClaim(tenant, source, id string, body []byte, ttl time.Duration) kvwindow.Claim {
 	fp := rand.Uint64()>>1 | 1 // random: as unlikely as a second id (2^-63) to meet another claim's
 	if id != "" {

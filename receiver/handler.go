@@ -84,7 +84,7 @@ func New(cfg Config) (*Receiver, error) {
 	if len(g) > 0 && cfg.Window == nil {
 		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
 	}
-	r.metrics.initSources(sortedLabels(cfg.Policy.declared))
+	r.metrics.initSources(append(slices.Sorted(maps.Keys(cfg.Policy.declared)), otherSource))
 	r.metrics.inFlightLimit.Set(float64(cfg.MaxInFlight))
 	r.metrics.bufferedBytesLimit.Set(float64(cfg.MaxBufferedBytes))
 	return r, nil
@@ -113,11 +113,12 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 	case "/healthz":
 		plain(w, http.StatusOK, "ok")
 	case "/readyz":
-		if err := r.readyCached(req.Context()); err != nil {
+		err, gerr := r.readyCached(req.Context())
+		if err != nil {
 			plain(w, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
-		if gerr := r.guardCached(); gerr != nil {
+		if gerr != nil {
 			plain(w, http.StatusOK, "ready, but deliveries of guarded sources ("+strings.Join(r.guarded, ", ")+") are answered 503: "+gerr.Error())
 			return
 		}
@@ -130,7 +131,7 @@ func (r *Receiver) serveOps(w http.ResponseWriter, req *http.Request) {
 		if r.guarding {
 			// The replay guard's state is as fresh as the last lookup: a scrape makes one when it is over a second
 			// old, so that the metric follows the window without a probe.
-			_ = r.readyCached(req.Context())
+			_, _ = r.readyCached(req.Context())
 		}
 		r.promhttp.ServeHTTP(w, req)
 	}
@@ -152,9 +153,7 @@ func hookPath(p string) (tenant, source string, ok bool) {
 // answer writes a one-line plain-text answer, counts it and returns its outcome.
 func (r *Receiver) answer(w http.ResponseWriter, label, outcome string, status int, text string) string {
 	r.metrics.requests.WithLabelValues(label, outcome).Inc()
-	writePlain(w, status)
-	_, _ = io.WriteString(w, text)
-	_, _ = io.WriteString(w, "\n")
+	plain(w, status, text)
 	return outcome
 }
 
@@ -174,7 +173,8 @@ func (r *Receiver) unavailable(w http.ResponseWriter, label, outcome, text strin
 
 func plain(w http.ResponseWriter, status int, text string) {
 	writePlain(w, status)
-	_, _ = io.WriteString(w, text+"\n")
+	_, _ = io.WriteString(w, text)
+	_, _ = io.WriteString(w, "\n")
 }
 
 // The values of plain answers' headers, shared by every answer (net/http only reads them; an Add would copy).
@@ -200,9 +200,4 @@ func (r *Receiver) logSometimes(level slog.Level, kind, msg string, args ...any)
 		args = append(args, "suppressed", skipped)
 	}
 	r.log.Log(context.Background(), level, msg, args...)
-}
-
-// sortedLabels is the label set of the metrics: every declared source, and "other".
-func sortedLabels(declared map[string]bool) []string {
-	return append(slices.Sorted(maps.Keys(declared)), otherSource)
 }

@@ -15,32 +15,23 @@ import (
 // natsHeaderOverhead is what a NATS header block costs besides its fields: "NATS/1.0\r\n" and the final "\r\n".
 const natsHeaderOverhead = len("NATS/1.0\r\n") + len("\r\n")
 
-// droppedNames are removed from every envelope, compared ignoring case and with '_' read as '-' (sameName):
-//   - hop-by-hop headers (RFC 9110 7.6.1), Expect (about this exchange only), and the credentials of the hop to the
-//     receiver;
-//   - the names NATS clients read from a message's headers: Status and Description (with an empty body, nats.go
-//     takes a message carrying them for a server status — a stored envelope would never reach the worker) and
-//     KV-Operation (a KV bucket's delete and purge markers).
+// droppedNames and droppedPrefixes are removed from every envelope, compared by sameName; docs/receiver.md says
+// why each is. '_' counts as '-' because proxies and CGI-style gateways (nginx's underscores_in_headers, WSGI,
+// Lambda) turn one into the other: a client's Ingest_Verified could reach a reader as Ingest-Verified.
 var droppedNames = []string{
 	"Connection", "Keep-Alive", "TE", "Trailer", "Transfer-Encoding", "Upgrade", "Host", "Expect",
 	"Authorization", "Cookie",
 	contract.NATSStatus, contract.NATSDescription, "KV-Operation",
 }
 
-// droppedPrefixes are removed too, compared the same way: Proxy-* (hop-by-hop), and the names the server, the
-// worker and the receiver reserve — Nats-* (JetStream's: Nats-Msg-Id, Nats-Expected-*, Nats-TTL, Nats-Rollup,
-// Nats-Pin-Id, …), Dedupe-* (the worker's), Ingest-* (the receiver's, Ingest-Verified first of all). '_' counts as
-// '-' because proxies and CGI-style gateways (nginx's underscores_in_headers, WSGI, Lambda) turn one into the other:
-// a client's Ingest_Verified could reach a reader as Ingest-Verified.
 var droppedPrefixes = []string{"Proxy-", contract.PrefixNats, contract.PrefixDedupe, contract.PrefixIngest}
 
 // headerBlockSize is what one field costs in a NATS header block: name, ": ", value, CRLF.
 func headerBlockSize(name, value string) int { return len(name) + len(": ") + len(value) + len("\r\n") }
 
-// checkHeader checks a request's headers and returns the size of the NATS header block of what is published of
-// them (stripHeader), without the receiver's own headers. conn are the names Connection lists (connectionTokens). A
-// name that is not an HTTP token, or a value with a control character, is an error (net/http's server never
-// delivers one; a hand-built request could, and it would break the NATS header block).
+// checkHeader returns the size of the NATS header block of what stripHeader publishes of h, without the receiver's
+// own headers. A name that is not an HTTP token, or a value with a control character, is an error: net/http's
+// server never delivers one, but a hand-built request could, and it would break the NATS header block.
 func checkHeader(h http.Header, conn []string) (int, error) {
 	size := natsHeaderOverhead
 	for name, vals := range h {
@@ -48,7 +39,7 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 			return 0, fmt.Errorf("header name %q is not an HTTP token", name)
 		}
 		for _, v := range vals {
-			if !validValue(v) {
+			if !httpguts.ValidHeaderFieldValue(v) {
 				return 0, fmt.Errorf("header %s: a value holds a control character", name)
 			}
 		}
@@ -63,8 +54,8 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 }
 
 // stripHeader removes from h, in place, every header that is not published, and returns the rest as the
-// envelope's headers: the request's own map and value slices, not a copy (the envelope is published before the
-// request ends). It runs after the signature check, which may read any header.
+// envelope's headers: no copy, for the envelope is published before the request ends. It runs after the signature
+// check, which may read any header.
 func stripHeader(h http.Header, conn []string) nats.Header {
 	for name := range h {
 		if dropped(name, conn) {
@@ -74,9 +65,8 @@ func stripHeader(h http.Header, conn []string) nats.Header {
 	return nats.Header(h)
 }
 
-// connectionTokens are the names the Connection headers (any letter case) list as hop-by-hop, except those in
-// protected: the receiver is not a proxy, and a client's Connection list never removes a header the source's
-// verifier or key reads (a listed Webhook-Id would otherwise leave a verified delivery without its key).
+// connectionTokens are the names the Connection headers list as hop-by-hop, except those in protected: a
+// client's Connection list never removes a header the source's verifier or key reads.
 func connectionTokens(h http.Header, protected []string) []string {
 	var conn []string
 	for name, vals := range h {
@@ -95,24 +85,13 @@ func connectionTokens(h http.Header, protected []string) []string {
 	return conn
 }
 
-// validValue reports whether v is a field value without control characters (HTAB allowed), as net/http checks.
-func validValue(v string) bool {
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c < ' ' && c != '\t' || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // The values of Ingest-Verified, shared by every envelope: nats.go only reads a message's headers.
 var (
 	verifiedTrueValues  = []string{contract.VerifiedTrue}
 	verifiedFalseValues = []string{contract.VerifiedFalse}
 )
 
-// setVerified sets the one Ingest-Verified of an envelope (contract.HeaderVerified); the one a client sent, under
-// any letter case, was removed first (dropped).
+// setVerified sets the one Ingest-Verified of an envelope; any a client sent was removed first (dropped).
 func setVerified(h nats.Header, verified bool) {
 	if verified {
 		h[contract.HeaderVerified] = verifiedTrueValues
@@ -121,8 +100,7 @@ func setVerified(h nats.Header, verified bool) {
 	}
 }
 
-// dropped reports whether the header name never reaches an envelope; conn are the names Connection lists
-// (connectionTokens).
+// dropped reports whether the header name never reaches an envelope; conn are the names Connection lists.
 func dropped(name string, conn []string) bool {
 	for _, p := range droppedPrefixes {
 		if len(name) >= len(p) && sameName(name[:len(p)], p) {

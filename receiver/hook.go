@@ -17,10 +17,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
 )
 
-// serveHook handles a delivery and returns its outcome. The checks go from the cheapest to the dearest: path and
-// source, method, declared sizes, the body (counted against MaxBufferedBytes as it arrives, within BodyTimeout),
-// a publish slot, the signature, the publish. The slot is taken only once the body is in, so that what a slow
-// client holds is its bytes, never another delivery's turn.
+// serveHook handles a delivery and returns its outcome. The checks go from the cheapest to the dearest; the publish
+// slot is taken only once the body is in, so that what a slow client holds is its bytes, never another delivery's
+// turn.
 func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	tenant, source, ok := hookPath(req.URL.Path)
 	if !ok {
@@ -82,13 +81,12 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 	if verr == nil {
 		// The key is bound to what was verified, and a body signed alone is not published again under another id:
 		// both decided on the headers as the worker will read them.
-		if outcome, done := r.bindKey(w, label, tenant, source, sp, hdr, d, size, req.RemoteAddr); done {
+		if outcome := r.bindKey(w, label, tenant, source, sp, hdr, d, size, req.RemoteAddr); outcome != "" {
 			return outcome
 		}
 		if sp.guard && r.cfg.Window != nil {
 			var outcome string
-			var done bool
-			if held, outcome, done = r.guardReplay(w, req, label, tenant, source, sp, hdr, body); done {
+			if held, outcome = r.guardReplay(w, req, label, tenant, source, sp, hdr, body); outcome != "" {
 				return outcome
 			}
 		}
@@ -112,34 +110,34 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		strconv.AppendUint(append(append(text[:0], "accepted: "...), r.acceptedPrefix...), seq, 10))
 }
 
-// bindKey publishes the verified id under the key's header (keyBinding.decide); done when it answered instead: 400
-// for a conflicting id, 431 when the header it adds does not fit.
+// bindKey publishes the verified id under the key's header (keyBinding.decide), or answers instead and returns the
+// outcome: 400 for a conflicting id, 431 when the header it adds does not fit.
 func (r *Receiver) bindKey(w http.ResponseWriter, label, tenant, source string, sp *sourcePolicy, hdr nats.Header,
-	d verify.Delivery, size int, remote string) (string, bool) {
+	d verify.Delivery, size int, remote string) string {
 	id, set, err := sp.key.decide(http.Header(hdr), d)
 	if err != nil {
 		r.logSometimes(slog.LevelWarn, "id_conflict:"+label, "delivery refused: it verifies, but a header carries another id than the verified one",
 			"tenant", tenant, "source", source, "err", err, "remote", remote)
-		return r.answer(w, label, OutcomeIDConflict, http.StatusBadRequest, "conflicting ids: "+err.Error()), true
+		return r.answer(w, label, OutcomeIDConflict, http.StatusBadRequest, "conflicting ids: "+err.Error())
 	}
 	if !set {
-		return "", false
+		return ""
 	}
 	if len(hdr[sp.key.header]) == 0 {
 		if size += headerBlockSize(sp.key.header, id); size > r.cfg.MaxHeaderBytes {
 			return r.answer(w, label, OutcomeHeadersTooLarge, http.StatusRequestHeaderFieldsTooLarge,
-				fmt.Sprintf("headers of %d bytes with the verified id under %s are larger than %d bytes", size, sp.key.header, r.cfg.MaxHeaderBytes)), true
+				fmt.Sprintf("headers of %d bytes with the verified id under %s are larger than %d bytes", size, sp.key.header, r.cfg.MaxHeaderBytes))
 		}
 	}
 	setKeyHeader(http.Header(hdr), sp.key.header, id)
-	return "", false
+	return ""
 }
 
-// guardReplay claims the body in the window under the id the worker will key it on (docs/sources.md, "The replay guard");
-// done when it answered instead: 202 without publishing for a replay, 503 when the window did not answer (the
-// provider retries; nothing is published unguarded).
+// guardReplay claims the body in the window under the id the worker will key it on (docs/sources.md, "The replay
+// guard"), or answers instead and returns the outcome: 202 without publishing for a replay, 503 when the window did
+// not answer (the provider retries; nothing is published unguarded).
 func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, tenant, source string, sp *sourcePolicy,
-	hdr nats.Header, body []byte) (guardHeld, string, bool) {
+	hdr nats.Header, body []byte) (held guardHeld, outcome string) {
 	id, _ := keys.NATSHeaders(hdr).Get(sp.key.written) // what the worker will key the envelope on
 	c := guardClaim(tenant, source, id, body, sp.ttl)
 	ctx, cancel := context.WithTimeout(req.Context(), r.cfg.PublishTimeout)
@@ -153,29 +151,28 @@ func (r *Receiver) guardReplay(w http.ResponseWriter, req *http.Request, label, 
 		}
 		r.logSometimes(slog.LevelWarn, "guard_unavailable", "delivery not stored: the replay guard's window did not take the claim (err says why: out of reach, bucket lost, age limit); answered 503",
 			"tenant", tenant, "source", source, "err", err)
-		return guardHeld{}, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later"), true
+		return held, r.unavailable(w, label, OutcomeUnavailable, "not stored: the replay guard's window is unavailable; retry later")
 	}
-	if judgeReplay(o) != replayCaught {
+	if !replayed(o) {
 		if id == "" && o.Status == kvwindow.Won {
 			// Without an id the provider's retry cannot be told from a replay: if this publish fails, the claim goes.
-			return guardHeld{c: c, rev: o.Revision}, "", false
+			held = guardHeld{c: c, rev: o.Revision}
 		}
-		return guardHeld{}, "", false
+		return held, ""
 	}
 	r.metrics.replays.WithLabelValues(label).Inc()
 	r.logSometimes(slog.LevelWarn, "replay:"+label, "delivery not published: its signed body was accepted under another id (replay guard)",
 		"tenant", tenant, "source", source, "id", id, "id_header", sp.key.header, "window_key", c.Key,
 		"first_id_fingerprint", o.HolderSeq, "first_claimed", o.FirstClaimed, "remote", req.RemoteAddr,
 		"find", "DEDUPE_BUCKET="+r.cfg.Window.Bucket()+" DEDUPE_WINDOW_SHARDS=1 dedupeworker window get --tenant "+tenant+" --source "+source+" --key '"+c.Key+"'")
-	return guardHeld{}, r.answer(w, label, OutcomeReplay, http.StatusAccepted,
-		"accepted, not published: this signed body was accepted under another id (replay guard)"), true
+	return held, r.answer(w, label, OutcomeReplay, http.StatusAccepted,
+		"accepted, not published: this signed body was accepted under another id (replay guard)")
 }
 
 // bodyFailed answers a body that could not be read whole.
 func (r *Receiver) bodyFailed(w http.ResponseWriter, label string, err error) string {
-	var tooLarge *http.MaxBytesError
 	switch {
-	case errors.As(err, &tooLarge):
+	case errors.As(err, new(*http.MaxBytesError)):
 		return r.answer(w, label, OutcomeTooLarge, http.StatusRequestEntityTooLarge, fmt.Sprintf("body is larger than %d bytes", r.cfg.MaxBody))
 	case errors.Is(err, errBufferFull):
 		return r.unavailable(w, label, OutcomeOverloaded, fmt.Sprintf("busy: %d bytes of bodies are held; retry later", r.cfg.MaxBufferedBytes))
@@ -193,11 +190,10 @@ type guardHeld struct {
 	rev uint64
 }
 
-// settleGuard follows a claim of a delivery without an id that failed where the write may have landed with only
-// its answer lost (claimMayHaveLanded: a timeout, a client gone away). Such a claim, left in place, would take the provider's retry —
-// again without an id, so under a fingerprint of its own — for a replay, and the delivery would never be
-// published. The claim is made again under the same fingerprint, on a context apart from the request's, and given
-// up if it is ours (heldByClaim).
+// settleGuard follows a claim of a delivery without an id whose write may have landed with only its answer lost
+// (claimMayHaveLanded). Left in place, it would take the provider's retry — under a fingerprint of its own — for a
+// replay, and the delivery would never be published: the claim is made again under the same fingerprint, apart
+// from the request's context, and given up if it is ours (heldByClaim).
 func (r *Receiver) settleGuard(ctx context.Context, c kvwindow.Claim) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.PublishTimeout)
 	o, err := r.cfg.Window.Claim(cctx, c, kvwindow.Known{})
@@ -212,9 +208,8 @@ func (r *Receiver) settleGuard(ctx context.Context, c kvwindow.Claim) {
 	}
 }
 
-// releaseGuard gives up the guard's claim of an id-less delivery whose publish failed: the provider retries the
-// same delivery, which, with no id, the claim would take for a replay. A release that fails leaves the retry
-// answered as a replay; it is logged.
+// releaseGuard gives up the guard's claim of an id-less delivery whose publish failed, which would take the
+// provider's retry for a replay. A release that fails is logged.
 func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 	if g.rev == 0 {
 		return
@@ -228,10 +223,8 @@ func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 }
 
 // claimMayHaveLanded reports whether a failed claim's write may have been stored with only its answer lost: no
-// answer in time, or the request's context ended while the claim was under way. Every other failure is an answer
-// that nothing was written — the bucket lost (the window claims nothing in it again until a restart), no
-// responders, a claim the bucket's age limit refuses, a closed window, JetStream's refusal — and a claim made
-// again would only hold a publish slot for nothing.
+// answer in time, or the request's context ended. Every other failure (a lost bucket, no responders, the age
+// limit's or JetStream's refusal, a closed window) says nothing was written.
 func claimMayHaveLanded(err error) bool {
 	if errors.Is(err, kvwindow.ErrWindowLost) {
 		return false

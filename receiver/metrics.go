@@ -1,6 +1,8 @@
 package receiver
 
 import (
+	"strings"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/promreg"
@@ -61,24 +63,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gauge := func(name, help string) prometheus.Gauge {
 		return promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: metricPrefix + name, Help: help}))
 	}
+	counters := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: metricPrefix + name, Help: help}, labels))
+	}
+	// 250µs .. ~4s
+	histogram := func(name, help string) prometheus.Histogram {
+		return promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: metricPrefix + name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15)}))
+	}
 	return &Metrics{
-		requests: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricPrefix + "requests_total",
-			Help: "Webhook requests answered, by source and outcome (accepted, forwarded_unverified, rejected, not_found, method_not_allowed, too_large, headers_too_large, bad_request, id_conflict, replay, body_timeout, unavailable, unconfirmed, overloaded).",
-		}, []string{"source", "outcome"})),
-		verifyFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricPrefix + "verify_failures_total",
-			Help: "Webhook signatures that did not verify, by source and reason (missing, malformed, mismatch, timestamp), whether rejected or forwarded.",
-		}, []string{"source", "reason"})),
-		replays: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: metricPrefix + "replays_total",
-			Help: "Verified webhook deliveries not published by the replay guard: a signed body already accepted under another id within the source's TTL.",
-		}, []string{"source"})),
-		guardDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    metricPrefix + "replay_guard_duration_seconds",
-			Help:    "Duration of the replay guard's claim of a signed body in the window (or its failure).",
-			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
-		})),
+		requests: counters("requests_total",
+			"Webhook requests answered, by source and outcome ("+strings.Join(Outcomes(), ", ")+").", "source", "outcome"),
+		verifyFailures: counters("verify_failures_total",
+			"Webhook signatures that did not verify, by source and reason (missing, malformed, mismatch, timestamp), whether rejected or forwarded.", "source", "reason"),
+		replays: counters("replays_total",
+			"Verified webhook deliveries not published by the replay guard: a signed body already accepted under another id within the source's TTL.", "source"),
+		guardDuration: histogram("replay_guard_duration_seconds", "Duration of the replay guard's claim of a signed body in the window (or its failure)."),
 		guardUp: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: metricPrefix + "replay_guard_up",
 			Help: "1 when the replay guard's bucket answered the receiver's last readiness lookup and is the one it bound to, 0 when not (deliveries of guarded sources are answered 503). Only on a receiver with a guarded source.",
@@ -88,11 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of webhook requests from their headers to the answer (reading the body, verifying, publishing), by outcome.",
 			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 17), // 250µs .. ~16s
 		}, []string{"outcome"})),
-		publishDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    metricPrefix + "publish_duration_seconds",
-			Help:    "Duration of publishes to the input stream until JetStream acknowledged them (or failed).",
-			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 15), // 250µs .. ~4s
-		})),
+		publishDuration:    histogram("publish_duration_seconds", "Duration of publishes to the input stream until JetStream acknowledged them (or failed)."),
 		inFlight:           gauge("in_flight", "Webhook deliveries being verified and published (their body is in)."),
 		inFlightLimit:      gauge("in_flight_limit", "The most deliveries verified and published at once (DEDUPE_INGEST_MAX_IN_FLIGHT); more are answered 503."),
 		reading:            gauge("reading", "Webhook requests reading their body."),

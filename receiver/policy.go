@@ -17,20 +17,18 @@ import (
 
 // PolicyConfig is what NewPolicy builds the verifiers from.
 type PolicyConfig struct {
-	// Sources are the declared sources, with their verify blocks and on_invalid options (keys.LoadSources). Every
-	// declared source must have a verify block: `verify: none` accepts unsigned deliveries, and saying so is
-	// required, so that a source forgotten in the sources file is never open by default.
+	// Sources are the declared sources (keys.LoadSources). Every one must have a verify block, `verify: none` to
+	// accept unsigned deliveries, so that a source forgotten in the sources file is never open by default.
 	Sources keys.Sources
-	// FromPresets says that Sources are keys.PresetSources() (no sources document): each preset whose name is a
-	// verify scheme (github, stripe, shopify, svix, standard_webhooks) verifies with that scheme, and is served only
-	// when it has a secret; the others (salesforce) are not served. At least one must be served.
+	// FromPresets says that Sources are keys.PresetSources() (no sources document): each preset named after a
+	// provider's scheme verifies with it once it has a secret; the others are not served. At least one must be.
 	FromPresets bool
 	// Secrets are the signing secrets (LoadSecrets); nil: none.
 	Secrets *Secrets
 	// Now is the clock signed timestamps are checked against; nil: time.Now.
 	Now func() time.Time
-	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL): how long the replay guard
-	// remembers a signed body of such a source, and what MinTTL is checked against. Zero: keys.DefaultTTL.
+	// DefaultTTL is the worker's TTL of sources that set none (DEDUPE_DEFAULT_TTL), for the replay guard and
+	// MinTTL. Zero: keys.DefaultTTL.
 	DefaultTTL time.Duration
 }
 
@@ -56,16 +54,13 @@ type sourcePolicy struct {
 
 // SourceInfo describes how one served source is verified, for the start-up log.
 type SourceInfo struct {
-	Source    string
-	Scheme    string
-	OnInvalid string   // keys.OnInvalidReject or keys.OnInvalidForward
-	AllTenant bool     // every tenant is served (with the source's secrets, or scheme none)
-	Tenants   []string // tenants with secrets of their own, sorted
-	// KeyHeader is the header the source's key reads, when it is bound to the verified id (docs/sources.md, "Keys
-	// bound to what was signed"); "" otherwise.
-	KeyHeader string
-	// ReplayGuard says that the replay guard records the source's verified bodies.
-	ReplayGuard bool
+	Source      string
+	Scheme      string
+	OnInvalid   string   // keys.OnInvalidReject or keys.OnInvalidForward
+	AllTenant   bool     // every tenant is served (with the source's secrets, or scheme none)
+	Tenants     []string // tenants with secrets of their own, sorted
+	KeyHeader   string   // the header the source's key reads, when it is bound to the verified id
+	ReplayGuard bool     // the replay guard records the source's verified bodies
 }
 
 // Unserved is a declared source the receiver answers 404 for, and why (preset sources without a secret).
@@ -73,40 +68,43 @@ type Unserved struct {
 	Source, Reason string
 }
 
-// NewPolicy builds the verifier of every source and tenant. A served source whose TTL is shorter than MinTTL of its
-// verify block is refused (a captured delivery would verify again after its claim expired). Errors (joined, each
-// starting "receiver: ") name the place: the source or its verify block, as a *SourceError with its line
-// ("receiver: sources.stripe.verify.tolerance: …"), or the variable or file of a secret ("receiver:
-// DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
+// NewPolicy builds the verifier of every source and tenant, refusing a served source whose TTL is shorter than
+// MinTTL. Errors (joined) name the source or its verify block, as a *SourceError, or the variable or file of a
+// secret ("receiver: DEDUPE_INGEST_SECRET_GITHUB: secret 2: same as secret 1"); never a secret.
 func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	p := &Policy{sources: map[string]*sourcePolicy{}, declared: map[string]bool{}}
 	ids := cfg.Sources.IDs()
 	if len(ids) == 0 {
 		return nil, errors.New("receiver: no source declared")
 	}
+	def := cfg.DefaultTTL
+	if def <= 0 {
+		def = keys.DefaultTTL
+	}
 	var errs []error
 	for _, id := range ids {
 		p.declared[id] = true
-		vs, ok := cfg.Sources.Verify[id]
-		if cfg.FromPresets {
-			if !isProviderScheme(id) {
-				const why = "no signature scheme of its own: declare it in a sources file with verify: none or hmac"
-				if all, tenants := cfg.Secrets.forSource(id); all != nil || len(tenants) > 0 {
-					errs = append(errs, fmt.Errorf("receiver: preset source %s has secrets but %s", id, why))
-					continue
-				}
+		vs, ok := verifySpec(cfg.Sources, id, cfg.FromPresets)
+		switch {
+		case !ok && cfg.FromPresets:
+			const why = "no signature scheme of its own: declare it in a sources file with verify: none or hmac"
+			if len(cfg.Secrets.forSource(id)) > 0 {
+				errs = append(errs, fmt.Errorf("receiver: preset source %s has secrets but %s", id, why))
+			} else {
 				p.unserved = append(p.unserved, Unserved{id, why})
-				continue
 			}
-			vs, ok = keys.VerifySpec{Scheme: id}, true
-		}
-		if !ok {
+			continue
+		case !ok:
 			errs = append(errs, &SourceError{Place: "sources." + id, Line: cfg.Sources.Line[id],
 				Reason: "no verify block: declare how its deliveries are verified, verify: <scheme> (" +
 					strings.Join(signedSchemes(), ", ") + ") or verify: none to accept unsigned deliveries"})
 			continue
 		}
 		sp, err := buildSource(id, vs, cfg)
+		if err == nil && sp != nil {
+			err = ttlFault(sourcePlace(id, cfg.FromPresets), cfg.Sources.Line[id], vs, cfg.Sources.Specs[id], def)
+			sp.bind(vs, cfg.Sources.OnInvalid[id], cfg.Sources.Specs[id], def)
+		}
 		switch {
 		case err != nil:
 			errs = append(errs, err)
@@ -114,31 +112,6 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 			p.unserved = append(p.unserved, Unserved{id, "no secret: set " + SecretEnv(id) + ", or put a file " + id +
 				" (every tenant) or <tenant>." + id + " in the secrets directory"})
 		default:
-			sp.forward = cfg.Sources.OnInvalid[id] == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
-			spec := cfg.Sources.Specs[id]
-			sp.key = newKeyBinding(vs.Scheme, spec)
-			sp.protected = verify.ReadHeaders(verify.Config{Scheme: vs.Scheme, Header: vs.Header})
-			if sp.key.header != "" {
-				sp.protected = append(sp.protected, sp.key.header)
-			}
-			sp.guard = guarded(vs, spec)
-			def := cfg.DefaultTTL
-			if def <= 0 {
-				def = keys.DefaultTTL
-			}
-			sp.ttl = spec.TTL(def)
-			if err := ttlFault(sourcePlace(id, cfg.FromPresets), cfg.Sources.Line[id], vs, spec, def); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if sp.key.bind {
-				sp.info.KeyHeader = sp.key.header
-			}
-			sp.info.ReplayGuard = sp.guard
-			sp.info.OnInvalid = keys.OnInvalidReject
-			if sp.forward {
-				sp.info.OnInvalid = keys.OnInvalidForward
-			}
 			p.sources[id] = sp
 		}
 	}
@@ -158,13 +131,30 @@ func NewPolicy(cfg PolicyConfig) (*Policy, error) {
 	return p, nil
 }
 
-// SourceError is a fault of a source declared in the sources file: Place is where in the document
-// ("sources.orders.verify.algorithm", "sources.orders" for a source without a verify block), Line the line of the
-// block (keys.VerifySpec.Line) or else of the source (keys.Sources.Line), 0 when unknown or with no sources
-// document (Place "preset source github"), and Reason what is wrong, never a value that could be a misplaced
-// secret. CheckVerify's are the faults the file alone shows (a scheme or an option verify does not take);
-// NewPolicy's also those the secrets given reveal (a scheme without a secret, scheme none with some), so that the
-// caller can name the file and line of each.
+// bind sets what a built source's verify block, on_invalid option and dedupe spec say beside its verifiers.
+func (sp *sourcePolicy) bind(vs keys.VerifySpec, onInvalid string, spec keys.Spec, def time.Duration) {
+	sp.forward = onInvalid == keys.OnInvalidForward && vs.Scheme != verify.SchemeNone
+	sp.key = newKeyBinding(vs.Scheme, spec)
+	sp.protected = verify.ReadHeaders(verify.Config{Scheme: vs.Scheme, Header: vs.Header})
+	if sp.key.header != "" {
+		sp.protected = append(sp.protected, sp.key.header)
+	}
+	sp.guard = guarded(vs, spec)
+	sp.ttl = spec.TTL(def)
+	if sp.key.bind {
+		sp.info.KeyHeader = sp.key.header
+	}
+	sp.info.ReplayGuard = sp.guard
+	sp.info.OnInvalid = keys.OnInvalidReject
+	if sp.forward {
+		sp.info.OnInvalid = keys.OnInvalidForward
+	}
+}
+
+// SourceError is a fault of a declared source, for the caller to name its file and line: Place is where in the
+// document ("sources.orders.verify.algorithm"; "preset source github" with no document), Line the line of the
+// verify block or else of the source (0 when unknown), Reason what is wrong, never a value that could be a
+// misplaced secret.
 type SourceError struct {
 	Place  string
 	Line   int
@@ -173,11 +163,9 @@ type SourceError struct {
 
 func (e *SourceError) Error() string { return "receiver: " + e.Place + ": " + e.Reason }
 
-// CheckVerify checks every verify block of a sources document as NewPolicy does before it looks at the secrets:
-// the scheme and its options. It is the check `dedupeworker sources check` shares with ingest, so that a document
-// it passes is one NewPolicy reads without a verify-block error. Sources without a block are not its concern: the
-// worker reads the same document and needs none, NewPolicy requires one. The errors, one per faulty source in the
-// order of Sources.IDs, are *SourceError, joined.
+// CheckVerify checks every verify block of a sources document as NewPolicy does before it looks at the secrets,
+// for `dedupeworker sources check`. Sources without a block are not its concern (the worker needs none). The
+// errors, one per faulty source in the order of Sources.IDs, are *SourceError, joined.
 func CheckVerify(src keys.Sources) error {
 	var errs []error
 	for _, id := range src.IDs() {
@@ -196,17 +184,16 @@ func checkBlock(place string, vs keys.VerifySpec) error {
 		return &SourceError{Place: place + ".replay_guard", Line: vs.Line, Reason: "only for the schemes whose signature covers the body alone (" +
 			verify.SchemeGitHub + ", " + verify.SchemeShopify + ", " + verify.SchemeHMAC + "): scheme " + vs.Scheme + " needs none"}
 	}
-	err := verify.Check(verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
-		Prefix: vs.Prefix, Tolerance: vs.Tolerance})
-	if err == nil {
-		return nil
+	if err := verify.Check(verifyConfig(vs)); err != nil {
+		return configErr(place, vs.Line, err)
 	}
-	e := &SourceError{Place: place, Line: vs.Line, Reason: err.Error()}
-	var fe *verify.FieldError
-	if errors.As(err, &fe) {
-		e.Place, e.Reason = place+"."+fe.Field, fe.Reason
-	}
-	return e
+	return nil
+}
+
+// verifyConfig is the verify.Config of a verify block, without secrets.
+func verifyConfig(vs keys.VerifySpec) verify.Config {
+	return verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
+		Prefix: vs.Prefix, Tolerance: vs.Tolerance}
 }
 
 // guarded reports whether the replay guard records a source's verified bodies: for a key read from a header when
@@ -249,80 +236,67 @@ func (p *Policy) GuardTTL() time.Duration {
 	return ttl
 }
 
-// SchemeOf is the scheme ingest verifies a source's deliveries with: its verify block's, or with no sources
-// document (fromPresets) the preset's own where it is a provider's scheme; "" when there is none (ingest refuses
-// a declared source without a block, and serves no such preset).
+// SchemeOf is the scheme ingest verifies a source's deliveries with ("" when none): its verify block's, or with
+// no sources document (fromPresets) the preset's own where it is a provider's scheme.
 func SchemeOf(src keys.Sources, id string, fromPresets bool) string {
-	if fromPresets {
-		if isProviderScheme(id) {
-			return id
-		}
-		return ""
+	vs, _ := verifySpec(src, id, fromPresets)
+	return vs.Scheme
+}
+
+// verifySpec is the verify block SchemeOf reads; false when there is none.
+func verifySpec(src keys.Sources, id string, fromPresets bool) (keys.VerifySpec, bool) {
+	if !fromPresets {
+		vs, ok := src.Verify[id]
+		return vs, ok
 	}
-	return src.Verify[id].Scheme
+	if !isProviderScheme(id) {
+		return keys.VerifySpec{}, false
+	}
+	return keys.VerifySpec{Scheme: id}, true
 }
 
 // buildSource builds one source's verifiers; nil without error when a preset source has no secret.
 func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy, error) {
-	place := "sources." + id + ".verify"
-	if cfg.FromPresets {
-		place = "preset source " + id
+	place := sourcePlace(id, cfg.FromPresets)
+	if !cfg.FromPresets {
+		place += ".verify"
 	}
 	// The block first: a misspelt scheme or option is the fault to report, whatever the secrets.
 	if err := checkBlock(place, vs); err != nil {
 		return nil, err
 	}
-	base := verify.Config{Scheme: vs.Scheme, Header: vs.Header, Algorithm: vs.Algorithm, Encoding: vs.Encoding,
-		Prefix: vs.Prefix, Tolerance: vs.Tolerance, Now: cfg.Now}
-	all, tenants := cfg.Secrets.forSource(id)
+	base := verifyConfig(vs)
+	base.Now = cfg.Now
+	scopes := cfg.Secrets.forSource(id)
 	sp := &sourcePolicy{info: SourceInfo{Source: id, Scheme: vs.Scheme}}
-
-	if vs.Scheme == verify.SchemeNone {
-		if all != nil || len(tenants) > 0 {
-			origin := ""
-			if all != nil {
-				origin = all.origin
-			} else {
-				origin = tenants[sortedKeys(tenants)[0]].origin
-			}
-			return nil, &SourceError{Place: place, Line: vs.Line,
-				Reason: "scheme none takes no secrets, but " + origin + " gives some: remove them or choose a scheme"}
-		}
+	switch {
+	case vs.Scheme == verify.SchemeNone && len(scopes) > 0:
+		return nil, &SourceError{Place: place, Line: vs.Line,
+			Reason: "scheme none takes no secrets, but " + cfg.Secrets.sets[scopes[0]].origin + " gives some: remove them or choose a scheme"}
+	case vs.Scheme == verify.SchemeNone:
 		v, err := verify.New(base)
 		if err != nil {
 			return nil, configErr(place, vs.Line, err)
 		}
 		sp.all, sp.info.AllTenant = v, true
 		return sp, nil
-	}
-	if all == nil && len(tenants) == 0 {
-		if cfg.FromPresets {
-			return nil, nil
-		}
+	case len(scopes) == 0 && cfg.FromPresets:
+		return nil, nil
+	case len(scopes) == 0:
 		return nil, &SourceError{Place: place, Line: vs.Line, Reason: fmt.Sprintf(
 			"scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
 			vs.Scheme, SecretEnv(id), id, id)}
 	}
-	type scoped struct {
-		tenant string // "": every tenant
-		set    secretSet
-	}
-	var sets []scoped
-	if all != nil {
-		sets = append(sets, scoped{"", *all})
-	}
-	for _, tenant := range sortedKeys(tenants) {
-		sets = append(sets, scoped{tenant, tenants[tenant]})
-	}
 	var errs []error
-	for _, sc := range sets {
+	for _, sc := range scopes { // every tenant ("") first
+		set := cfg.Secrets.sets[sc]
 		c := base
-		c.Secrets = sc.set.values
+		c.Secrets = set.values
 		v, err := verify.New(c)
 		var fe *verify.FieldError
 		switch {
 		case errors.As(err, &fe) && strings.HasPrefix(fe.Field, "secrets"):
-			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", sc.set.origin, secretField(fe.Field), secretField(fe.Reason)))
+			errs = append(errs, fmt.Errorf("receiver: %s: %s: %s", set.origin, secretField(fe.Field), secretField(fe.Reason)))
 			continue
 		case err != nil:
 			return nil, configErr(place, vs.Line, err) // the verify block itself: once is enough
@@ -343,11 +317,9 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 	return sp, nil
 }
 
-// configErr places a verify.New error about the verify block on line: "receiver: sources.x.verify.tolerance:
-// negative".
+// configErr places a verify error about the verify block: "receiver: sources.x.verify.tolerance: negative".
 func configErr(place string, line int, err error) error {
-	var fe *verify.FieldError
-	if errors.As(err, &fe) {
+	if fe, ok := errors.AsType[*verify.FieldError](err); ok {
 		return &SourceError{Place: place + "." + fe.Field, Line: line, Reason: fe.Reason}
 	}
 	return &SourceError{Place: place, Line: line, Reason: err.Error()}
@@ -412,8 +384,7 @@ func (p *Policy) Sources() []SourceInfo {
 // Unserved lists the declared sources that are not served, and why.
 func (p *Policy) Unserved() []Unserved { return append([]Unserved(nil), p.unserved...) }
 
-// label is a source's metric label: its id when declared, "other" otherwise, so that a client cannot grow the
-// label set.
+// label is a source's metric label: "other" when undeclared, so that a client cannot grow the label set.
 func (p *Policy) label(source string) string {
 	if p.declared[source] {
 		return source

@@ -22,14 +22,11 @@ type readiness struct {
 	guard error // the replay guard's failure, when it did not fail readiness (guardReadiness)
 }
 
-// guardReadiness decides what the replay guard's state does to readiness (guard: its failure, nil when its window
-// answers), for a receiver serving served sources of which guarded are guarded. While the window does not answer,
-// or is no longer the bucket it bound to, every delivery of a guarded source is answered 503; the receiver is
-// unready only when that is every delivery it serves. With an unguarded source, those deliveries can still be
-// stored: failing readiness would take every ingest replica out of its load balancer at once (the guard's bucket is
-// shared), and the unguarded sources down with the guarded ones, for as long as the bucket is lost — until a
-// restart, when it was deleted. The guard's state is then the metric dedupeworker_ingest_replay_guard_up and a log
-// line at each change.
+// guardReadiness decides what the replay guard's failure (nil when its window answers) does to readiness, for a
+// receiver serving served sources of which guarded are guarded: unready only when every source served is guarded.
+// Otherwise failing readiness would take every ingest replica out of its load balancer at once (the guard's bucket
+// is shared), and the unguarded sources down with the guarded ones; the guard's state is then
+// dedupeworker_ingest_replay_guard_up and a log line at each change.
 func guardReadiness(served, guarded int, guard error) error {
 	if guarded > 0 && guarded >= served {
 		return guard
@@ -37,10 +34,9 @@ func guardReadiness(served, guarded int, guard error) error {
 	return nil
 }
 
-// Ready reports whether deliveries can be stored: the input stream can be looked up (NATS is connected, JetStream
-// answers, the stream exists), Serve is not shutting down, and, when every source served is guarded, the replay
-// guard's window answers and is the bucket it bound to (guardReadiness). Each call looks them up; /readyz answers
-// from a lookup at most a second old.
+// Ready reports whether deliveries can be stored: the input stream can be looked up, Serve is not shutting down,
+// and, when every source served is guarded, the replay guard's window answers and is the bucket it bound to. Each
+// call looks them up; /readyz answers from a lookup at most a second old.
 func (r *Receiver) Ready(ctx context.Context) error {
 	err, _ := r.lookup(ctx)
 	return err
@@ -72,12 +68,11 @@ func (r *Receiver) pingGuard(ctx context.Context) error {
 	if err != nil {
 		err = fmt.Errorf("receiver: the replay guard's bucket %s: %w", bucket, err)
 	}
-	up := err == nil
+	up, gauge := err == nil, 0.0
 	if up {
-		r.metrics.guardUp.WithLabelValues(bucket).Set(1)
-	} else {
-		r.metrics.guardUp.WithLabelValues(bucket).Set(0)
+		gauge = 1
 	}
+	r.metrics.guardUp.WithLabelValues(bucket).Set(gauge)
 	if r.guardUp.Swap(up) == up {
 		return err
 	}
@@ -98,29 +93,21 @@ func (r *Receiver) pingGuard(ctx context.Context) error {
 	return err
 }
 
-// readyCached is Ready, answered from the last lookup when it is less than readyFor old (shutting down is
-// reported at once).
-func (r *Receiver) readyCached(ctx context.Context) error {
+// readyCached is lookup, answered from the last one when it is less than readyFor old (shutting down is reported
+// at once).
+func (r *Receiver) readyCached(ctx context.Context) (err, guard error) {
 	if r.closing.Load() {
-		return errors.New("receiver: shutting down")
+		return errors.New("receiver: shutting down"), nil
 	}
 	rd := &r.ready
 	rd.mu.Lock()
 	defer rd.mu.Unlock()
-	if !rd.at.IsZero() && time.Since(rd.at) < readyFor {
-		return rd.err
+	if rd.at.IsZero() || time.Since(rd.at) >= readyFor {
+		// Not the probe's own context: a probe that goes away must not leave its cancellation as the answer.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		rd.err, rd.guard = r.lookup(ctx)
+		rd.at = time.Now()
 	}
-	// Not the probe's own context: a probe that goes away must not leave its cancellation as the answer.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-	defer cancel()
-	rd.err, rd.guard = r.lookup(ctx)
-	rd.at = time.Now()
-	return rd.err
-}
-
-// guardCached is the replay guard's failure that did not fail the last lookup (readyCached), for /readyz to say.
-func (r *Receiver) guardCached() error {
-	r.ready.mu.Lock()
-	defer r.ready.mu.Unlock()
-	return r.ready.guard
+	return rd.err, rd.guard
 }

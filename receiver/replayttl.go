@@ -12,10 +12,8 @@ import (
 )
 
 // MinTTL is the shortest TTL under which a captured delivery of a source verified with scheme and tolerance
-// (zero: verify.DefaultTolerance) cannot be published again: a signed timestamp verifies within the tolerance of
-// the receiver's clock either way, so one delivery verifies for twice the tolerance, and its event's claim, made
-// when the delivery first arrived (as early as a tolerance before its timestamp), must outlast that. 0 for the
-// schemes that sign no timestamp: their deliveries verify at any time, whatever the TTL.
+// (zero: verify.DefaultTolerance) cannot be published again: twice the tolerance, for which one delivery verifies
+// (docs/sources.md, "A TTL at least twice the tolerance"); 0 for the schemes that sign no timestamp.
 func MinTTL(scheme string, tolerance time.Duration) time.Duration {
 	if !verify.Timestamped(scheme) {
 		return 0
@@ -48,18 +46,14 @@ func ttlFault(place string, line int, vs keys.VerifySpec, spec keys.Spec, def ti
 		shortDuration(least), fix)}
 }
 
-// CheckTTL checks, for every source of a sources document (or the presets, fromPresets) verified with a scheme
-// that signs a timestamp, that its TTL (its dedupe spec's, else def, DEDUPE_DEFAULT_TTL; zero: keys.DefaultTTL)
-// is at least MinTTL: the check NewPolicy makes of the sources it serves, for `dedupeworker sources check`. The
-// errors, one per source in the order of Sources.IDs, are *SourceError, joined.
+// CheckTTL checks that the TTL of every source of a sources document (or the presets, fromPresets) is at least
+// MinTTL, as NewPolicy does, for `dedupeworker sources check`; def is DEDUPE_DEFAULT_TTL. The errors, one per
+// source in the order of Sources.IDs, are *SourceError, joined.
 func CheckTTL(src keys.Sources, fromPresets bool, def time.Duration) error {
 	var errs []error
 	for _, id := range src.IDs() {
 		place, line := sourcePlace(id, fromPresets), src.Line[id]
-		vs, ok := src.Verify[id]
-		if fromPresets {
-			vs, ok = keys.VerifySpec{Scheme: id}, isProviderScheme(id)
-		}
+		vs, ok := verifySpec(src, id, fromPresets)
 		if !ok {
 			continue
 		}

@@ -22,25 +22,21 @@ const EnvSecretPrefix = "DEDUPE_INGEST_SECRET_"
 const maxSecretFile = 64 << 10
 
 // SecretEnv is the variable that holds a source's secrets for every tenant: EnvSecretPrefix and the source id in
-// upper case with '-' as '_' (github: DEDUPE_INGEST_SECRET_GITHUB; my-app: DEDUPE_INGEST_SECRET_MY_APP). Two
-// declared sources that map to one name (my-app and my_app) cannot use it: LoadSecrets says so when it is set.
+// upper case with '-' as '_' (my-app: DEDUPE_INGEST_SECRET_MY_APP). Two declared sources that map to one name
+// cannot use it: LoadSecrets says so when it is set.
 func SecretEnv(source string) string {
 	return EnvSecretPrefix + strings.ToUpper(strings.ReplaceAll(source, "-", "_"))
 }
 
 // SecretsConfig says where LoadSecrets reads.
 type SecretsConfig struct {
-	// Dir is a directory of secret files (DEDUPE_INGEST_SECRETS_DIR); "" reads none. A file named <source> holds
-	// the secrets of that source for every tenant, one named <tenant>.<source> those of one tenant; one secret per
-	// line, blanks around it and empty lines ignored. Names starting with '.' are skipped (the ..data links of a
-	// Kubernetes Secret volume); symbolic links are followed.
+	// Dir is a directory of secret files (DEDUPE_INGEST_SECRETS_DIR; docs/sources.md, "Secrets"); "" reads none.
+	// Names starting with '.' are skipped (the ..data links of a Kubernetes Secret volume).
 	Dir string
-	// Environ is the environment (os.Environ()): SecretEnv(source) of each source holds its secrets for every
-	// tenant, separated by commas or newlines (a secret containing a comma goes in a file). An empty variable
-	// counts as unset.
+	// Environ is the environment (os.Environ()): SecretEnv(source) holds a source's secrets for every tenant,
+	// separated by commas or newlines. An empty variable counts as unset.
 	Environ []string
-	// Sources are the declared source ids: every file and variable must name one of them, so that a typo is an
-	// error rather than a source left without its secret.
+	// Sources are the declared source ids: every file and variable must name one, so that a typo is an error.
 	Sources []string
 }
 
@@ -62,10 +58,8 @@ type secretSet struct {
 // at fault and never quote a secret.
 func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 	s := &Secrets{sets: map[secretScope]secretSet{}}
-	declared := make(map[string]bool, len(cfg.Sources))
 	byEnv := map[string][]string{}
 	for _, id := range cfg.Sources {
-		declared[id] = true
 		byEnv[SecretEnv(id)] = append(byEnv[SecretEnv(id)], id)
 	}
 	var errs []error
@@ -74,11 +68,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 	if cfg.Dir != "" {
 		entries, err := os.ReadDir(cfg.Dir)
 		if err != nil {
-			var pe *os.PathError
-			if errors.As(err, &pe) {
-				err = pe.Err
-			}
-			return nil, fmt.Errorf("receiver: secrets directory %s: %w", cfg.Dir, err)
+			return nil, fmt.Errorf("receiver: secrets directory %s: %w", cfg.Dir, pathless(err))
 		}
 		for _, e := range entries {
 			name := e.Name()
@@ -94,7 +84,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 				bad("%s: the name must be <source> (every tenant) or <tenant>.<source>, each 1-64 characters of A-Z, a-z, 0-9, _ and -", origin)
 				continue
 			}
-			if !declared[source] {
+			if !slices.Contains(cfg.Sources, source) {
 				bad("%s: source %q is not declared (declared: %s)", origin, source, strings.Join(sortedIDs(cfg.Sources), ", "))
 				continue
 			}
@@ -118,23 +108,18 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 		if len(values) == 0 {
 			continue
 		}
-		ids := byEnv[name]
-		switch {
+		switch ids := byEnv[name]; {
 		case len(ids) == 0:
 			bad("%s: names no declared source (a source's variable is %s followed by its id in upper case, '-' as '_'; declared: %s)",
 				name, EnvSecretPrefix, strings.Join(sortedIDs(cfg.Sources), ", "))
-			continue
 		case len(ids) > 1:
 			bad("%s: could hold the secrets of sources %s: put them in files of the secrets directory instead",
 				name, strings.Join(sortedIDs(ids), " or "))
-			continue
+		case s.sets[secretScope{ids[0], ""}].origin != "":
+			bad("%s and %s both give the secrets of source %s for every tenant: keep one", name, s.sets[secretScope{ids[0], ""}].origin, ids[0])
+		default:
+			s.sets[secretScope{ids[0], ""}] = secretSet{values: values, origin: name}
 		}
-		scope := secretScope{ids[0], ""}
-		if prev, ok := s.sets[scope]; ok {
-			bad("%s and %s both give the secrets of source %s for every tenant: keep one", name, prev.origin, ids[0])
-			continue
-		}
-		s.sets[scope] = secretSet{values: values, origin: name}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -146,11 +131,7 @@ func LoadSecrets(cfg SecretsConfig) (*Secrets, error) {
 func readSecretFile(path string) ([]string, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, err
+		return nil, pathless(err)
 	}
 	defer f.Close()
 	st, err := f.Stat()
@@ -174,6 +155,14 @@ func readSecretFile(path string) ([]string, error) {
 	return values, nil
 }
 
+// pathless drops the path an *os.PathError repeats: the caller's message names the file.
+func pathless(err error) error {
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
+		return pe.Err
+	}
+	return err
+}
+
 // splitSecrets splits s at any of seps, trims white space (the CR of CRLF lines too) around each part and drops
 // the empty ones.
 func splitSecrets(s, seps string) []string {
@@ -188,26 +177,9 @@ func splitSecrets(s, seps string) []string {
 
 func sortedIDs(ids []string) []string { return slices.Sorted(slices.Values(ids)) }
 
-// forSource returns a source's secrets for every tenant (nil when there are none) and its tenants' own.
-func (s *Secrets) forSource(source string) (all *secretSet, tenants map[string]secretSet) {
-	if s == nil {
-		return nil, nil
-	}
-	for scope, set := range s.sets {
-		if scope.source != source {
-			continue
-		}
-		if scope.tenant == "" {
-			set := set
-			all = &set
-			continue
-		}
-		if tenants == nil {
-			tenants = map[string]secretSet{}
-		}
-		tenants[scope.tenant] = set
-	}
-	return all, tenants
+// forSource lists the scopes of a source's secrets: every tenant ("") first, then its tenants, sorted.
+func (s *Secrets) forSource(source string) []secretScope {
+	return slices.DeleteFunc(s.scopes(), func(sc secretScope) bool { return sc.source != source })
 }
 
 // scopes lists the scopes that hold secrets, by source then tenant ("" first).
@@ -230,13 +202,16 @@ func (s *Secrets) String() string {
 	parts := make([]string, 0, len(scopes))
 	for _, sc := range scopes {
 		set := s.sets[sc]
-		parts = append(parts, fmt.Sprintf("%s (%s): %s from %s", sc.source, tenantText(sc.tenant), countText(len(set.values)), set.origin))
+		who := "every tenant"
+		if sc.tenant != "" {
+			who = "tenant " + sc.tenant
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s): %s from %s", sc.source, who, countText(len(set.values)), set.origin))
 	}
 	return strings.Join(parts, "; ")
 }
 
-// Format prints String for every verb (%v, %+v, %#v, %s, %d, %x, ...), of a Secrets and of a pointer to one: no
-// verb reaches the secrets.
+// Format prints String for every verb, of a Secrets and of a pointer to one: no verb reaches the secrets.
 func (s Secrets) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
 
 // LogValue keeps slog from printing the secrets: one attribute per scope, with its count and origin.
@@ -252,13 +227,6 @@ func (s *Secrets) LogValue() slog.Value {
 		attrs = append(attrs, slog.String(key, countText(len(set.values))+" from "+set.origin))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func tenantText(tenant string) string {
-	if tenant == "" {
-		return "every tenant"
-	}
-	return "tenant " + tenant
 }
 
 func countText(n int) string {

@@ -1,6 +1,9 @@
 package verify
 
-import "net/http"
+import (
+	"net/http"
+	"slices"
+)
 
 // Delivery is what a verified request says about the event it carries: the id the provider gives the event, and
 // whether the signature covers it.
@@ -33,47 +36,19 @@ func VerifyDelivery(v Verifier, h http.Header, body []byte) (Delivery, error) {
 // IDHeaders are the canonical names under which a scheme's provider sends the event's id, in the order the
 // verifier reads them; nil for a scheme that names no id (stripe keeps its id in the body; hmac and none are not a
 // provider's).
-func IDHeaders(scheme string) []string {
-	switch scheme {
-	case SchemeGitHub:
-		return []string{"X-Github-Delivery"}
-	case SchemeShopify:
-		// Shopify Events deliveries use the unprefixed names; webhook subscriptions the X- ones.
-		return []string{"Shopify-Webhook-Id", "X-Shopify-Webhook-Id"}
-	case SchemeStandardWebhooks:
-		return []string{webhookHeaders.id}
-	case SchemeSvix:
-		return []string{svixHeaders.id, webhookHeaders.id}
-	}
-	return nil
-}
+func IDHeaders(scheme string) []string { return slices.Clone(schemes[scheme].ids) }
 
 // BodyOnly reports whether a scheme's signature covers the body alone, so that nothing in the headers — an id
 // above all — is bound to it: github, shopify and hmac.
-func BodyOnly(scheme string) bool {
-	return scheme == SchemeGitHub || scheme == SchemeShopify || scheme == SchemeHMAC
-}
+func BodyOnly(scheme string) bool { return schemes[scheme].bodyOnly }
 
 // ReadHeaders are the canonical names of every header the verifier of cfg reads: signature, timestamp and id.
 func ReadHeaders(cfg Config) []string {
-	var out []string
-	switch cfg.Scheme {
-	case SchemeGitHub:
-		out = []string{"X-Hub-Signature-256"}
-	case SchemeShopify:
-		out = append(out, shopifySigHeaders...)
-	case SchemeStripe:
-		out = []string{"Stripe-Signature"}
-	case SchemeStandardWebhooks:
-		out = []string{webhookHeaders.timestamp, webhookHeaders.signature}
-	case SchemeSvix:
-		out = []string{svixHeaders.timestamp, svixHeaders.signature, webhookHeaders.timestamp, webhookHeaders.signature}
-	case SchemeHMAC:
-		if cfg.Header != "" {
-			out = []string{http.CanonicalHeaderKey(cfg.Header)}
-		}
+	out := slices.Clone(schemes[cfg.Scheme].reads)
+	if cfg.Scheme == SchemeHMAC && cfg.Header != "" {
+		out = append(out, http.CanonicalHeaderKey(cfg.Header))
 	}
-	return append(out, IDHeaders(cfg.Scheme)...)
+	return append(out, schemes[cfg.Scheme].ids...)
 }
 
 // firstHeader is the first of names present in h, and its value (header's reading); "" and "" when none is.

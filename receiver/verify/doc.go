@@ -1,10 +1,6 @@
-// Package verify checks the signatures that webhook providers put on their deliveries. It is the library the
-// webhook receiver (`dedupeworker ingest`) uses to decide what it stamps in Ingest-Verified before it publishes a
-// delivery to JetStream (docs/sources.md, "Publishing deliveries to the worker"): a delivery whose signature does not verify is still
-// published, marked `Ingest-Verified: false`, so that it can never claim a dedupe key and suppress the real event.
-//
-// A Verifier is built once per source from a Config (New) and then called for every request with the request's
-// headers and its raw body, exactly as received:
+// Package verify checks the signatures that webhook providers put on their deliveries, for the webhook receiver
+// (`dedupeworker ingest`). A Verifier is built once per source from a Config (New) and then called for every
+// request with the request's headers and its raw body, exactly as received:
 //
 //	v, err := verify.New(verify.Config{Scheme: verify.SchemeGitHub, Secrets: []string{oldSecret, newSecret}})
 //	...
@@ -30,8 +26,7 @@
 //	                   shopify_app library.
 //	hmac               a configurable HMAC: Header, Algorithm (sha1, sha256 — the default — or sha512), Encoding
 //	                   (hex — the default —, base64 or base64url) and an optional literal Prefix such as "sha256=".
-//	none               no verification: Verify always returns nil. What the receiver then stamps is its own
-//	                   policy; the documented rule is that it must still remove any Ingest-Verified a client sent.
+//	none               no verification: Verify always returns nil.
 //
 // Stripe, Standard Webhooks and Svix sign a timestamp; a delivery verifies only if that timestamp is within
 // Config.Tolerance (default 5 minutes, as the providers' libraries) of Config.Now, in both directions. Stripe's

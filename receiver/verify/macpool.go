@@ -2,6 +2,7 @@ package verify
 
 import (
 	"crypto/hmac"
+	"fmt"
 	"hash"
 	"sync"
 )
@@ -10,12 +11,6 @@ import (
 // states each time, the largest part of a small delivery's verification cost. A state is Reset (to just after the
 // key) before each use.
 type macPool struct{ pool sync.Pool }
-
-func newMACPool(newHash func() hash.Hash, key []byte) *macPool {
-	p := &macPool{}
-	p.pool.New = func() any { return hmac.New(newHash, key) }
-	return p
-}
 
 // sum appends the HMAC of parts under the pool's key to dst.
 func (p *macPool) sum(dst []byte, parts ...[]byte) []byte {
@@ -29,11 +24,19 @@ func (p *macPool) sum(dst []byte, parts ...[]byte) []byte {
 	return dst
 }
 
-// macPools builds one pool per key.
-func macPools(newHash func() hash.Hash, keys [][]byte) []*macPool {
-	out := make([]*macPool, len(keys))
-	for i, k := range keys {
-		out[i] = newMACPool(newHash, k)
+// macPools builds one pool per secret, used as bytes, refusing duplicates: listing one secret twice is a
+// configuration slip (a rotation that forgot the new secret) that would otherwise pass unnoticed.
+func macPools(newHash func() hash.Hash, secrets []string) ([]*macPool, error) {
+	out := make([]*macPool, len(secrets))
+	for i, s := range secrets {
+		for j := range i {
+			if secrets[j] == s {
+				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("same as secrets[%d]", j)}
+			}
+		}
+		key := []byte(s)
+		out[i] = &macPool{}
+		out[i].pool.New = func() any { return hmac.New(newHash, key) }
 	}
-	return out
+	return out, nil
 }

@@ -42,7 +42,7 @@ const (
 	signingKeyPrefix = "whsk_"
 )
 
-func newStandard(cfg Config, tol time.Duration, now func() time.Time) (Verifier, error) {
+func newStandard(cfg Config, _ *scheme, tol time.Duration, now func() time.Time) (Verifier, error) {
 	v := &standardVerifier{scheme: cfg.Scheme, tolerance: tol, now: now, sets: []headerSet{webhookHeaders}}
 	if cfg.Scheme == SchemeSvix {
 		// Svix's libraries read svix-* and fall back to the unbranded names when those are not all there.
@@ -54,29 +54,23 @@ func newStandard(cfg Config, tol time.Duration, now func() time.Time) (Verifier,
 		if strings.HasPrefix(s, signingKeyPrefix) {
 			return nil, &FieldError{field, "an Ed25519 signing key (" + signingKeyPrefix + "): give the receiver the public key (" + publicKeyPrefix + "…) and keep the signing key with the sender"}
 		}
-		if pk, ok := strings.CutPrefix(s, publicKeyPrefix); ok {
-			key, err := base64.StdEncoding.DecodeString(pk)
-			if err != nil || len(key) != ed25519.PublicKeySize {
+		pk, public := strings.CutPrefix(s, publicKeyPrefix)
+		var key []byte
+		var err error
+		if public {
+			if key, err = base64.StdEncoding.DecodeString(pk); err != nil || len(key) != ed25519.PublicKeySize {
 				return nil, &FieldError{field, fmt.Sprintf("not an Ed25519 public key: want %s and the base64 of %d bytes", publicKeyPrefix, ed25519.PublicKeySize)}
 			}
-			for j := range i {
-				if string(keys[j]) == string(key) {
-					return nil, &FieldError{field, fmt.Sprintf("same key as secrets[%d]", j)}
-				}
+		} else {
+			// Decoded here rather than by standardwebhooks.NewWebhook so that the error names the field without
+			// quoting the library's message, and so that two spellings of one key (with and without whsec_) are
+			// recognised as a duplicate.
+			if key, err = base64.StdEncoding.DecodeString(strings.TrimPrefix(s, secretPrefix)); err != nil {
+				return nil, &FieldError{field, "not base64 (optionally after " + secretPrefix + ")"}
 			}
-			keys[i] = key
-			v.public = append(v.public, ed25519.PublicKey(key))
-			continue
-		}
-		// Decoded here rather than by standardwebhooks.NewWebhook so that the error names the field without
-		// quoting the library's message, and so that two spellings of one key (with and without whsec_) are
-		// recognised as a duplicate.
-		key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(s, secretPrefix))
-		if err != nil {
-			return nil, &FieldError{field, "not base64 (optionally after " + secretPrefix + ")"}
-		}
-		if len(key) == 0 {
-			return nil, &FieldError{field, "empty after " + secretPrefix}
+			if len(key) == 0 {
+				return nil, &FieldError{field, "empty after " + secretPrefix}
+			}
 		}
 		for j := range i {
 			if string(keys[j]) == string(key) {
@@ -84,8 +78,12 @@ func newStandard(cfg Config, tol time.Duration, now func() time.Time) (Verifier,
 			}
 		}
 		keys[i] = key
-		wh, err := standardwebhooks.NewWebhookRaw(key)
-		if err != nil {
+		if public {
+			v.public = append(v.public, ed25519.PublicKey(key))
+			continue
+		}
+		wh, werr := standardwebhooks.NewWebhookRaw(key)
+		if werr != nil {
 			return nil, &FieldError{field, "refused by the Standard Webhooks library"}
 		}
 		v.hooks = append(v.hooks, wh)
@@ -105,16 +103,8 @@ func (v *standardVerifier) Verify(h http.Header, body []byte) error {
 
 // verifyDelivery is Verify, and the id it verified: the message id the signature covers, from the header set used.
 func (v *standardVerifier) verifyDelivery(h http.Header, body []byte) (Delivery, error) {
-	set, id, err := v.check(h, body)
-	if err != nil {
-		return Delivery{}, err
-	}
-	return Delivery{ID: id, Header: set.id, Signed: true}, nil
-}
-
-// check verifies and returns the header set it used and the message id.
-func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id string, err error) {
-	var ts, sig string
+	var set headerSet
+	var id, ts, sig string
 	for _, s := range v.sets {
 		set = s
 		id, ts, sig = header(h, s.id), header(h, s.timestamp), header(h, s.signature)
@@ -135,20 +125,20 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 		if len(v.sets) > 1 {
 			detail = "and no complete webhook-* set either"
 		}
-		return set, "", fail(v.scheme, strings.Join(missing, ", "), ErrMissing, detail)
+		return Delivery{}, fail(v.scheme, strings.Join(missing, ", "), ErrMissing, detail)
 	}
 	unix, ok := parseUnix(ts)
 	if !ok {
-		return set, "", fail(v.scheme, set.timestamp, ErrMalformed, "not Unix seconds")
+		return Delivery{}, fail(v.scheme, set.timestamp, ErrMalformed, "not Unix seconds")
 	}
 	// The library skips what it cannot use; a header with no v1 (or v1a) entry at all is not a signature of this
 	// scheme, which is worth telling apart from a wrong one.
 	v1, v1a := hasEntry(sig, "v1,"), hasEntry(sig, "v1a,")
 	switch {
 	case !v1 && v1a && len(v.public) == 0:
-		return set, "", fail(v.scheme, set.signature, ErrMalformed, `only "v1a,<base64>" (Ed25519) entries, and no public key (`+publicKeyPrefix+`…) among the secrets`)
+		return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, `only "v1a,<base64>" (Ed25519) entries, and no public key (`+publicKeyPrefix+`…) among the secrets`)
 	case !v1 && !v1a:
-		return set, "", fail(v.scheme, set.signature, ErrMalformed, `no "v1,<base64>" or "v1a,<base64>" entry`)
+		return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, `no "v1,<base64>" or "v1a,<base64>" entry`)
 	}
 	// The library reads the webhook-* names: hand it exactly the three values checked above.
 	msg := http.Header{
@@ -167,7 +157,7 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 			if !errors.Is(err, standardwebhooks.ErrNoMatchingSignature) {
 				// Not reached: the headers were checked above. The library's message holds no secret, but it is
 				// not passed on, to keep the promise about error texts independent of its wording.
-				return set, "", fail(v.scheme, set.signature, ErrMalformed, "refused by the Standard Webhooks library")
+				return Delivery{}, fail(v.scheme, set.signature, ErrMalformed, "refused by the Standard Webhooks library")
 			}
 		}
 	}
@@ -175,13 +165,13 @@ func (v *standardVerifier) check(h http.Header, body []byte) (set headerSet, id 
 		matched = v.checkV1a(id, ts, sig, body)
 	}
 	if !matched {
-		return set, "", fail(v.scheme, set.signature, ErrMismatch, "no v1 or v1a signature matches any of "+countSecrets(len(v.hooks)+len(v.public)))
+		return Delivery{}, fail(v.scheme, set.signature, ErrMismatch, "no v1 or v1a signature matches any of "+countSecrets(len(v.hooks)+len(v.public)))
 	}
 	// Checked after the signature, so that ErrTimestamp always means a genuine but stale (or early) delivery.
 	if detail, ok := checkTime(v.now(), unix, v.tolerance); !ok {
-		return set, "", fail(v.scheme, set.timestamp, ErrTimestamp, detail)
+		return Delivery{}, fail(v.scheme, set.timestamp, ErrTimestamp, detail)
 	}
-	return set, id, nil
+	return Delivery{ID: id, Header: set.id, Signed: true}, nil
 }
 
 // checkV1a reports whether a "v1a,<base64>" entry of sig is an Ed25519 signature, by one of the public keys, of

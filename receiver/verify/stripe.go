@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -18,26 +17,20 @@ import (
 // the wall clock itself (no clock for tests), takes one secret per call and accepts any future timestamp.
 type stripeVerifier struct {
 	describe
-	keys      [][]byte
-	macs      []*macPool // of keys, built on first use
-	once      sync.Once
+	macs      []*macPool
 	tolerance time.Duration
 	now       func() time.Time
 }
 
 const stripeHeader = "Stripe-Signature"
 
-func newStripe(cfg Config, tol time.Duration, now func() time.Time) (Verifier, error) {
-	keys, err := rawKeys(cfg.Secrets)
+func newStripe(cfg Config, _ *scheme, tol time.Duration, now func() time.Time) (Verifier, error) {
+	macs, err := macPools(sha256.New, cfg.Secrets)
 	if err != nil {
 		return nil, err
 	}
-	return &stripeVerifier{
-		describe:  describe{"stripe Stripe-Signature (" + countSecrets(len(keys)) + ", tolerance " + tol.String() + ")"},
-		keys:      keys,
-		tolerance: tol,
-		now:       now,
-	}, nil
+	return &stripeVerifier{describe: describe{"stripe Stripe-Signature (" + countSecrets(len(macs)) + ", tolerance " + tol.String() + ")"},
+		macs: macs, tolerance: tol, now: now}, nil
 }
 
 func (v *stripeVerifier) Verify(h http.Header, body []byte) error {
@@ -51,7 +44,6 @@ func (v *stripeVerifier) Verify(h http.Header, body []byte) error {
 	}
 	signedPrefix := strconv.FormatInt(ts, 10) + "."
 	matched := false
-	v.once.Do(func() { v.macs = macPools(sha256.New, v.keys) })
 	var buf [sha256.Size]byte
 	for _, m := range v.macs {
 		want := m.sum(buf[:0], []byte(signedPrefix), body)
@@ -65,7 +57,7 @@ func (v *stripeVerifier) Verify(h http.Header, body []byte) error {
 		}
 	}
 	if !matched {
-		return fail(SchemeStripe, stripeHeader, ErrMismatch, "no v1 signature matches any of "+countSecrets(len(v.keys)))
+		return fail(SchemeStripe, stripeHeader, ErrMismatch, "no v1 signature matches any of "+countSecrets(len(v.macs)))
 	}
 	// Checked after the signature, so that ErrTimestamp always means a genuine but stale (or early) delivery.
 	if detail, ok := checkTime(v.now(), ts, v.tolerance); !ok {

@@ -12,8 +12,7 @@ import (
 	"time"
 )
 
-// Scheme names, as Config.Scheme takes them. The provider names are those of the dedupe presets in package keys,
-// so that one source name can select both.
+// Scheme names, as Config.Scheme takes them: the provider names are those of the dedupe presets in package keys.
 const (
 	SchemeNone             = "none"
 	SchemeGitHub           = "github"
@@ -28,8 +27,7 @@ const (
 // default of Stripe's, Svix's and the Standard Webhooks libraries.
 const DefaultTolerance = 5 * time.Minute
 
-// The reasons a delivery does not verify. Every error from Verifier.Verify wraps exactly one of them, so that the
-// receiver can count rejections by reason with errors.Is (or Reason).
+// The reasons a delivery does not verify: every error from Verifier.Verify wraps exactly one of them (Reason).
 var (
 	// ErrMissing: a header the scheme needs is absent or empty.
 	ErrMissing = errors.New("verify: header missing")
@@ -44,9 +42,8 @@ var (
 	ErrTimestamp = errors.New("verify: timestamp outside tolerance")
 )
 
-// Verifier checks one delivery. Verify returns nil when it is verified, else an error saying why (see the package
-// guarantees: it wraps a reason and never contains a secret). h are the request's headers and body its raw body,
-// byte for byte as received: providers sign the bytes, and a re-encoded body does not verify.
+// Verifier checks one delivery: nil when it is verified, else an error saying why (the package guarantees). body
+// is the raw body, byte for byte as received: providers sign the bytes.
 type Verifier interface {
 	Verify(h http.Header, body []byte) error
 }
@@ -57,13 +54,11 @@ type Verifier interface {
 type Config struct {
 	// Scheme is one of Schemes().
 	Scheme string
-	// Secrets are the signing secrets, as the provider shows them: at least one, except for none (which takes
-	// none). During a rotation list both the old and the new: a delivery verifies if any matches. For
-	// standard_webhooks and svix each is base64, optionally after "whsec_"; for the others it is used as bytes.
+	// Secrets are the signing secrets, as the provider shows them (the package doc says how each scheme reads
+	// them): at least one, except for none. A delivery verifies if any matches.
 	Secrets []string
-	// Header, Algorithm, Encoding and Prefix are for the hmac scheme only. Header (required) names the header
-	// carrying the signature; Algorithm is sha1, sha256 (default) or sha512; Encoding is hex (default), base64 or
-	// base64url (padding optional); Prefix is literal text before the encoded signature, e.g. "sha256=".
+	// Header (required), Algorithm, Encoding and Prefix are for the hmac scheme only: the package doc says what
+	// each takes.
 	Header, Algorithm, Encoding, Prefix string
 	// Tolerance is how far a signed timestamp may be from Now, either way (stripe, standard_webhooks and svix
 	// only). Zero means DefaultTolerance; it cannot be turned off.
@@ -83,12 +78,12 @@ type FieldError struct {
 func (e *FieldError) Error() string { return "verify: " + e.Field + ": " + e.Reason }
 
 // Schemes returns the scheme names New accepts, sorted.
-func Schemes() []string { return slices.Sorted(maps.Keys(builders)) }
+func Schemes() []string { return slices.Sorted(maps.Keys(schemes)) }
 
 // New validates cfg and returns its Verifier. The Verifier keeps copies of what it needs: changing cfg afterwards
 // changes nothing.
 func New(cfg Config) (Verifier, error) {
-	build, ok := builders[cfg.Scheme]
+	s, ok := schemes[cfg.Scheme]
 	if !ok {
 		if cfg.Scheme == "" {
 			return nil, &FieldError{"scheme", "required (one of " + strings.Join(Schemes(), ", ") + ")"}
@@ -98,95 +93,84 @@ func New(cfg Config) (Verifier, error) {
 	}
 	// The generic fields belong to hmac; a provider scheme fixes them itself.
 	if cfg.Scheme != SchemeHMAC {
-		for _, f := range []struct{ name, value string }{
-			{"header", cfg.Header}, {"algorithm", cfg.Algorithm}, {"encoding", cfg.Encoding}, {"prefix", cfg.Prefix},
-		} {
+		for _, f := range cfg.hmacFields() {
 			if f.value != "" {
-				return nil, &FieldError{f.name, "only for scheme hmac (scheme " + cfg.Scheme + " fixes it)"}
+				return nil, &FieldError{strings.ToLower(f.name), "only for scheme hmac (scheme " + cfg.Scheme + " fixes it)"}
 			}
 		}
 	}
 	if cfg.Tolerance < 0 {
 		return nil, &FieldError{"tolerance", "negative"}
 	}
-	if cfg.Tolerance != 0 && !timestamped[cfg.Scheme] {
+	if cfg.Tolerance != 0 && !s.timestamped {
 		return nil, &FieldError{"tolerance", "scheme " + cfg.Scheme + " signs no timestamp"}
 	}
 	if cfg.Scheme == SchemeNone {
 		if len(cfg.Secrets) > 0 {
 			return nil, &FieldError{"secrets", "scheme none takes no secrets"}
 		}
-	} else {
-		if len(cfg.Secrets) == 0 {
-			return nil, &FieldError{"secrets", "at least one is required for scheme " + cfg.Scheme}
+		return noneVerifier{}, nil
+	}
+	if len(cfg.Secrets) == 0 {
+		return nil, &FieldError{"secrets", "at least one is required for scheme " + cfg.Scheme}
+	}
+	for i, sec := range cfg.Secrets {
+		if sec == "" {
+			return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "empty"}
 		}
-		for i, s := range cfg.Secrets {
-			if s == "" {
-				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "empty"}
-			}
-			if strings.TrimSpace(s) != s {
-				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "has leading or trailing white space (a newline from a file?)"}
-			}
+		if strings.TrimSpace(sec) != sec {
+			return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), "has leading or trailing white space (a newline from a file?)"}
 		}
 	}
-	tol := cmp.Or(cfg.Tolerance, DefaultTolerance)
 	now := cfg.Now
 	if now == nil {
 		now = time.Now
 	}
-	return build(cfg, tol, now)
+	return s.build(cfg, &s, cmp.Or(cfg.Tolerance, DefaultTolerance), now)
 }
 
 // Check validates cfg as New does except for its Secrets, which it ignores: the scheme and the options, for a
-// configuration read where the secrets are not (a sources file checked before a rollout, while the secrets live
-// in the receiver's environment). A Config Check accepts is one New accepts with valid secrets.
+// configuration read where the secrets are not (a sources file checked before a rollout). A Config Check accepts
+// is one New accepts with valid secrets.
 func Check(cfg Config) error {
 	cfg.Secrets = nil
 	if cfg.Scheme != SchemeNone {
-		// Every scheme takes this one: bytes for most, base64 for standard_webhooks and svix. Going through New
-		// keeps one set of rules instead of a copy that could drift from it.
-		cfg.Secrets = []string{checkSecret}
+		// "secret" in base64, which every scheme takes: going through New keeps one set of rules.
+		cfg.Secrets = []string{"c2VjcmV0"}
 	}
 	_, err := New(cfg)
 	return err
 }
 
-// checkSecret stands in for the secrets in Check: "secret", base64-encoded.
-const checkSecret = "c2VjcmV0"
-
-type builder func(cfg Config, tolerance time.Duration, now func() time.Time) (Verifier, error)
-
-var builders = map[string]builder{
-	SchemeNone:             func(Config, time.Duration, func() time.Time) (Verifier, error) { return noneVerifier{}, nil },
-	SchemeGitHub:           newGitHub,
-	SchemeStripe:           newStripe,
-	SchemeStandardWebhooks: newStandard,
-	SchemeSvix:             newStandard,
-	SchemeShopify:          newShopify,
-	SchemeHMAC:             newHMAC,
+// scheme is what a scheme name selects: its verifier and what its signature covers.
+type scheme struct {
+	build       func(cfg Config, s *scheme, tolerance time.Duration, now func() time.Time) (Verifier, error)
+	timestamped bool     // the signature covers a timestamp, checked against Config.Tolerance
+	bodyOnly    bool     // the signature covers the body alone
+	ids         []string // canonical names of the provider's event id, in the order they are read
+	reads       []string // canonical names of the signature (then timestamp) headers, in the order they are read
+	// The hmac options that github and shopify fix.
+	prefix, algorithm, encoding string
 }
 
-// timestamped are the schemes whose signatures cover a timestamp, and so take a Tolerance.
-var timestamped = map[string]bool{SchemeStripe: true, SchemeStandardWebhooks: true, SchemeSvix: true}
+var schemes = map[string]scheme{
+	SchemeNone:   {},
+	SchemeGitHub: {build: newMAC, bodyOnly: true, ids: []string{"X-Github-Delivery"}, reads: []string{"X-Hub-Signature-256"}, prefix: "sha256=", algorithm: "sha256", encoding: "hex"},
+	// Shopify Events deliveries use the unprefixed names, webhook subscriptions the X- ones; Shopify's shopify_app
+	// gem reads the unprefixed signature first.
+	SchemeShopify: {build: newMAC, bodyOnly: true, ids: []string{"Shopify-Webhook-Id", "X-Shopify-Webhook-Id"},
+		reads: []string{"Shopify-Hmac-Sha256", "X-Shopify-Hmac-Sha256"}, algorithm: "sha256", encoding: "base64"},
+	SchemeHMAC:   {build: newMAC, bodyOnly: true},
+	SchemeStripe: {build: newStripe, timestamped: true, reads: []string{stripeHeader}},
+	SchemeStandardWebhooks: {build: newStandard, timestamped: true, ids: []string{webhookHeaders.id},
+		reads: []string{webhookHeaders.timestamp, webhookHeaders.signature}},
+	SchemeSvix: {build: newStandard, timestamped: true, ids: []string{svixHeaders.id, webhookHeaders.id},
+		reads: []string{svixHeaders.timestamp, svixHeaders.signature, webhookHeaders.timestamp, webhookHeaders.signature}},
+}
 
 // Timestamped reports whether a scheme's signature covers a timestamp, checked against Config.Tolerance: stripe,
 // standard_webhooks and svix.
-func Timestamped(scheme string) bool { return timestamped[scheme] }
-
-// rawKeys returns the secrets as HMAC keys, refusing duplicates: listing one secret twice is a configuration slip
-// (a rotation that forgot the new secret) that would otherwise pass unnoticed.
-func rawKeys(secrets []string) ([][]byte, error) {
-	keys := make([][]byte, len(secrets))
-	for i, s := range secrets {
-		for j := range i {
-			if secrets[j] == s {
-				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("same as secrets[%d]", j)}
-			}
-		}
-		keys[i] = []byte(s)
-	}
-	return keys, nil
-}
+func Timestamped(scheme string) bool { return schemes[scheme].timestamped }
 
 // Reason names the reason of an error from Verify, for a metric label: "missing", "malformed", "mismatch",
 // "timestamp", "" for nil and "other" for an error that wraps none of the four.
@@ -226,13 +210,16 @@ func fail(scheme, place string, reason error, detail string) error {
 	return &failure{msg: msg, reason: reason}
 }
 
+// hmacFields are the options of scheme hmac, by name.
+func (c Config) hmacFields() [4]struct{ name, value string } {
+	return [4]struct{ name, value string }{{"Header", c.Header}, {"Algorithm", c.Algorithm}, {"Encoding", c.Encoding}, {"Prefix", c.Prefix}}
+}
+
 // String describes the Config with its secrets counted, never shown, so that logging a Config is safe.
 func (c Config) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "verify.Config{Scheme: %q, Secrets: %s", c.Scheme, redacted(len(c.Secrets)))
-	for _, f := range []struct{ name, value string }{
-		{"Header", c.Header}, {"Algorithm", c.Algorithm}, {"Encoding", c.Encoding}, {"Prefix", c.Prefix},
-	} {
+	fmt.Fprintf(&b, "verify.Config{Scheme: %q, Secrets: [%d redacted]", c.Scheme, len(c.Secrets))
+	for _, f := range c.hmacFields() {
 		if f.value != "" {
 			fmt.Fprintf(&b, ", %s: %q", f.name, f.value)
 		}
@@ -253,24 +240,15 @@ func (c Config) GoString() string { return c.String() }
 // LogValue keeps slog from printing the secrets.
 func (c Config) LogValue() slog.Value {
 	attrs := []slog.Attr{slog.String("scheme", c.Scheme), slog.Int("secrets", len(c.Secrets))}
-	for _, f := range []struct{ name, value string }{
-		{"header", c.Header}, {"algorithm", c.Algorithm}, {"encoding", c.Encoding}, {"prefix", c.Prefix},
-	} {
+	for _, f := range c.hmacFields() {
 		if f.value != "" {
-			attrs = append(attrs, slog.String(f.name, f.value))
+			attrs = append(attrs, slog.String(strings.ToLower(f.name), f.value))
 		}
 	}
 	if c.Tolerance != 0 {
 		attrs = append(attrs, slog.Duration("tolerance", c.Tolerance))
 	}
 	return slog.GroupValue(attrs...)
-}
-
-func redacted(n int) string {
-	if n == 1 {
-		return "[1 redacted]"
-	}
-	return fmt.Sprintf("[%d redacted]", n)
 }
 
 // describe is embedded by every Verifier: fmt and slog print its text instead of the fields, which hold keys.
