@@ -76,13 +76,10 @@ func (w *shard) pingInfo(ctx context.Context) (info *jetstream.StreamInfo, readE
 		err = w.usable()
 		return nil, err, err
 	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	st, readErr := w.js.Stream(ctx, w.stream)
+	info, readErr = w.info(ctx)
 	if readErr != nil {
 		return nil, readErr, w.observe(nil, readErr)
 	}
-	info = st.CachedInfo()
 	if err := w.observe(info, nil); err != nil {
 		return info, nil, err
 	}

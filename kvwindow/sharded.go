@@ -321,12 +321,15 @@ func (w *Window) BucketOf(tenant, source, key string) (string, error) {
 // MarkerTTL is the first bucket's limit marker TTL as found at New.
 func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
 
-// Claim records that c's event was seen, with one atomic create of the key's subject in its bucket ("expected
-// last subject sequence 0", TTL c.TTL). It returns Won when this call created the claim; Owned when the key is
-// already claimed by the same envelope (c.Claimant) — taking the claim over when c is a later delivery —; Stale
-// when a later delivery of the same envelope holds it; and Duplicate when another envelope holds it. Any error
-// means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a
-// duplicate".
+// Claim records that c's event was seen, with one atomic create of the key's subject in its bucket (expecting no
+// message, or the marker it writes over; TTL c.TTL). It returns Won when this call created the claim and Duplicate
+// when another envelope holds it. For c's own envelope (a redelivery) the latest delivery wins: the same delivery
+// gets Owned with the stored revision, a later one takes the claim over (rewriting it at the stored revision with
+// the full TTL, keeping its first claim time, publish record and MayBeStored) and gets Owned with the new revision,
+// an earlier one gets Stale. The envelope's own release marker gives DeadLettered and is left as it is; another
+// envelope's is claimed over (Won, with its MayBeStored). known may decide a refused create without a read (see
+// Known). Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim)
+// and is never a "not a duplicate".
 func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if len(w.shards) == 1 {
 		return w.shards[0].Claim(ctx, c, known)
@@ -346,8 +349,13 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 	return s.Get(ctx, tenant, source, key)
 }
 
-// Release replaces the claim c's delivery holds (at revision rev) by a release marker naming c's envelope, saying
-// whether the event may be stored; see shard.Release.
+// Release gives up the claim c's delivery holds after dead-lettering its event: rev is the revision its Claim
+// returned with Won or Owned. One write expected at rev replaces the claim by a release marker naming c's envelope,
+// with c.TTL, so it never replaces a claim made since. The marker is no claim (Get and List skip it): another
+// envelope claims over it, c's envelope gets DeadLettered. mayBeStored (the releasing delivery took the claim over)
+// makes the claim written over it report Outcome.MayBeStored. It reports false when the key had moved on, which is
+// not an error. Errors wrap ErrUnavailable (or ErrInvalid, rev 0 included); after a timeout the release may still
+// have happened. Like MarkPublished, it writes under an age limit shorter than c.TTL.
 func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
 	s, err := w.shardFor(c.Tenant, c.Source, c.Key)
 	if err != nil {
@@ -356,8 +364,12 @@ func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored b
 	return s.Release(ctx, c, rev, mayBeStored)
 }
 
-// MarkPublished records in the claim c made (at revision rev, first claimed at firstClaimed) that its event was
-// published, and returns the claim's new revision; false when the key moved on. See shard.MarkPublished.
+// MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (from
+// Claim or an earlier mark): a later delivery of the envelope then gets Owned with Published, a copy Duplicate with
+// Published. It returns the new revision, or false when the key moved on. The TTL starts again; the first claim
+// time is kept (firstClaimed, as Claim returned it; zero reads it from the claim first). Unlike Claim, it writes
+// under an age limit shorter than c.TTL: the claim is held already and lapses at the limit either way, and refusing
+// the mark would only have the event published again once the limit is lifted.
 func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if len(w.shards) == 1 {
 		return w.shards[0].MarkPublished(ctx, c, rev, firstClaimed)
@@ -371,8 +383,7 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
 func (m *Manager) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	w := m.w
-	s, err := w.shardFor(tenant, source, key)
+	s, err := m.w.shardFor(tenant, source, key)
 	if err != nil {
 		return 0, err
 	}
@@ -435,9 +446,6 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 			return nil, 0, err
 		}
 		rev = 0
-		for j := range es {
-			fillScope(&es[j]) // a compact claim value leaves a raw key to the KV key
-		}
 		entries = append(entries, es...)
 		if nx != 0 {
 			return entries, uint64(i)<<shardBits | nx, errors.Join(lost...)

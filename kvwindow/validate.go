@@ -98,14 +98,12 @@ func scopeOf(kvKey string) (tenant, source, key string, ok bool) {
 }
 
 // fillScope sets e's Tenant and Source from e.KVKey, and its Key when the KV key holds it raw and the claim value
-// did not say it (a compact value records only hashed keys).
+// did not say it.
 func fillScope(e *Entry) {
-	tenant, source, key, ok := scopeOf(e.KVKey)
-	if !ok {
-		return
+	if parts := strings.SplitN(e.KVKey, ".", 3); len(parts) == 3 {
+		e.Tenant, e.Source = parts[0], parts[1]
 	}
-	e.Tenant, e.Source = tenant, source
-	if e.Key == "" {
+	if _, _, key, ok := scopeOf(e.KVKey); ok && e.Key == "" {
 		e.Key = key
 	}
 }
