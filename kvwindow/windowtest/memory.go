@@ -144,7 +144,6 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) 
 		}
 		mayBeStored = e.mayBeStored // another envelope's release marker: claim over it
 	} else if ok {
-		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
 		if e.claimant != c.Claimant {
 			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published,
 				FirstClaimed: e.first, HolderSeq: e.claimant.Seq, HolderStamp: e.claimant.Stamp}, nil
@@ -159,66 +158,63 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) 
 		// rewrite of the claim, which keeps the first claim time and the record of a publish.
 		status, published, first, mayBeStored = kvwindow.Owned, e.published, e.first, e.mayBeStored
 	}
+	rev := m.put(c, memEntry{published: published, first: first, mayBeStored: mayBeStored})
+	return kvwindow.Outcome{Status: status, Revision: rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
+}
+
+// put stores e as c's write on its key: c's claimant and delivery, a new revision, c's TTL from now. Caller holds mu.
+func (m *Memory) put(c kvwindow.Claim, e memEntry) uint64 {
 	m.rev++
-	m.entries[k] = memEntry{
-		claimant:    c.Claimant,
-		delivery:    c.Delivery,
-		revision:    m.rev,
-		at:          m.now(),
-		ttl:         time.Duration(c.TTLSeconds()) * time.Second,
-		published:   published,
-		first:       first,
-		mayBeStored: mayBeStored,
+	e.claimant, e.delivery, e.revision, e.at = c.Claimant, c.Delivery, m.rev, m.now()
+	e.ttl = time.Duration(c.TTLSeconds()) * time.Second
+	m.entries[scopeKey{c.Tenant, c.Source, c.Key}] = e
+	return m.rev
+}
+
+// validRev checks the arguments of a write expected at rev.
+func validRev(c kvwindow.Claim, rev uint64) error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
-	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
+	if rev == 0 {
+		return fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
+	}
+	return nil
 }
 
 // MarkPublished records that c's event was published while the claim is still revision rev, as
 // kvwindow.Window.MarkPublished (a new revision, returned, and the full TTL from now; the first claim time kept).
 func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, _ time.Time) (uint64, bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := validRev(c, rev); err != nil {
 		return 0, false, err
-	}
-	if rev == 0 {
-		return 0, false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
 		return 0, false, err
 	}
-	k := scopeKey{c.Tenant, c.Source, c.Key}
-	e, ok := m.claimOf(k)
+	e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key})
 	if !ok || e.revision != rev {
 		return 0, false, nil
 	}
-	m.rev++
-	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
-		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true, first: e.first}
-	return m.rev, true, nil
+	return m.put(c, memEntry{published: true, first: e.first}), true, nil
 }
 
 // Release replaces c's claim by a release marker only while it is still revision rev, as
 // kvwindow.Window.Release: true when it did, false when the key holds another claim or none.
 func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := validRev(c, rev); err != nil {
 		return false, err
-	}
-	if rev == 0 {
-		return false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if err := m.check(ctx); err != nil {
 		return false, err
 	}
-	k := scopeKey{c.Tenant, c.Source, c.Key}
-	if e, ok := m.claimOf(k); !ok || e.revision != rev {
+	if e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key}); !ok || e.revision != rev {
 		return false, nil
 	}
-	m.rev++
-	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
-		ttl: time.Duration(c.TTLSeconds()) * time.Second, released: true, mayBeStored: mayBeStored}
+	m.put(c, memEntry{released: true, mayBeStored: mayBeStored})
 	return true, nil
 }
 
