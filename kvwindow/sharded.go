@@ -54,10 +54,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) 
 	var absent map[int]bool // shards bound as lost (manage only)
 	var lostErr *missingShards
 	if manage && errors.As(err, &lostErr) {
-		mayCreate, absent, err = make([]bool, cfg.Shards), map[int]bool{}, nil
-		for _, i := range lostErr.shards {
-			absent[i] = true
-		}
+		mayCreate, absent, err = make([]bool, cfg.Shards), lostErr.shards, nil
 	}
 	if err != nil {
 		return nil, err
@@ -181,16 +178,14 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 			return nil, err
 		}
 	}
-	var missing []string
 	present, used, gap := 0, false, false
 	for i, info := range infos {
 		bucket := ShardBucket(cfg.Bucket, k, i)
 		if info == nil {
-			missing = append(missing, bucket)
 			continue
 		}
 		present++
-		gap = gap || len(missing) > 0 // a bucket after a missing one: creation (in shard order) did not stop here
+		gap = gap || present <= i // a bucket after a missing one: creation (in shard order) did not stop here
 		used = used || info.State.LastSeq > 0
 		n, idx, ok := shardRecord(info)
 		switch {
@@ -226,27 +221,27 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 			mayCreate[i] = cfg.Provision && infos[i] == nil
 		}
 	default:
-		return nil, lostShards(cfg, missing, present, infos)
+		return nil, lostShards(cfg, present, infos)
 	}
 	return mayCreate, nil
 }
 
 // missingShards is the error for shard buckets missing beside siblings that exist (it wraps ErrWindowLost).
 type missingShards struct {
-	shards []int // the missing shards' indexes
+	shards map[int]bool // the missing shards
 	err    error
 }
 
 func (e *missingShards) Error() string { return e.err.Error() }
 func (e *missingShards) Unwrap() error { return e.err }
 
-// lostShards is the error for shard buckets missing beside siblings that exist.
-func lostShards(cfg Config, missing []string, present int, infos []*jetstream.StreamInfo) error {
-	var create []string
-	var shards []int
+func lostShards(cfg Config, present int, infos []*jetstream.StreamInfo) error {
+	var missing, create []string
+	shards := map[int]bool{}
 	for i, info := range infos {
 		if info == nil {
-			shards = append(shards, i)
+			shards[i] = true
+			missing = append(missing, ShardBucket(cfg.Bucket, cfg.Shards, i))
 			c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d --description %q",
 				ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL, cfg.Replicas, shardDescription(i, cfg.Shards))
 			if cfg.Storage == jetstream.MemoryStorage {
@@ -260,9 +255,8 @@ func lostShards(cfg Config, missing []string, present int, infos []*jetstream.St
 		ErrWindowLost, cfg.Bucket, strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))}
 }
 
-// shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
-// it records none). The metadata is
-// read first, then the description New writes; ok is false when neither records the count.
+// shardRecord reads what a shard bucket records about the window, from its metadata or else its description: the
+// number of shards (ok false when neither records it) and its own index (-1 when it records none).
 func shardRecord(info *jetstream.StreamInfo) (k, index int, ok bool) {
 	index = -1
 	var dk, di int
