@@ -35,9 +35,6 @@ const (
 // server's count of zero, never a wait that ran out: when the server has counted messages it has not delivered by
 // the deadline, list fails and says so.
 func (w *shard) list(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
-	if err := w.gone(); err != nil {
-		return nil, 0, err
-	}
 	filter := w.scopeFilter(tenant, source)
 	scope := strings.TrimSuffix(strings.TrimPrefix(filter, w.prefix), ".>")
 	began := time.Now()

@@ -336,11 +336,11 @@ func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, erro
 
 // Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.
 func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
-	s, err := w.shardFor(tenant, source, key)
+	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return Entry{}, false, err
 	}
-	return s.Get(ctx, tenant, source, key)
+	return w.shardOf(k).getKey(ctx, k, tenant, source, key)
 }
 
 // Release gives up the claim c's delivery holds after dead-lettering its event: rev is the revision its Claim
@@ -377,11 +377,11 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
 func (m *Manager) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	s, err := m.w.shardFor(tenant, source, key)
+	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return 0, err
 	}
-	return s.Forget(ctx, tenant, source, key)
+	return m.w.shardOf(k).forget(ctx, k)
 }
 
 // ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
@@ -395,7 +395,7 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 	total := 0
 	var lost []error // of buckets lost: the others are purged all the same
 	for _, s := range w.shards {
-		n, err := s.ForgetAll(ctx, tenant, source)
+		n, err := s.forgetAll(ctx, tenant, source)
 		total += n
 		if errors.Is(err, ErrWindowLost) {
 			lost = append(lost, err)
@@ -455,12 +455,10 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 	return entries, 0, errors.Join(lost...)
 }
 
-// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all
-// at once, each bounded by Config.Timeout): a bucket deleted, or deleted and created again, fails with
-// ErrWindowLost, and so does every later claim in it. A bucket whose age limit is shorter than the longest claim
-// TTL it must hold fails with ErrAgeLimit. Every bucket is checked, so that each is flagged whatever the others
-// answer; of their failures it returns a lost bucket's first, then an age limit's, then any other (pingVerdict
-// says why). Errors wrap ErrUnavailable.
+// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all at
+// once, each bounded by Config.Timeout): a bucket deleted or created again fails with ErrWindowLost, and so does
+// every later claim in it; one whose age limit is shorter than the longest claim TTL it must hold, ErrAgeLimit.
+// Every bucket is checked, so that each is flagged whatever the others answer; pingVerdict picks the error.
 func (w *Window) Ping(ctx context.Context) error {
 	_, err := w.PingEach(ctx)
 	return err

@@ -14,11 +14,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
-func (w *shard) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
-	k, err := KVKey(tenant, source, key)
-	if err != nil {
-		return Entry{}, false, err
-	}
+// getKey is Window.Get of k, the KV key of (tenant, source, key), in this shard's bucket.
+func (w *shard) getKey(ctx context.Context, k, tenant, source, key string) (Entry, bool, error) {
 	if w.closed != nil && w.closed.Load() {
 		return Entry{}, false, w.usable()
 	}
@@ -93,11 +90,8 @@ func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bo
 	return true, nil
 }
 
-func (w *shard) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	k, err := KVKey(tenant, source, key)
-	if err != nil {
-		return 0, err
-	}
+// forget is Manager.Forget of the KV key k in this shard's bucket.
+func (w *shard) forget(ctx context.Context, k string) (int, error) {
 	if err := w.gone(); err != nil {
 		return 0, err
 	}
@@ -117,10 +111,8 @@ func (w *shard) Forget(ctx context.Context, tenant, source, key string) (int, er
 	return 0, nil
 }
 
-func (w *shard) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
-	if err := validateScope(tenant, source, true); err != nil {
-		return 0, err
-	}
+// forgetAll is Manager.ForgetAll in this shard's bucket.
+func (w *shard) forgetAll(ctx context.Context, tenant, source string) (int, error) {
 	if err := w.gone(); err != nil {
 		return 0, err
 	}

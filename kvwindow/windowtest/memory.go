@@ -3,12 +3,12 @@
 package windowtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -93,14 +93,24 @@ func (m *Memory) Len() int {
 
 var errDown = fmt.Errorf("%w: windowtest: memory window set unavailable", kvwindow.ErrUnavailable)
 
-func (m *Memory) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, err)
+// lock takes mu for a call whose arguments' check gave invalid, unless that or the window failed (then mu is not
+// held). The caller unlocks.
+func (m *Memory) lock(ctx context.Context, invalid error) error {
+	if invalid != nil {
+		return invalid
 	}
-	if m.unavailable {
-		return errDown
+	m.mu.Lock()
+	err := ctx.Err()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, err)
+	case m.unavailable:
+		err = errDown
 	}
-	return nil
+	if err != nil {
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // claimOf returns the live claim for k (not a release marker). Caller holds mu.
@@ -125,14 +135,10 @@ func (m *Memory) live(k scopeKey) (memEntry, bool) {
 // Claim records c as in kvwindow.Window.Claim. It decides without known: the shortcut only spares the real
 // window a read, and the answer is the same.
 func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) (kvwindow.Outcome, error) {
-	if err := c.Validate(); err != nil {
+	if err := m.lock(ctx, c.Validate()); err != nil {
 		return kvwindow.Outcome{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return kvwindow.Outcome{}, err
-	}
 	m.claims++
 	k := scopeKey{c.Tenant, c.Source, c.Key}
 	status := kvwindow.Won
@@ -185,14 +191,10 @@ func validRev(c kvwindow.Claim, rev uint64) error {
 // MarkPublished records that c's event was published while the claim is still revision rev, as
 // kvwindow.Window.MarkPublished (a new revision, returned, and the full TTL from now; the first claim time kept).
 func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, _ time.Time) (uint64, bool, error) {
-	if err := validRev(c, rev); err != nil {
+	if err := m.lock(ctx, validRev(c, rev)); err != nil {
 		return 0, false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return 0, false, err
-	}
 	e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key})
 	if !ok || e.revision != rev {
 		return 0, false, nil
@@ -203,14 +205,10 @@ func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64
 // Release replaces c's claim by a release marker only while it is still revision rev, as
 // kvwindow.Window.Release: true when it did, false when the key holds another claim or none.
 func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error) {
-	if err := validRev(c, rev); err != nil {
+	if err := m.lock(ctx, validRev(c, rev)); err != nil {
 		return false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return false, err
-	}
 	if e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key}); !ok || e.revision != rev {
 		return false, nil
 	}
@@ -220,14 +218,10 @@ func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayB
 
 // Get returns the live claim on key, as kvwindow.Window.Get.
 func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.Entry, bool, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+	if err := m.lock(ctx, scopeErr(tenant, source, key)); err != nil {
 		return kvwindow.Entry{}, false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return kvwindow.Entry{}, false, err
-	}
 	e, ok := m.claimOf(scopeKey{tenant, source, key})
 	if !ok {
 		return kvwindow.Entry{}, false, nil
@@ -241,14 +235,10 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 
 // Forget drops the claim on key; it returns 1 if there was a live claim, else 0.
 func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+	if err := m.lock(ctx, scopeErr(tenant, source, key)); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return 0, err
-	}
 	k := scopeKey{tenant, source, key}
 	_, ok := m.claimOf(k)
 	delete(m.entries, k)
@@ -261,17 +251,11 @@ func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll drops every claim of tenant and source (source "" = the whole tenant) and returns how many live
 // claims it dropped.
 func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
-	if !keys.ValidID(tenant) {
-		return 0, fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, tenant)
-	}
-	if source != "" && !keys.ValidID(source) {
-		return 0, fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, source)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
+	// An empty source is the whole tenant: any valid one stands for it in the check.
+	if err := m.lock(ctx, scopeErr(tenant, cmp.Or(source, "s"), "k")); err != nil {
 		return 0, err
 	}
+	defer m.mu.Unlock()
 	n := 0
 	for k := range m.entries {
 		if k.tenant != tenant || (source != "" && k.source != source) {
@@ -287,7 +271,15 @@ func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, err
 
 // Ping fails with an error wrapping kvwindow.ErrUnavailable while the window is set unavailable.
 func (m *Memory) Ping(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.check(ctx)
+	err := m.lock(ctx, nil)
+	if err == nil {
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// scopeErr is the error of KVKey's check of (tenant, source, key), or nil.
+func scopeErr(tenant, source, key string) error {
+	_, err := kvwindow.KVKey(tenant, source, key)
+	return err
 }
