@@ -26,8 +26,7 @@ type shard struct {
 	stream  string                   // KV_<bucket>
 	prefix  string                   // "$KV.<bucket>."
 	api     string                   // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream         // the bucket's stream, its cached info saying "no direct get" (the lister's consumers)
-	any     jetstream.Stream         // the bucket's stream as bound, its own AllowDirect
+	leader  jetstream.Stream         // the bucket's stream (the lister's consumers)
 	req     *natsreq.Mux             // claim writes and key reads: answers matched as they arrive, parsed without reflection
 	get     natsreq.StreamGet        // the key reads' subjects
 	direct  bool                     // the bucket allows direct gets: reads a replica may answer go to any of them
@@ -81,26 +80,9 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	if err := w.compatible(info); err != nil {
 		return nil, err
 	}
-	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	w.markTTL, w.created, w.direct, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, info.Config.AllowDirect, st
 	w.maxAge.Store(int64(info.Config.MaxAge))
-	w.created = info.Created
 	w.seen.Store(info.State.LastSeq)
-	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
-	if w.any, err = w.bind(ctx, false); err != nil {
-		return nil, err
-	}
-	if c := w.any.CachedInfo().Created; !c.Equal(w.created) {
-		return nil, w.markLost(fmt.Sprintf("was created again while the worker bound to it (created %s, then %s)",
-			w.created.UTC().Format(time.RFC3339Nano), c.UTC().Format(time.RFC3339Nano)), true)
-	}
-	// The jetstream package chose direct gets from this handle's cached stream info, which nothing refreshes:
-	// readLast takes the same choice once, here.
-	w.direct = w.any.CachedInfo().Config.AllowDirect
-	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
-	// that has not applied the latest write yet. This handle's copy says "no direct get"; it is never refreshed
-	// (Ping uses its own request).
-	info.Config.AllowDirect = false
-	w.leader = st
 	return w, nil
 }
 
