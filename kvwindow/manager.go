@@ -29,12 +29,6 @@ func (m *Manager) Get(ctx context.Context, tenant, source, key string) (Entry, b
 	return m.w.Get(ctx, tenant, source, key)
 }
 
-// Bucket is the window's bucket name (the first shard's prefix).
-func (m *Manager) Bucket() string { return m.w.Bucket() }
-
-// Buckets lists the window's buckets, shard 0 first.
-func (m *Manager) Buckets() []string { return m.w.Buckets() }
-
 // BucketOf is the bucket that holds the claim on (tenant, source, key).
 func (m *Manager) BucketOf(tenant, source, key string) (string, error) {
 	return m.w.BucketOf(tenant, source, key)
