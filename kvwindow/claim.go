@@ -183,11 +183,9 @@ func (w *shard) read(ctx context.Context, anyReplica bool, subj string, deadline
 	return w.readLast(ctx, anyReplica, subj, deadline)
 }
 
-// ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server reads the header with
-// time.ParseDuration first and only then as a bare number, so "86400" would cost it a failed parse (and the
-// error's allocation) on every claim, "86400s" does not. A deployment uses a handful of TTLs, so the strings are
-// kept in a small table (a slot per TTL modulo its size; a collision only formats again) rather than formatted
-// for every claim.
+// ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server tries time.ParseDuration first,
+// so a bare "86400" would cost it a failed parse on every claim. A deployment uses a handful of TTLs, kept in a
+// small table (a slot per TTL modulo its size; a collision only formats again).
 func ttlHeader(sec int64) string {
 	slot := &ttlCache[uint64(sec)%uint64(len(ttlCache))]
 	if e := slot.Load(); e != nil && e.sec == sec {

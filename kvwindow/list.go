@@ -30,10 +30,9 @@ const (
 )
 
 // list returns up to limit live claims of the scope held by this bucket, in revision order from revision from (0:
-// the first), and the revision where the next page starts (0: none). It reads with an ephemeral consumer filtered on the scope. The server counts the scope's messages when it
-// creates the consumer (from its per-subject index, without reading the messages), so an empty answer is the
-// server's count of zero, never a wait that ran out: when the server has counted messages it has not delivered by
-// the deadline, list fails and says so.
+// the first), and the revision where the next page starts (0: none). It reads with an ephemeral consumer filtered
+// on the scope, whose creation counts the scope's messages (from the per-subject index): an empty answer is a count
+// of zero, never a wait that ran out, and messages counted but not delivered by the deadline fail the page.
 func (w *shard) list(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
 	filter := w.scopeFilter(tenant, source)
 	scope := strings.TrimSuffix(strings.TrimPrefix(filter, w.prefix), ".>")

@@ -31,17 +31,15 @@ const (
 	metaShard  = "dedupeworker.shard"
 )
 
-// New binds to the window's bucket(s), creating what is missing when cfg.Provision is set. It fails when a bucket
-// is missing and provisioning is off, when an existing bucket cannot carry per-key TTLs (the error says how to fix
-// it), or when the buckets found were created for another number of shards. An existing bucket is never modified.
-// A missing shard bucket is never created while a sibling holds claims: its claims are lost, and New fails with
-// ErrWindowLost naming the bucket(s) and what to do (OPERATIONS.md, "The window bucket was lost or re-created").
+// New binds to the window's bucket(s), creating what is missing when cfg.Provision is set; an existing bucket is
+// never modified. It fails when a bucket is missing and provisioning is off, when one cannot carry per-key TTLs
+// (the error says how to fix it), when the buckets were created for another number of shards, and with
+// ErrWindowLost when a shard bucket is missing while a sibling holds claims (it is never created then).
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
 	return open(ctx, js, cfg, false)
 }
 
-// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (see
-// lostShard) instead of failing the whole window, so that operators can still see and act on the others.
+// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (lostShard).
 func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) (*Window, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -85,9 +83,8 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) 
 	return w, nil
 }
 
-// Close ends the window: its answer subscription is dropped and every later call fails at once with an error
-// wrapping ErrUnavailable. Calls under way when it is called fail within their timeout. Close after Close does
-// nothing. The connection is the caller's and stays open.
+// Close ends the window: every later call fails at once (ErrUnavailable), calls under way within their timeout.
+// Close after Close does nothing. The connection is the caller's and stays open.
 func (w *Window) Close() error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
@@ -132,11 +129,9 @@ func ShardBucket(bucket string, k, i int) string {
 }
 
 // survey looks at every bucket the window may have and decides which missing ones New may create. It refuses
-// buckets created for another number of shards (the single bucket when cfg.Shards > 1, sharded buckets when it is
-// 1, a shard recording another count or index, a shard beyond the count): keys would otherwise be looked for in
-// the wrong bucket, and a duplicate taken for a first delivery. And it refuses to create a missing shard beside
-// siblings that hold claims (ErrWindowLost): its claims are gone, and an empty bucket in its place would admit
-// every retry of their events again.
+// buckets created for another number of shards (keys would be looked for in the wrong bucket, and a duplicate
+// taken for a first event), and a missing shard beside siblings that hold claims (ErrWindowLost: an empty bucket in
+// its place would admit every retry of their events again).
 func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, error) {
 	exists := func(bucket string) (*jetstream.StreamInfo, error) {
 		octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -408,14 +403,11 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 	return total, errors.Join(lost...)
 }
 
-// List returns up to limit live claims of tenant (and of source; "" = every source of the tenant), bucket by
-// bucket and in revision order within a bucket, starting at from (0: the first). next is what to pass as from for
-// the next page, 0 when there is none; with shards it carries the bucket in its top byte. It reads each bucket's
-// stream with a short-lived ordered consumer filtered on the scope, so its cost is the scope's claims (and expiry
-// markers), never whole buckets; a claim taken over or released meanwhile may be missed or listed at its new
-// revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit). A bucket lost (missing beside its
-// siblings at NewManager) is passed over: the page holds the other buckets' claims, and the error (ErrWindowLost)
-// names the lost bucket(s) it passed over.
+// List returns up to limit live claims of tenant (and of source; "" = every source), bucket by bucket and in
+// revision order within a bucket, starting at from (0: the first); next is the next page's from (0: none). It reads
+// with a short-lived consumer filtered on the scope, so its cost is the scope's claims (and markers), never whole
+// buckets; a claim taken over or released meanwhile may be missed or listed at its new revision. Errors wrap
+// ErrUnavailable or ErrInvalid. A lost bucket is passed over, and the error (ErrWindowLost) names it.
 func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
 	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {

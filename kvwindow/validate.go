@@ -48,6 +48,17 @@ func (c Claim) Validate() error {
 	return nil
 }
 
+// validAt checks c and rev for a write into the claim at rev. Revision 0 would mean "the key is empty".
+func validAt(c Claim, rev uint64) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if rev == 0 {
+		return fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
+	}
+	return nil
+}
+
 // TTLSeconds is the claim's TTL in whole seconds, rounded up (the server keeps per-message TTLs in seconds).
 func (c Claim) TTLSeconds() int64 {
 	return int64((c.TTL + time.Second - 1) / time.Second)

@@ -40,10 +40,8 @@ func (w *shard) getKey(ctx context.Context, k, tenant, source, key string) (Entr
 func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	e := Entry{Revision: rev, ClaimedAt: at}
 	if v, ok := decodeClaimValue(data); ok {
-		e.Claimant, e.Delivery = v.claimant(), v.delivery()
-		e.Key = v.Key
-		e.Published = v.Pub
-		e.FirstClaimed = v.firstClaimed()
+		e.Claimant, e.Delivery, e.FirstClaimed = v.claimant(), v.delivery(), v.firstClaimed()
+		e.Key, e.Published = v.Key, v.Pub
 	}
 	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
 		e.TTL = time.Duration(ttl) * time.Second
@@ -51,13 +49,10 @@ func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	return e
 }
 
+// Release is Window.Release in this shard's bucket.
 func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := validAt(c, rev); err != nil {
 		return false, err
-	}
-	if rev == 0 {
-		// Expecting revision 0 means "the key is empty": the marker would be written on a free key.
-		return false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
 	}
 	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
 	// As in purge: a publish made while disconnected sits in the client's reconnect buffer and would land after
@@ -157,12 +152,10 @@ func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
 	return resp.Purged, nil
 }
 
+// MarkPublished is Window.MarkPublished in this shard's bucket.
 func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := validAt(c, rev); err != nil {
 		return 0, false, err
-	}
-	if rev == 0 {
-		return 0, false, fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
 	}
 	if err := w.usable(); err != nil {
 		return 0, false, err
