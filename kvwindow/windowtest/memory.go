@@ -22,16 +22,10 @@ type Claimer interface {
 
 type scopeKey struct{ tenant, source, key string }
 
+// memEntry is what a key holds: a claim, or (released) a release marker naming its claimant. mayBeStored: the
+// marker says the event may be stored (on a claim: it was made over such a marker).
 type memEntry struct {
-	claimant  kvwindow.Claimant
-	delivery  kvwindow.Delivery
-	revision  uint64
-	at        time.Time
-	ttl       time.Duration
-	published bool
-	first     time.Time // when the envelope first claimed the key, kept across takeovers and marks
-	// released: a release marker naming claimant, not a claim; mayBeStored: the marker says the event may be
-	// stored (on a claim: it was made over such a marker).
+	kvwindow.Entry
 	released, mayBeStored bool
 }
 
@@ -84,7 +78,7 @@ func (m *Memory) Len() int {
 	now := m.now()
 	n := 0
 	for _, e := range m.entries {
-		if now.Before(e.at.Add(e.ttl)) {
+		if now.Before(e.ExpiresAt()) {
 			n++
 		}
 	}
@@ -125,7 +119,7 @@ func (m *Memory) live(k scopeKey) (memEntry, bool) {
 	if !ok {
 		return e, false
 	}
-	if !m.now().Before(e.at.Add(e.ttl)) {
+	if !m.now().Before(e.ExpiresAt()) {
 		delete(m.entries, k)
 		return e, false
 	}
@@ -145,34 +139,34 @@ func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) 
 	published, mayBeStored := false, false
 	first := m.now().Truncate(time.Millisecond) // the real window records milliseconds
 	if e, ok := m.live(k); ok && e.released {
-		if e.claimant == c.Claimant {
-			return kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: e.revision}, nil
+		if e.Claimant == c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: e.Revision}, nil
 		}
 		mayBeStored = e.mayBeStored // another envelope's release marker: claim over it
 	} else if ok {
-		if e.claimant != c.Claimant {
-			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published,
-				FirstClaimed: e.first, HolderSeq: e.claimant.Seq, HolderStamp: e.claimant.Stamp}, nil
+		if e.Claimant != c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.Revision, Published: e.Published,
+				FirstClaimed: e.FirstClaimed, HolderSeq: e.Claimant.Seq, HolderStamp: e.Claimant.Stamp}, nil
 		}
 		switch {
-		case e.delivery == c.Delivery:
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published, FirstClaimed: e.first, MayBeStored: e.mayBeStored}, nil
-		case c.Delivery.Before(e.delivery):
-			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision, FirstClaimed: e.first}, nil
+		case e.Delivery == c.Delivery:
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.Revision, Published: e.Published, FirstClaimed: e.FirstClaimed, MayBeStored: e.mayBeStored}, nil
+		case c.Delivery.Before(e.Delivery):
+			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.Revision, FirstClaimed: e.FirstClaimed}, nil
 		}
 		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
 		// rewrite of the claim, which keeps the first claim time and the record of a publish.
-		status, published, first, mayBeStored = kvwindow.Owned, e.published, e.first, e.mayBeStored
+		status, published, first, mayBeStored = kvwindow.Owned, e.Published, e.FirstClaimed, e.mayBeStored
 	}
-	rev := m.put(c, memEntry{published: published, first: first, mayBeStored: mayBeStored})
+	rev := m.put(c, memEntry{Entry: kvwindow.Entry{Published: published, FirstClaimed: first}, mayBeStored: mayBeStored})
 	return kvwindow.Outcome{Status: status, Revision: rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
 }
 
 // put stores e as c's write on its key: c's claimant and delivery, a new revision, c's TTL from now. Caller holds mu.
 func (m *Memory) put(c kvwindow.Claim, e memEntry) uint64 {
 	m.rev++
-	e.claimant, e.delivery, e.revision, e.at = c.Claimant, c.Delivery, m.rev, m.now()
-	e.ttl = time.Duration(c.TTLSeconds()) * time.Second
+	e.Tenant, e.Source, e.Key, e.Claimant, e.Delivery = c.Tenant, c.Source, c.Key, c.Claimant, c.Delivery
+	e.Revision, e.ClaimedAt, e.TTL = m.rev, m.now(), time.Duration(c.TTLSeconds())*time.Second
 	m.entries[scopeKey{c.Tenant, c.Source, c.Key}] = e
 	return m.rev
 }
@@ -196,10 +190,10 @@ func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64
 	}
 	defer m.mu.Unlock()
 	e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key})
-	if !ok || e.revision != rev {
+	if !ok || e.Revision != rev {
 		return 0, false, nil
 	}
-	return m.put(c, memEntry{published: true, first: e.first}), true, nil
+	return m.put(c, memEntry{Entry: kvwindow.Entry{Published: true, FirstClaimed: e.FirstClaimed}}), true, nil
 }
 
 // Release replaces c's claim by a release marker only while it is still revision rev, as
@@ -209,7 +203,7 @@ func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayB
 		return false, err
 	}
 	defer m.mu.Unlock()
-	if e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key}); !ok || e.revision != rev {
+	if e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key}); !ok || e.Revision != rev {
 		return false, nil
 	}
 	m.put(c, memEntry{released: true, mayBeStored: mayBeStored})
@@ -226,11 +220,7 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 	if !ok {
 		return kvwindow.Entry{}, false, nil
 	}
-	return kvwindow.Entry{
-		Tenant: tenant, Source: source, Key: key,
-		Claimant: e.claimant, Delivery: e.delivery, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
-		FirstClaimed: e.first, Published: e.published,
-	}, true, nil
+	return e.Entry, true, nil
 }
 
 // Forget drops the claim on key; it returns 1 if there was a live claim, else 0.
