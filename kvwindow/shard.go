@@ -21,15 +21,14 @@ import (
 type shard struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	cfg     Config                   // cfg.Bucket is this shard's bucket
-	kvCfg   jetstream.KeyValueConfig // what bind creates when the bucket is missing (its name aside)
-	stream  string                   // KV_<bucket>
-	prefix  string                   // "$KV.<bucket>."
-	api     string                   // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream         // the bucket's stream (the lister's consumers)
-	req     *natsreq.Mux             // claim writes and key reads: answers matched as they arrive, parsed without reflection
-	get     natsreq.StreamGet        // the key reads' subjects
-	direct  bool                     // the bucket allows direct gets: reads a replica may answer go to any of them
+	cfg     Config            // cfg.Bucket is this shard's bucket
+	stream  string            // KV_<bucket>
+	prefix  string            // "$KV.<bucket>."
+	api     string            // JetStream API prefix, e.g. "$JS.API."
+	leader  jetstream.Stream  // the bucket's stream (the lister's consumers)
+	req     *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
+	get     natsreq.StreamGet // the key reads' subjects
+	direct  bool              // the bucket allows direct gets: reads a replica may answer go to any of them
 	markTTL time.Duration
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
@@ -71,8 +70,8 @@ const maxClaimAttempts = 5
 // An existing bucket is never modified.
 func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create jetstream.KeyValueConfig, mayCreate bool) (*shard, error) {
 	w := baseShard(js, cfg)
-	w.kvCfg, w.get = create, natsreq.NewStreamGet(w.api, w.stream)
-	st, err := w.bind(ctx, mayCreate)
+	w.get = natsreq.NewStreamGet(w.api, w.stream)
+	st, err := w.bind(ctx, create, mayCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +122,7 @@ func (w *shard) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 	return st.CachedInfo(), nil
 }
 
-func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, error) {
+func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCreate bool) (jetstream.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		octx, cancel := w.opCtx(ctx)
 		st, err := w.js.Stream(octx, w.stream)
@@ -146,9 +145,7 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 			return nil, fmt.Errorf("%w: bucket %q: created but not found", ErrUnavailable, w.cfg.Bucket)
 		}
 		octx, cancel = w.opCtx(ctx)
-		kvc := w.kvCfg
-		kvc.Bucket = w.cfg.Bucket
-		_, err = w.js.CreateKeyValue(octx, kvc)
+		_, err = w.js.CreateKeyValue(octx, create)
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {

@@ -92,9 +92,10 @@ func (w *Window) Close() error {
 	return w.req.Close()
 }
 
-// bucketConfig is what New creates bucket i of the window with (its name aside).
+// bucketConfig is what New creates bucket i of the window with.
 func bucketConfig(cfg Config, i int) jetstream.KeyValueConfig {
 	create := jetstream.KeyValueConfig{
+		Bucket:         ShardBucket(cfg.Bucket, cfg.Shards, i),
 		Description:    "dedupeworker claim window",
 		History:        1,
 		Replicas:       cfg.Replicas,
