@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -243,7 +244,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		next.Claimant = claimant(2)
 		next.TTL = time.Minute
 		var won kvwindow.Outcome
-		poll(t, 20*time.Second, func() error {
+		natstest.Eventually(t, 20*time.Second, func() error {
 			got := mustClaim(t, w, next)
 			switch got.Status {
 			case kvwindow.Won:
@@ -538,26 +539,6 @@ func mustClaim(t *testing.T, w Claimer, c kvwindow.Claim) kvwindow.Outcome {
 		t.Fatalf("claim %+v: %v", c, err)
 	}
 	return out
-}
-
-// poll calls cond until it returns nil or timeout passes.
-func poll(t *testing.T, timeout time.Duration, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := 10 * time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %s: %v", timeout, err)
-		}
-		time.Sleep(wait) // polling interval
-		if wait < 100*time.Millisecond {
-			wait *= 2
-		}
-	}
 }
 
 // expect fails t unless got decided status at revision rev (the holder's details aside).
