@@ -116,14 +116,11 @@ func (m *Memory) claimOf(k scopeKey) (memEntry, bool) {
 // live returns the live entry for k (a claim or a release marker), dropping an expired one. Caller holds mu.
 func (m *Memory) live(k scopeKey) (memEntry, bool) {
 	e, ok := m.entries[k]
-	if !ok {
-		return e, false
-	}
-	if !m.now().Before(e.ExpiresAt()) {
+	if ok && !m.now().Before(e.ExpiresAt()) {
 		delete(m.entries, k)
-		return e, false
+		ok = false
 	}
-	return e, true
+	return e, ok
 }
 
 // Claim records c as in kvwindow.Window.Claim. It decides without known: the shortcut only spares the real
