@@ -293,6 +293,9 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
 	maxAge := time.Duration(w.maxAge.Load())
+	if maxAge <= 0 || max(ttl, w.cfg.MaxTTL) <= maxAge {
+		return nil // ageProblem's answer, without building the refusal's text on every claim
+	}
 	need, what := w.mustHold(ttl, false)
 	if ageProblem(maxAge, need, what) == "" {
 		return nil
