@@ -246,3 +246,24 @@ func TestAgeLimitAfterClaim(t *testing.T) {
 		t.Errorf("new claim under max_age 1h: %+v %v, want ErrAgeLimit", out, err)
 	}
 }
+
+// TestAgeCheckAllocatesNothing: the age-limit check runs before every claim, with Config.MaxTTL set as the worker and
+// the receiver always set it; a bucket that can hold the claim costs no allocation (the refusal's text is built only
+// for a refusal).
+func TestAgeCheckAllocatesNothing(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	cfg := kvwindow.DefaultConfig()
+	cfg.MaxTTL = 7 * 24 * time.Hour
+	w := newWindow(t, js, cfg)
+	for _, ttl := range []time.Duration{time.Hour, 14 * 24 * time.Hour} { // shorter than MaxTTL, and longer
+		c := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k", TTL: ttl, Claimant: envelope(1), Delivery: delivery(1)}
+		if n := testing.AllocsPerRun(100, func() {
+			if err := kvwindow.AgeCheck(w, c); err != nil {
+				t.Fatal(err)
+			}
+		}); n != 0 {
+			t.Errorf("TTL %s: %.1f allocations per check, want 0", ttl, n)
+		}
+	}
+}

@@ -18,20 +18,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
-// sameEnvelope reports whether a claim stored by claimant held was made by the envelope c.
-func sameEnvelope(held, c Claimant) bool { return held == c }
-
-// Claim records that c's event was seen, with one atomic create of the key's subject ("expected last subject
-// sequence 0", TTL c.TTL). It returns Won when this call created the claim and Duplicate when another claimant
-// holds it. When c.Claimant already holds it (a redelivery), the latest delivery wins: the same delivery gets
-// Owned with the stored revision, a later delivery takes the claim over (it rewrites the claim, expecting the
-// stored revision, with the full TTL, keeping its first claim time and its record of a publish) and gets Owned
-// with the new revision, and an earlier delivery gets Stale. A key holding c.Claimant's own release marker (see
-// Release) gives DeadLettered and is left as it is; another claimant's release marker is claimed over like an
-// expiry marker (Won), and when the marker says the event may be stored the claim says so too (Outcome.MayBeStored,
-// kept across takeovers). Any error means the window could not decide: it
-// wraps ErrUnavailable (ErrWindowLost once the bucket is known lost, or ErrInvalid for a bad claim) and is never a
-// "not a duplicate".
+// Claim is Window.Claim in this shard's bucket.
 func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if err := c.Validate(); err != nil {
 		return Outcome{}, err
@@ -88,7 +75,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 		lastErr = err
 		if code == jetstream.JSErrCodeStreamWrongLastSequence {
 			w.stats.wrongSeq10071.Add(1)
-			if k := known; k.Revision != 0 && !sameEnvelope(k.Claimant, c.Claimant) {
+			if k := known; k.Revision != 0 && k.Claimant != c.Claimant {
 				if last, ok := jserr.LastSeq(err); ok && last == k.Revision {
 					// 10071 names the key's last revision, as the stream leader stored it: the caller's own
 					// published claim.
@@ -132,7 +119,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 		takeover = false
 		v, ok := decodeClaimValue(m.Data)
 		if ok && v.released() && !isServerTombstone(m) {
-			if sameEnvelope(v.claimant(), c.Claimant) {
+			if v.claimant() == c.Claimant {
 				// This envelope was dead-lettered and its claim released: claiming again would make this delivery
 				// the holder of an envelope the input may already have let go.
 				return Outcome{Status: DeadLettered, Revision: m.Sequence}, nil
@@ -148,7 +135,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			encode(now, 0)
 			continue
 		}
-		if !ok || !sameEnvelope(v.claimant(), c.Claimant) {
+		if !ok || v.claimant() != c.Claimant {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
 			first := m.Time
@@ -179,7 +166,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 	return Outcome{}, w.unavailable("claim", subj, fmt.Errorf("no decision after %d attempts: %w", maxClaimAttempts, lastErr))
 }
 
-// backoff waits d before a claim writes again, and counts the wait (see Backoffs in the tests).
+// backoff waits d before a claim writes again, and counts the wait.
 func (w *shard) backoff(ctx context.Context, d time.Duration) error {
 	start := time.Now()
 	err := backoff.Wait(ctx, d)
@@ -188,8 +175,7 @@ func (w *shard) backoff(ctx context.Context, d time.Duration) error {
 	return err
 }
 
-// read is readLast, unless a test hook (readHook) makes it report an empty key. Only a first delivery may read
-// from any replica (see Claim).
+// read is readLast, unless the test hook (readHook) makes it report an empty key.
 func (w *shard) read(ctx context.Context, anyReplica bool, subj string, deadline time.Time) (*jetstream.RawStreamMsg, error) {
 	if h := w.readHook; h != nil && h(subj) {
 		return nil, nil
@@ -197,11 +183,9 @@ func (w *shard) read(ctx context.Context, anyReplica bool, subj string, deadline
 	return w.readLast(ctx, anyReplica, subj, deadline)
 }
 
-// ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server reads the header with
-// time.ParseDuration first and only then as a bare number, so "86400" would cost it a failed parse (and the
-// error's allocation) on every claim, "86400s" does not. A deployment uses a handful of TTLs, so the strings are
-// kept in a small table (a slot per TTL modulo its size; a collision only formats again) rather than formatted
-// for every claim.
+// ttlHeader is the Nats-TTL value for a TTL in seconds, with its unit: the server tries time.ParseDuration first,
+// so a bare "86400" would cost it a failed parse on every claim. A deployment uses a handful of TTLs, kept in a
+// small table (a slot per TTL modulo its size; a collision only formats again).
 func ttlHeader(sec int64) string {
 	slot := &ttlCache[uint64(sec)%uint64(len(ttlCache))]
 	if e := slot.Load(); e != nil && e.sec == sec {
@@ -212,7 +196,7 @@ func ttlHeader(sec int64) string {
 	return e.s
 }
 
-// parseTTLHeader reads a Nats-TTL value in whole seconds, as claims write it ("86400s").
+// parseTTLHeader reads a Nats-TTL value as claims write it ("86400s").
 func parseTTLHeader(v string) (int64, bool) {
 	n, ok := strings.CutSuffix(v, "s")
 	if !ok {
@@ -229,8 +213,8 @@ type ttlEntry struct {
 
 var ttlCache [64]atomic.Pointer[ttlEntry]
 
-// create publishes a claim value on subj expecting its last sequence to be expected. Its message and header map
-// come from a pool: the request has sent them by the time it returns, and a claim is the hot path.
+// create publishes a claim value on subj expecting its last sequence to be expected. The message comes from a pool:
+// the request has sent it by the time it returns.
 func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64, timeout time.Duration) (uint64, error) {
 	m := msgPool.Get().(*nats.Msg)
 	defer func() {
@@ -254,8 +238,7 @@ var msgPool = sync.Pool{New: func() any {
 	}}
 }}
 
-// publish writes m to the bucket (natsreq.Publish: its retries, timeout and errors) and checks where it was stored
-// against what the bucket had reached before it was sent.
+// publish writes m to the bucket and checks where it was stored against what the bucket had reached before (acked).
 func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
 	seen := w.seen.Load()
 	pa, err := w.req.Publish(ctx, m, timeout)
@@ -268,7 +251,7 @@ func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration)
 // kvOperation is the header the KV layer marks deletes and purges with.
 const kvOperation = "KV-Operation"
 
-// isTombstone reports whether a stored message is no claim: a KV delete/purge, a server marker or a release marker.
+// isTombstone reports whether a stored message is no claim: a server tombstone or a release marker.
 func isTombstone(m *jetstream.RawStreamMsg) bool {
 	if isServerTombstone(m) {
 		return true
@@ -282,8 +265,7 @@ func isServerTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// latest reads the last message on subj from the stream leader, within ctx's deadline (opCtx sets one); nil when
-// there is none.
+// latest reads the last message on subj from the stream leader, within ctx's deadline; nil when there is none.
 func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -292,10 +274,8 @@ func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMs
 	return w.readLast(ctx, false, subj, deadline)
 }
 
-// readLast reads the last message on subj (nil when there is none) by the shard's own requests, as the jetstream
-// package's GetLastMsgForSubject would on the leader handle (anyReplica false) or the bound one (true: a direct
-// get when the bucket allows it). It waits until deadline, and as that package's read under a context with this
-// deadline did, it fails with context.DeadlineExceeded when no answer came by then.
+// readLast reads the last message on subj (nil when there is none) from the stream leader, or with anyReplica by
+// direct get when the bucket allows it. It fails with context.DeadlineExceeded when no answer came by deadline.
 func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, deadline time.Time) (*jetstream.RawStreamMsg, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package kvwindow
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 	"time"
@@ -29,28 +30,22 @@ type Config struct {
 	Provision bool
 	// Storage is the bucket's storage when New creates it. Zero value: jetstream.FileStorage.
 	Storage jetstream.StorageType
-	// MarkerTTL is the bucket's LimitMarkerTTL when New creates it (at least 1s; default 1m). Setting it is what
-	// lets each key carry its own TTL. When a claim expires the server leaves a small "MaxAge" marker on the key
-	// for MarkerTTL: KV watchers, mirrors and sources of the bucket see the expiry instead of a key that silently
-	// vanished. A marker costs one small message per expired key for MarkerTTL, and a re-claim of a key that
-	// still carries its marker costs one extra round trip; a minute keeps both small while leaving observers
-	// ample time to see the marker.
+	// MarkerTTL is the bucket's LimitMarkerTTL when New creates it (whole seconds, at least 1s; default 1m): what
+	// lets each key carry its own TTL. An expired claim leaves a marker for MarkerTTL, so that watchers and mirrors
+	// see the expiry; it costs a small message per expired key and a re-claim over it one more round trip, and a
+	// minute keeps both small while leaving observers ample time.
 	MarkerTTL time.Duration
 	// MaxBytes caps the bucket's size when New creates it (0 = unlimited). A full bucket refuses new claims
 	// (ErrUnavailable) rather than evicting live ones.
 	MaxBytes int64
-	// MaxTTL is the longest TTL the window's claims will carry (0: not known). New refuses an existing bucket
-	// whose age limit (its stream's max_age, `nats kv add --ttl`) is shorter: the server removes a message at that
-	// age whatever its own TTL, so every claim would lapse early and a later copy of its event go through again.
-	// Whatever it is set to, a claim whose TTL is longer than the bucket's age limit fails (ErrUnavailable) rather
-	// than being stored to lapse early.
+	// MaxTTL is the longest TTL the window's claims will carry (0: not known). New refuses a bucket whose age limit
+	// (its stream's max_age, `nats kv add --ttl`) is shorter; see ErrAgeLimit.
 	MaxTTL time.Duration
 	// Timeout bounds every operation (a Claim with its retries, a Get, a Forget, a Ping). Default 5s.
 	Timeout time.Duration
-	// Shards is the number of buckets the window is spread over (1–64; 0 or 1: the single bucket Bucket, as
-	// always). With K > 1 the buckets are "<Bucket>-00" … "<Bucket>-<K-1>" and a key lives in exactly one, chosen
-	// by a stable hash of its KV key, so that no server has to hold every live key. K is fixed for a deployment:
-	// New refuses buckets that were created for another K.
+	// Shards is the number of buckets the window is spread over (1–64; 0 or 1: the single bucket Bucket). With K > 1
+	// the buckets are "<Bucket>-00" … "<Bucket>-<K-1>" and a key lives in exactly one (a stable hash of its KV key),
+	// so that no server holds every live key. New refuses buckets that were created for another K.
 	Shards int
 	// Placement, when set, places the buckets New creates: shard i gets Placement[i % len(Placement)] (a cluster
 	// and/or tags), so that with more servers than replicas each server holds only its share.
@@ -71,21 +66,11 @@ func DefaultConfig() Config {
 
 // WithDefaults returns c with zero fields set to their defaults (Provision is left as it is).
 func (c Config) WithDefaults() Config {
-	if c.Bucket == "" {
-		c.Bucket = DefaultBucket
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.MarkerTTL == 0 {
-		c.MarkerTTL = DefaultMarkerTTL
-	}
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.Shards == 0 {
-		c.Shards = 1
-	}
+	c.Bucket = cmp.Or(c.Bucket, DefaultBucket)
+	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
+	c.MarkerTTL = cmp.Or(c.MarkerTTL, DefaultMarkerTTL)
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Shards = cmp.Or(c.Shards, 1)
 	return c
 }
 
@@ -95,31 +80,24 @@ var bucketRE = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 // field.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	if !bucketRE.MatchString(c.Bucket) || len(c.Bucket) > 250 {
+	switch {
+	case !bucketRE.MatchString(c.Bucket) || len(c.Bucket) > 250:
 		return fmt.Errorf("kvwindow: bucket: must be a valid KV bucket name, got %q", c.Bucket)
-	}
-	if c.Replicas < 1 || c.Replicas > 5 {
+	case c.Replicas < 1 || c.Replicas > 5:
 		return fmt.Errorf("kvwindow: replicas: must be between 1 and 5, got %d", c.Replicas)
-	}
-	if c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage {
+	case c.Storage != jetstream.FileStorage && c.Storage != jetstream.MemoryStorage:
 		return fmt.Errorf("kvwindow: storage: must be file or memory, got %d", int(c.Storage))
-	}
-	if c.MarkerTTL < time.Second || c.MarkerTTL%time.Second != 0 {
+	case c.MarkerTTL < time.Second || c.MarkerTTL%time.Second != 0:
 		return fmt.Errorf("kvwindow: marker_ttl: must be whole seconds and at least 1s, got %s", c.MarkerTTL)
-	}
-	if c.MaxBytes < 0 {
+	case c.MaxBytes < 0:
 		return fmt.Errorf("kvwindow: max_bytes: must be 0 (unlimited) or positive, got %d", c.MaxBytes)
-	}
-	if c.MaxTTL < 0 {
+	case c.MaxTTL < 0:
 		return fmt.Errorf("kvwindow: max_ttl: must be 0 (not known) or positive, got %s", c.MaxTTL)
-	}
-	if c.Timeout < 0 {
+	case c.Timeout < 0:
 		return fmt.Errorf("kvwindow: timeout: must be positive, got %s", c.Timeout)
-	}
-	if c.Shards < 1 || c.Shards > MaxShards {
+	case c.Shards < 1 || c.Shards > MaxShards:
 		return fmt.Errorf("kvwindow: shards: must be between 1 and %d, got %d", MaxShards, c.Shards)
-	}
-	if c.Shards > 1 && len(c.Bucket) > 240 {
+	case c.Shards > 1 && len(c.Bucket) > 240:
 		return fmt.Errorf("kvwindow: bucket: must be at most 240 characters with shards (a suffix -NN is added), got %d", len(c.Bucket))
 	}
 	for i, p := range c.Placement {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -12,21 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The copies a claim suppressed are counted beside the window, never in it: a write on the claim's own key would
-// move the revision its holder's record and release expect. Each claim has a counter of its own in a JetStream
-// counter stream (nats-server 2.12 or later, "Nats-Incr" headers), the subject
-//
-//	<stream>.<tenant>.<source>.<enc>.<holder seq>.<holder stamp>
-//
-// where enc is the key's encoding in the bucket and the holder is the envelope holding the claim (Claimant): a
-// claim made later on the same key, by another envelope, counts on another subject, so that an earlier claim's
-// copies never show as the live one's. Counter streams take no per-message TTL: the stream's age limit removes a
-// counter once no copy was counted for that long, and a stream keeps only each subject's last message (which holds
-// the total). Each increment carries the copy's envelope as its Nats-Msg-Id, so that two deliveries of one copy
-// counted within the stream's duplicate window count once.
-
-// CopiesStream is the name of the counter stream of the window whose bucket is bucket (Config.Bucket, the name
-// the shards' names start with): "<bucket>-copies". One stream serves every shard of the window.
+// CopiesStream is the name of the counter stream of the window whose bucket is bucket (Config.Bucket):
+// "<bucket>-copies", one for every shard. The copies a claim suppressed are counted there, never in the window: a
+// write on the claim's own key would move the revision its holder's record and release expect.
 func CopiesStream(bucket string) string { return bucket + "-copies" }
 
 // ErrNoCopies is wrapped by the errors that mean the counter stream does not exist (deleted, or never created:
@@ -93,7 +82,7 @@ func ProvisionCopies(ctx context.Context, js jetstream.JetStream, cfg CopiesStre
 		problems = append(problems, fmt.Sprintf("stream %s is not a counter stream (allow_msg_counter): every count is refused; "+
 			"delete it (nats stream rm %s) and restart a worker to create it", cfg.Name, cfg.Name))
 	}
-	if !captures(got.Subjects, want.Subjects[0]) {
+	if !slices.Contains(got.Subjects, want.Subjects[0]) && !slices.Contains(got.Subjects, ">") {
 		problems = append(problems, fmt.Sprintf("stream %s has subjects %q, which do not capture %s: every count is refused; "+
 			"delete it (nats stream rm %s) and restart a worker to create it", cfg.Name, got.Subjects, want.Subjects[0], cfg.Name))
 	}
@@ -104,17 +93,10 @@ func ProvisionCopies(ctx context.Context, js jetstream.JetStream, cfg CopiesStre
 	return false, problems, nil
 }
 
-// captures reports whether one of subjects is the stream's own wildcard want (or ">").
-func captures(subjects []string, want string) bool {
-	for _, s := range subjects {
-		if s == want || s == ">" {
-			return true
-		}
-	}
-	return false
-}
-
-// copiesSubject is the subject of the counter of the claim holder holds on (tenant, source, key).
+// copiesSubject is the subject of the counter of the claim holder holds on (tenant, source, key):
+// "<stream>.<KV key>.<holder seq>.<holder stamp>", so that a later claim of the key by another envelope counts
+// from 0. The stream keeps each subject's last message (the total), and its age limit removes a counter once no
+// copy was counted for that long (counter streams take no per-message TTL).
 func copiesSubject(dst []byte, stream, tenant, source, key string, holder Claimant) []byte {
 	dst = append(dst, stream...)
 	dst = append(dst, '.')
@@ -125,9 +107,8 @@ func copiesSubject(dst []byte, stream, tenant, source, key string, holder Claima
 	return strconv.AppendInt(dst, holder.Stamp, 10)
 }
 
-// CopyCounter counts copies into the counter stream without waiting for the server: an increment is published
-// and its answer comes later, to the report function. It has a JetStream context of its own, whose answer
-// subscription Close ends.
+// CopyCounter counts copies into the counter stream without waiting for the server: an increment's answer comes
+// later, to the report function. Close ends its JetStream context's answer subscription.
 type CopyCounter struct {
 	js         jetstream.JetStream
 	stream     string
@@ -185,9 +166,9 @@ func NewCopyCounter(nc *nats.Conn, cfg CopyCounterConfig) (*CopyCounter, error) 
 // Incr headers: every increment adds one.
 var incrOne = []string{"+1"}
 
-// Add counts one copy, the envelope cp, of the event whose claim on (tenant, source, key) holder holds. It never
-// waits for the server: an error means the increment was not sent (too many awaiting their answer, a closed
-// connection); the server's answer goes to the report function.
+// Add counts one copy, the envelope cp, of the event whose claim on (tenant, source, key) holder holds. cp is the
+// increment's Nats-Msg-Id, so that two deliveries of one copy within the duplicate window count once. It never
+// waits: an error means the increment was not sent; the server's answer goes to the report function.
 func (c *CopyCounter) Add(tenant, source, key string, holder, cp Claimant) error {
 	if c.js.PublishAsyncPending() >= c.maxPending {
 		return ErrCopiesBusy

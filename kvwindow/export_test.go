@@ -102,3 +102,6 @@ func AckLoss(stream, ackStream string, seq, seen uint64, bound, now time.Time, r
 
 // PingVerdict is pingVerdict: what a Ping of buckets that answered errs (in shard order) returns.
 func PingVerdict(errs []error) error { return pingVerdict(errs) }
+
+// AgeCheck is the age-limit check every claim passes before it is written (shard.holds), on the shard of c.
+func AgeCheck(w *Window, c Claim) error { return w.shards[0].holds(c) }

@@ -30,21 +30,11 @@ const (
 )
 
 // list returns up to limit live claims of the scope held by this bucket, in revision order from revision from (0:
-// the first), and the revision where the next page starts (0: none). Keys longer than MaxRawKey are listed with
-// the exact key their claim value records.
-//
-// It reads with an ephemeral consumer filtered on the scope. The server counts the scope's messages when it
-// creates the consumer (from its per-subject index, without reading the messages), so an empty answer is the
-// server's count of zero, never a wait that ran out: when the server has counted messages it has not delivered by
-// the deadline, list fails and says so.
+// the first), and the revision where the next page starts (0: none). It reads with an ephemeral consumer filtered
+// on the scope, whose creation counts the scope's messages (from the per-subject index): an empty answer is a count
+// of zero, never a wait that ran out, and messages counted but not delivered by the deadline fail the page.
 func (w *shard) list(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
-	if err := w.gone(); err != nil {
-		return nil, 0, err
-	}
-	filter := w.prefix + tenant + ".>"
-	if source != "" {
-		filter = w.prefix + tenant + "." + source + ".>"
-	}
+	filter := w.scopeFilter(tenant, source)
 	scope := strings.TrimSuffix(strings.TrimPrefix(filter, w.prefix), ".>")
 	began := time.Now()
 	if _, ok := ctx.Deadline(); !ok {
@@ -95,9 +85,7 @@ func (w *shard) list(ctx context.Context, tenant, source string, from uint64, li
 			}
 			e := entryOf(m.Data(), m.Headers(), meta.Sequence.Stream, meta.Timestamp)
 			e.KVKey, e.Bucket = strings.TrimPrefix(m.Subject(), w.prefix), w.cfg.Bucket
-			if parts := strings.SplitN(e.KVKey, ".", 3); len(parts) == 3 {
-				e.Tenant, e.Source = parts[0], parts[1]
-			}
+			fillScope(&e)
 			entries = append(entries, e)
 		}
 		if err := batch.Error(); err != nil && !gap && !errors.Is(err, jetstream.ErrNoMessages) {

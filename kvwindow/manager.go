@@ -12,10 +12,9 @@ import (
 // key's claim; the window commands hold a *Manager.
 type Manager struct{ w *Window }
 
-// NewManager binds to the window's buckets as New does (creating them only when cfg.Provision is set) and returns
-// the operators' calls on them. Close ends it. Unlike New, it binds a window with a shard bucket missing beside
-// its siblings (deleted with its claims): that bucket is lost, Status reports it so, calls on its keys fail with
-// ErrWindowLost naming it, and List and ForgetAll act on the other buckets and then fail naming it.
+// NewManager binds to the window's buckets as New does. Unlike New, it binds a window with a shard bucket missing
+// beside its siblings: that bucket is lost, Status reports it so, calls on its keys fail with ErrWindowLost naming
+// it, and List and ForgetAll act on the other buckets and then fail naming it.
 func NewManager(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manager, error) {
 	w, err := open(ctx, js, cfg, true)
 	if err != nil {
@@ -24,21 +23,15 @@ func NewManager(ctx context.Context, js jetstream.JetStream, cfg Config) (*Manag
 	return &Manager{w: w}, nil
 }
 
-// Get returns the live claim on (tenant, source, key), read from the stream leader; see Window.Get.
+// Get is Window.Get.
 func (m *Manager) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
 	return m.w.Get(ctx, tenant, source, key)
 }
-
-// Bucket is the window's bucket name (the first shard's prefix).
-func (m *Manager) Bucket() string { return m.w.Bucket() }
-
-// Buckets lists the window's buckets, shard 0 first.
-func (m *Manager) Buckets() []string { return m.w.Buckets() }
 
 // BucketOf is the bucket that holds the claim on (tenant, source, key).
 func (m *Manager) BucketOf(tenant, source, key string) (string, error) {
 	return m.w.BucketOf(tenant, source, key)
 }
 
-// Close ends the manager as Window.Close ends a window. The connection is the caller's and stays open.
+// Close is Window.Close.
 func (m *Manager) Close() error { return m.w.Close() }

@@ -3,14 +3,14 @@ package kvwindow
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // BucketPing is what PingEach found of one bucket: its stream's info as the read returned it (nil when the read
-// failed, ReadErr saying why), and what Ping makes of it (Err: nil, or wrapping ErrWindowLost, ErrAgeLimit or
-// ErrUnavailable).
+// failed, ReadErr saying why), and what Ping makes of it (Err).
 type BucketPing struct {
 	Bucket  string
 	Info    *jetstream.StreamInfo
@@ -19,8 +19,7 @@ type BucketPing struct {
 }
 
 // PingEach is Ping for a caller that also wants what the reads say of each bucket's stream (its leader, its
-// replicas), without reading it again: one stream info request per bucket, all at once, each bounded by
-// Config.Timeout. It returns each bucket's read, in shard order, and Ping's verdict on them.
+// replicas), in shard order, without reading it again.
 func (w *Window) PingEach(ctx context.Context) ([]BucketPing, error) {
 	out := make([]BucketPing, len(w.shards))
 	var wg sync.WaitGroup
@@ -38,36 +37,21 @@ func (w *Window) PingEach(ctx context.Context) ([]BucketPing, error) {
 	return out, pingVerdict(errs)
 }
 
-// pingVerdict is what a Ping of the buckets that answered errs (in shard order) returns: the first lost bucket's
-// error, else the first age limit's, else the first other failure, else nil. The order is that of what each
-// takes to pass, so that the failure reported is never one that hides a graver one: a lost bucket does not pass
-// by itself (its claims are gone: the worker must be restarted once the operator has decided), an age limit
-// passes once the operator edits it, and any other failure (a bucket not answering, its stream without a leader)
-// passes by itself.
+// pingVerdict is what a Ping of buckets that answered errs (in shard order) returns: the first lost bucket's error,
+// else the first age limit's, else the first other failure. The order is that of what each takes to pass, so that
+// the failure reported never hides a graver one: a lost bucket needs the operator and a restart, an age limit the
+// operator's edit, and any other failure (a bucket not answering, a stream without a leader) passes by itself.
 func pingVerdict(errs []error) error {
-	var lost, aged, other error
-	for _, err := range errs {
-		switch {
-		case err == nil:
-		case errors.Is(err, ErrWindowLost):
-			if lost == nil {
-				lost = err
-			}
-		case errors.Is(err, ErrAgeLimit):
-			if aged == nil {
-				aged = err
-			}
-		case other == nil:
-			other = err
+	for _, grave := range []func(error) bool{
+		func(err error) bool { return errors.Is(err, ErrWindowLost) },
+		func(err error) bool { return errors.Is(err, ErrAgeLimit) },
+		func(err error) bool { return err != nil },
+	} {
+		if i := slices.IndexFunc(errs, grave); i >= 0 {
+			return errs[i]
 		}
 	}
-	switch {
-	case lost != nil:
-		return lost
-	case aged != nil:
-		return aged
-	}
-	return other
+	return nil
 }
 
 // pingInfo is the shard's Ping with the stream info it read (nil when the read failed: readErr, its own error).
@@ -76,13 +60,10 @@ func (w *shard) pingInfo(ctx context.Context) (info *jetstream.StreamInfo, readE
 		err = w.usable()
 		return nil, err, err
 	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	st, readErr := w.js.Stream(ctx, w.stream)
+	info, readErr = w.info(ctx)
 	if readErr != nil {
 		return nil, readErr, w.observe(nil, readErr)
 	}
-	info = st.CachedInfo()
 	if err := w.observe(info, nil); err != nil {
 		return info, nil, err
 	}

@@ -21,16 +21,14 @@ import (
 type shard struct {
 	js      jetstream.JetStream
 	nc      *nats.Conn
-	cfg     Config                   // cfg.Bucket is this shard's bucket
-	kvCfg   jetstream.KeyValueConfig // what bind creates when the bucket is missing (its name aside)
-	stream  string                   // KV_<bucket>
-	prefix  string                   // "$KV.<bucket>."
-	api     string                   // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream         // the bucket's stream, its cached info saying "no direct get" (the lister's consumers)
-	any     jetstream.Stream         // the bucket's stream as bound, its own AllowDirect
-	req     *natsreq.Mux             // claim writes and key reads: answers matched as they arrive, parsed without reflection
-	get     natsreq.StreamGet        // the key reads' subjects
-	direct  bool                     // the bucket allows direct gets: reads a replica may answer go to any of them
+	cfg     Config            // cfg.Bucket is this shard's bucket
+	stream  string            // KV_<bucket>
+	prefix  string            // "$KV.<bucket>."
+	api     string            // JetStream API prefix, e.g. "$JS.API."
+	leader  jetstream.Stream  // the bucket's stream (the lister's consumers)
+	req     *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
+	get     natsreq.StreamGet // the key reads' subjects
+	direct  bool              // the bucket allows direct gets: reads a replica may answer go to any of them
 	markTTL time.Duration
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
@@ -42,25 +40,16 @@ type shard struct {
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
-	// seen is the highest sequence of the bucket this worker has seen: its last sequence at bind, raised by every
-	// acknowledgement of a write of ours, every message a read returned and every Ping that found the bucket as
-	// bound. A stream's sequence never goes down, so a write sent after seeing n is stored above n: one acknowledged
-	// at or below the seen it was sent under was stored in another stream of the same name, or in this one after it
-	// lost its latest writes (see recreatedAck and ackLoss).
-	seen atomic.Uint64
-	// lost is set once the bucket is known deleted or re-created; claims in it then fail at once (see observe).
-	lost atomic.Pointer[lostState]
-	// closed is the window's: set once it is closed.
-	closed *atomic.Bool
+	// seen is the highest sequence of the bucket this worker has seen (see recreatedAck).
+	seen   atomic.Uint64
+	lost   atomic.Pointer[lostState] // set once the bucket is known deleted or re-created
+	closed *atomic.Bool              // the window's
 	// absent: the bucket was missing beside its siblings when NewManager bound the window (see lostShard).
-	absent bool
-	// readHook, in tests only, makes a claim's read of subj find the key empty (it returns true), as a claim that
-	// expired between the write and the read would.
-	readHook func(subj string) bool
+	absent   bool
+	readHook func(subj string) bool // tests only: a claim's read of subj finds the key empty when it returns true
 }
 
-// lostState is why a bucket refuses claims. A bucket that was not found may still come back as it was (the
-// answer was wrong, or the operator restored nothing yet); one created again never does.
+// lostState is why a bucket refuses claims (see observe).
 type lostState struct {
 	err       error
 	recreated bool
@@ -68,9 +57,7 @@ type lostState struct {
 
 // stats count what claims ran into; tests read them to learn the server's behaviour.
 type stats struct {
-	wrongSeq10071, wrongSeq10164, markers, empty, takeovers atomic.Uint64
-	known                                                   atomic.Uint64 // duplicates decided by Claim's known argument
-	backoffs, backoffNanos                                  atomic.Uint64
+	wrongSeq10071, wrongSeq10164, markers, empty, takeovers, known, backoffs, backoffNanos atomic.Uint64
 }
 
 // maxClaimAttempts bounds how often one Claim writes: a create can lose to a claim that expires or is forgotten
@@ -79,21 +66,12 @@ type stats struct {
 const maxClaimAttempts = 5
 
 // newShard binds to the bucket cfg.Bucket, creating it (as create says) when it is missing and mayCreate is set
-// (New decides that from what the window's other buckets hold). It fails when the bucket is missing and may not be
-// created, or when the existing bucket cannot carry per-key TTLs (the error says how to fix it). An existing
-// bucket is never modified.
+// (survey decides that). It fails when the bucket is missing and may not be created, or cannot carry per-key TTLs.
+// An existing bucket is never modified.
 func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create jetstream.KeyValueConfig, mayCreate bool) (*shard, error) {
-	w := &shard{
-		js:     js,
-		nc:     js.Conn(),
-		cfg:    cfg,
-		kvCfg:  create,
-		stream: "KV_" + cfg.Bucket,
-		prefix: "$KV." + cfg.Bucket + ".",
-		api:    jsapi.Prefix(js.Options()),
-	}
+	w := baseShard(js, cfg)
 	w.get = natsreq.NewStreamGet(w.api, w.stream)
-	st, err := w.bind(ctx, mayCreate)
+	st, err := w.bind(ctx, create, mayCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -101,35 +79,22 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	if err := w.compatible(info); err != nil {
 		return nil, err
 	}
-	w.markTTL = info.Config.SubjectDeleteMarkerTTL
+	w.markTTL, w.created, w.direct, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, info.Config.AllowDirect, st
 	w.maxAge.Store(int64(info.Config.MaxAge))
-	w.created = info.Created
 	w.seen.Store(info.State.LastSeq)
-	// A second handle keeps the bucket's own AllowDirect, for the reads where a replica's answer is good enough.
-	if w.any, err = w.bind(ctx, false); err != nil {
-		return nil, err
-	}
-	if c := w.any.CachedInfo().Created; !c.Equal(w.created) {
-		return nil, w.markLost(fmt.Sprintf("was created again while the worker bound to it (created %s, then %s)",
-			w.created.UTC().Format(time.RFC3339Nano), c.UTC().Format(time.RFC3339Nano)), true)
-	}
-	// The jetstream package chose direct gets from this handle's cached stream info, which nothing refreshes:
-	// readLast takes the same choice once, here.
-	w.direct = w.any.CachedInfo().Config.AllowDirect
-	// Reads that decide a claim must come from the stream leader: a direct get may be answered by a replica
-	// that has not applied the latest write yet. This handle's copy says "no direct get"; it is never refreshed
-	// (Ping uses its own request).
-	info.Config.AllowDirect = false
-	w.leader = st
 	return w, nil
 }
 
-// lostShard is a shard whose bucket was missing beside its siblings when NewManager bound the window: it holds
-// nothing to read, and every call on it fails with err (ErrWindowLost, naming the bucket and what to do), while
-// the window's other buckets answer.
+func baseShard(js jetstream.JetStream, cfg Config) *shard {
+	return &shard{js: js, nc: js.Conn(), cfg: cfg, stream: "KV_" + cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".",
+		api: jsapi.Prefix(js.Options())}
+}
+
+// lostShard is a shard whose bucket was missing beside its siblings when NewManager bound the window: every call
+// on it fails with err (ErrWindowLost), while the window's other buckets answer.
 func lostShard(js jetstream.JetStream, cfg Config, err error) *shard {
-	w := &shard{js: js, nc: js.Conn(), cfg: cfg, stream: "KV_" + cfg.Bucket, prefix: "$KV." + cfg.Bucket + ".",
-		api: jsapi.Prefix(js.Options()), absent: true}
+	w := baseShard(js, cfg)
+	w.absent = true
 	w.lost.Store(&lostState{err: w.bucketErr(err)})
 	return w
 }
@@ -146,7 +111,18 @@ func (w *shard) opCtx(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeout(ctx, w.cfg.Timeout)
 }
 
-func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, error) {
+// info reads the bucket's stream info, bounded by Config.Timeout.
+func (w *shard) info(ctx context.Context) (*jetstream.StreamInfo, error) {
+	ctx, cancel := w.opCtx(ctx)
+	defer cancel()
+	st, err := w.js.Stream(ctx, w.stream)
+	if err != nil {
+		return nil, err
+	}
+	return st.CachedInfo(), nil
+}
+
+func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCreate bool) (jetstream.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		octx, cancel := w.opCtx(ctx)
 		st, err := w.js.Stream(octx, w.stream)
@@ -169,9 +145,7 @@ func (w *shard) bind(ctx context.Context, mayCreate bool) (jetstream.Stream, err
 			return nil, fmt.Errorf("%w: bucket %q: created but not found", ErrUnavailable, w.cfg.Bucket)
 		}
 		octx, cancel = w.opCtx(ctx)
-		kvc := w.kvCfg
-		kvc.Bucket = w.cfg.Bucket
-		_, err = w.js.CreateKeyValue(octx, kvc)
+		_, err = w.js.CreateKeyValue(octx, create)
 		cancel()
 		// ErrBucketExists: another worker created it meanwhile (perhaps differently); bind and check it.
 		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
@@ -225,21 +199,17 @@ func (w *shard) markLost(reason string, recreated bool) error {
 	}
 }
 
-// acked checks where a write of ours was stored, given seen, the highest sequence of the bucket seen before the
-// write was sent, and raises seen to the write's sequence. A write that proves the bucket's claims lost (see
-// recreatedAck) takes one stream info read, on that rare branch only, to tell the bucket created again from the
-// same bucket that lost its latest writes (see ackLoss).
+// acked checks where a write of ours was stored against seen, taken before it was sent, and raises seen to it. A
+// write that proves the claims lost (recreatedAck) takes one stream info read, on that rare branch only, for ackLoss.
 func (w *shard) acked(ctx context.Context, pa natsreq.PubAck, seen uint64) error {
 	if recreatedAck(w.stream, pa.Stream, pa.Sequence, seen) {
 		var created time.Time
 		var err error
 		if string(pa.Stream) == w.stream {
-			ictx, cancel := w.opCtx(ctx)
-			var st jetstream.Stream
-			if st, err = w.js.Stream(ictx, w.stream); err == nil {
-				created = st.CachedInfo().Created
+			var info *jetstream.StreamInfo
+			if info, err = w.info(ctx); err == nil {
+				created = info.Created
 			}
-			cancel()
 		}
 		return w.markLost(ackLoss(w.stream, pa.Stream, pa.Sequence, seen, w.created, created, err), true)
 	}
@@ -247,12 +217,9 @@ func (w *shard) acked(ctx context.Context, pa natsreq.PubAck, seen uint64) error
 	return nil
 }
 
-// ackLoss says why a write acknowledged in ackStream at seq, at or below seen (recreatedAck), shows the bucket's
-// claims lost, given the creation time of the bucket bound (bound) and the one a stream info read found after the
-// write (now, or the read's error readErr; neither read nor needed for a write stored in another stream). With the
-// same creation time the bucket is the same one, its last sequence gone back: a replica-1 bucket that lost its
-// unsynced writes in a hard crash of its server, or one in memory storage whose server restarted. Claims are
-// lost either way; only the words differ.
+// ackLoss says why a write acknowledged in ackStream at seq, at or below seen, shows the claims lost, given the
+// creation time bound to and the one read after the write (now, or readErr). With the same creation time the
+// bucket lost its latest writes rather than being created again: the claims are lost either way, only words differ.
 func ackLoss(stream string, ackStream []byte, seq, seen uint64, bound, now time.Time, readErr error) string {
 	stored := fmt.Sprintf("a write was stored at sequence %d of stream %q, at or below sequence %d, which the worker had "+
 		"seen in it before sending the write", seq, ackStream, seen)
@@ -271,13 +238,10 @@ func ackLoss(stream string, ackStream []byte, seq, seen uint64, bound, now time.
 		"created %s)", stored, now.UTC().Format(time.RFC3339Nano), bound.UTC().Format(time.RFC3339Nano))
 }
 
-// recreatedAck decides whether a write acknowledged in ackStream at seq proves that the bucket's claims are lost,
-// its stream (stream) created again or gone back: the write was stored in another stream, or at or below seen,
-// the highest sequence of the bucket seen before the write was sent. A stream's sequence only grows (purges,
-// expiries and markers never lower it; only a loss of its latest writes does, and claims go with them), and the
-// write was stored after everything seen, so in the same stream it lands above seen; whatever other workers wrote
-// meanwhile only raises it. seen must be taken before the write is sent: an acknowledgement of a later write of
-// ours may arrive first and raise the shard's seen above this one.
+// recreatedAck decides whether a write acknowledged in ackStream at seq proves the bucket's claims lost: it was
+// stored in another stream, or at or below seen, the highest sequence seen before it was sent. A stream's sequence
+// only grows (purges, expiries and markers never lower it), so in the same stream the write lands above seen. seen
+// must be taken before the write is sent: the ack of a later write of ours may arrive first and raise the shard's.
 func recreatedAck(stream string, ackStream []byte, seq, seen uint64) bool {
 	return string(ackStream) != stream || seq <= seen
 }
@@ -293,7 +257,8 @@ func (w *shard) saw(seq uint64) {
 }
 
 // observe checks the bucket's stream info (or the error asking for it) against the bucket New bound to. A bucket
-// not found is lost until it is found again as it was; one with another creation time is lost for good.
+// not found is lost until it is found again as it was (the answer was wrong, or it was restored); one with another
+// creation time is lost for good.
 func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
@@ -322,14 +287,15 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 }
 
-// holds fails (ErrAgeLimit) when the bucket's age limit, as last seen, is shorter than c's TTL or than the
-// longest TTL the window is configured for (Config.MaxTTL): the claim would be removed before its TTL and a later
-// copy of its event published again, silently. With MaxTTL set every claim is refused then, whatever its own TTL,
-// as New would refuse the bucket: a window that took its short claims and refused its long ones would look up and
-// down by turns.
+// holds fails (ErrAgeLimit) when the bucket's age limit, as last seen, is shorter than c's TTL or Config.MaxTTL.
+// With MaxTTL set every claim is refused then, as New would refuse the bucket: a window that took its short claims
+// and refused its long ones would look up and down by turns.
 func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
 	maxAge := time.Duration(w.maxAge.Load())
+	if maxAge <= 0 || max(ttl, w.cfg.MaxTTL) <= maxAge {
+		return nil // ageProblem's answer, without building the refusal's text on every claim
+	}
 	need, what := w.mustHold(ttl, false)
 	if ageProblem(maxAge, need, what) == "" {
 		return nil
@@ -349,8 +315,7 @@ func (w *shard) holds(c Claim) error {
 func (w *shard) mustHold(ttl time.Duration, refused bool) (time.Duration, string) {
 	need, what := w.cfg.MaxTTL, ""
 	if need > 0 {
-		what = fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL of the sources; "+
-			"DEDUPE_DEFAULT_TTL for those that set none)", need)
+		what = maxTTLWhat(need)
 	}
 	if r := time.Duration(w.refused.Load()); refused && r > need {
 		need, what = r, fmt.Sprintf("the TTL of a claim it refused, %s", r)
@@ -368,9 +333,8 @@ func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
 		ageProblem(maxAge, need, what), w.stream, need))
 }
 
-// agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than the longest claim TTL it
-// must hold: Config.MaxTTL, or the longest TTL a claim was refused for. Ping reports it, so that a window that
-// refuses claims is not reported reachable between them.
+// agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than Config.MaxTTL or the
+// longest TTL a claim was refused for, so that Ping never reports reachable a window refusing claims.
 func (w *shard) agedOut() error {
 	maxAge := time.Duration(w.maxAge.Load())
 	need, what := w.mustHold(0, true)
@@ -380,8 +344,7 @@ func (w *shard) agedOut() error {
 	return w.ageErr(maxAge, need, what)
 }
 
-// compatible checks that an existing bucket can hold the window and the longest claim TTL it is configured for
-// (Config.MaxTTL). It never changes the bucket.
+// compatible checks that an existing bucket can hold the window's claims (bucketProblems); it never changes it.
 func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	problems, recreate := bucketProblems(info.Config, w.cfg.MaxTTL)
 	if len(problems) == 0 {
@@ -396,9 +359,8 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
 }
 
-// bucketProblems decides whether a bucket's stream (its configuration c) can hold the window's claims, the longest
-// of which lives maxTTL (0: not known, the age limit is then checked claim by claim). It says what is wrong, and
-// whether the bucket must be created again (recreate) or only its age limit edited.
+// bucketProblems decides whether a bucket's stream can hold claims of up to maxTTL (0: not known, checked claim by
+// claim). It says what is wrong, and whether the bucket must be created again or only its age limit edited.
 func bucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []string, recreate bool) {
 	if !c.AllowMsgTTL || c.SubjectDeleteMarkerTTL <= 0 {
 		problems = append(problems, "it does not support per-key TTLs (allow_msg_ttl and a limit marker TTL are required)")
@@ -414,17 +376,20 @@ func bucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []
 		problems = append(problems, "it is a mirror or sealed (not writable)")
 	}
 	recreate = len(problems) > 0
-	if p := ageProblem(c.MaxAge, maxTTL, fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL "+
-		"of the sources; DEDUPE_DEFAULT_TTL for those that set none)", maxTTL)); p != "" {
+	if p := ageProblem(c.MaxAge, maxTTL, maxTTLWhat(maxTTL)); p != "" {
 		problems = append(problems, p)
 	}
 	return problems, recreate
 }
 
+// maxTTLWhat names Config.MaxTTL in an age limit's error.
+func maxTTLWhat(d time.Duration) string {
+	return fmt.Sprintf("the longest claim TTL it must hold, %s (the longest dedupe TTL of the sources; "+
+		"DEDUPE_DEFAULT_TTL for those that set none)", d)
+}
+
 // ageProblem says why a bucket whose age limit is maxAge (0: none) cannot hold a claim of ttl (named by what), or
-// "" when it can. The server removes a message once it is older than the stream's max_age whatever its own
-// Nats-TTL says, so a claim would lapse early and a later copy of its event be published again, with nothing in
-// the logs.
+// "" when it can: the server removes a message older than max_age whatever its Nats-TTL.
 func ageProblem(maxAge, ttl time.Duration, what string) string {
 	if maxAge <= 0 || ttl <= maxAge {
 		return ""

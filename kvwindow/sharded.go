@@ -31,17 +31,15 @@ const (
 	metaShard  = "dedupeworker.shard"
 )
 
-// New binds to the window's bucket(s), creating what is missing when cfg.Provision is set. It fails when a bucket
-// is missing and provisioning is off, when an existing bucket cannot carry per-key TTLs (the error says how to fix
-// it), or when the buckets found were created for another number of shards. An existing bucket is never modified.
-// A missing shard bucket is never created while a sibling holds claims: its claims are lost, and New fails with
-// ErrWindowLost naming the bucket(s) and what to do (OPERATIONS.md, "The window bucket was lost or re-created").
+// New binds to the window's bucket(s), creating what is missing when cfg.Provision is set; an existing bucket is
+// never modified. It fails when a bucket is missing and provisioning is off, when one cannot carry per-key TTLs
+// (the error says how to fix it), when the buckets were created for another number of shards, and with
+// ErrWindowLost when a shard bucket is missing while a sibling holds claims (it is never created then).
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
 	return open(ctx, js, cfg, false)
 }
 
-// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (see
-// lostShard) instead of failing the whole window, so that operators can still see and act on the others.
+// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (lostShard).
 func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) (*Window, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -54,10 +52,7 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) 
 	var absent map[int]bool // shards bound as lost (manage only)
 	var lostErr *missingShards
 	if manage && errors.As(err, &lostErr) {
-		mayCreate, absent, err = make([]bool, cfg.Shards), map[int]bool{}, nil
-		for _, i := range lostErr.shards {
-			absent[i] = true
-		}
+		mayCreate, absent, err = make([]bool, cfg.Shards), lostErr.shards, nil
 	}
 	if err != nil {
 		return nil, err
@@ -88,9 +83,8 @@ func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) 
 	return w, nil
 }
 
-// Close ends the window: its answer subscription is dropped and every later call fails at once with an error
-// wrapping ErrUnavailable. Calls under way when it is called fail within their timeout. Close after Close does
-// nothing. The connection is the caller's and stays open.
+// Close ends the window: every later call fails at once (ErrUnavailable), calls under way within their timeout.
+// Close after Close does nothing. The connection is the caller's and stays open.
 func (w *Window) Close() error {
 	if !w.closed.CompareAndSwap(false, true) {
 		return nil
@@ -98,9 +92,10 @@ func (w *Window) Close() error {
 	return w.req.Close()
 }
 
-// bucketConfig is what New creates bucket i of the window with (its name aside).
+// bucketConfig is what New creates bucket i of the window with.
 func bucketConfig(cfg Config, i int) jetstream.KeyValueConfig {
 	create := jetstream.KeyValueConfig{
+		Bucket:         ShardBucket(cfg.Bucket, cfg.Shards, i),
 		Description:    "dedupeworker claim window",
 		History:        1,
 		Replicas:       cfg.Replicas,
@@ -135,11 +130,9 @@ func ShardBucket(bucket string, k, i int) string {
 }
 
 // survey looks at every bucket the window may have and decides which missing ones New may create. It refuses
-// buckets created for another number of shards (the single bucket when cfg.Shards > 1, sharded buckets when it is
-// 1, a shard recording another count or index, a shard beyond the count): keys would otherwise be looked for in
-// the wrong bucket, and a duplicate taken for a first delivery. And it refuses to create a missing shard beside
-// siblings that hold claims (ErrWindowLost): its claims are gone, and an empty bucket in its place would admit
-// every retry of their events again.
+// buckets created for another number of shards (keys would be looked for in the wrong bucket, and a duplicate
+// taken for a first event), and a missing shard beside siblings that hold claims (ErrWindowLost: an empty bucket in
+// its place would admit every retry of their events again).
 func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, error) {
 	exists := func(bucket string) (*jetstream.StreamInfo, error) {
 		octx, cancel := context.WithTimeout(ctx, cfg.Timeout)
@@ -181,16 +174,14 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 			return nil, err
 		}
 	}
-	var missing []string
 	present, used, gap := 0, false, false
 	for i, info := range infos {
 		bucket := ShardBucket(cfg.Bucket, k, i)
 		if info == nil {
-			missing = append(missing, bucket)
 			continue
 		}
 		present++
-		gap = gap || len(missing) > 0 // a bucket after a missing one: creation (in shard order) did not stop here
+		gap = gap || present <= i // a bucket after a missing one: creation (in shard order) did not stop here
 		used = used || info.State.LastSeq > 0
 		n, idx, ok := shardRecord(info)
 		switch {
@@ -226,27 +217,27 @@ func survey(ctx context.Context, js jetstream.JetStream, cfg Config) ([]bool, er
 			mayCreate[i] = cfg.Provision && infos[i] == nil
 		}
 	default:
-		return nil, lostShards(cfg, missing, present, infos)
+		return nil, lostShards(cfg, present, infos)
 	}
 	return mayCreate, nil
 }
 
 // missingShards is the error for shard buckets missing beside siblings that exist (it wraps ErrWindowLost).
 type missingShards struct {
-	shards []int // the missing shards' indexes
+	shards map[int]bool // the missing shards
 	err    error
 }
 
 func (e *missingShards) Error() string { return e.err.Error() }
 func (e *missingShards) Unwrap() error { return e.err }
 
-// lostShards is the error for shard buckets missing beside siblings that exist.
-func lostShards(cfg Config, missing []string, present int, infos []*jetstream.StreamInfo) error {
-	var create []string
-	var shards []int
+func lostShards(cfg Config, present int, infos []*jetstream.StreamInfo) error {
+	var missing, create []string
+	shards := map[int]bool{}
 	for i, info := range infos {
 		if info == nil {
-			shards = append(shards, i)
+			shards[i] = true
+			missing = append(missing, ShardBucket(cfg.Bucket, cfg.Shards, i))
 			c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d --description %q",
 				ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL, cfg.Replicas, shardDescription(i, cfg.Shards))
 			if cfg.Storage == jetstream.MemoryStorage {
@@ -260,9 +251,8 @@ func lostShards(cfg Config, missing []string, present int, infos []*jetstream.St
 		ErrWindowLost, cfg.Bucket, strings.Join(missing, ", "), present, cfg.Shards, strings.Join(create, "; "))}
 }
 
-// shardRecord reads what a shard bucket records about the window: the number of shards and its own index (-1 when
-// it records none). The metadata is
-// read first, then the description New writes; ok is false when neither records the count.
+// shardRecord reads what a shard bucket records about the window, from its metadata or else its description: the
+// number of shards (ok false when neither records it) and its own index (-1 when it records none).
 func shardRecord(info *jetstream.StreamInfo) (k, index int, ok bool) {
 	index = -1
 	var dk, di int
@@ -321,12 +311,15 @@ func (w *Window) BucketOf(tenant, source, key string) (string, error) {
 // MarkerTTL is the first bucket's limit marker TTL as found at New.
 func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
 
-// Claim records that c's event was seen, with one atomic create of the key's subject in its bucket ("expected
-// last subject sequence 0", TTL c.TTL). It returns Won when this call created the claim; Owned when the key is
-// already claimed by the same envelope (c.Claimant) — taking the claim over when c is a later delivery —; Stale
-// when a later delivery of the same envelope holds it; and Duplicate when another envelope holds it. Any error
-// means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim) and is never a "not a
-// duplicate".
+// Claim records that c's event was seen, with one atomic create of the key's subject in its bucket (expecting no
+// message, or the marker it writes over; TTL c.TTL). It returns Won when this call created the claim and Duplicate
+// when another envelope holds it. For c's own envelope (a redelivery) the latest delivery wins: the same delivery
+// gets Owned with the stored revision, a later one takes the claim over (rewriting it at the stored revision with
+// the full TTL, keeping its first claim time, publish record and MayBeStored) and gets Owned with the new revision,
+// an earlier one gets Stale. The envelope's own release marker gives DeadLettered and is left as it is; another
+// envelope's is claimed over (Won, with its MayBeStored). known may decide a refused create without a read (see
+// Known). Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim)
+// and is never a "not a duplicate".
 func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
 	if len(w.shards) == 1 {
 		return w.shards[0].Claim(ctx, c, known)
@@ -339,15 +332,20 @@ func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, erro
 
 // Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.
 func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
-	s, err := w.shardFor(tenant, source, key)
+	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return Entry{}, false, err
 	}
-	return s.Get(ctx, tenant, source, key)
+	return w.shardOf(k).getKey(ctx, k, tenant, source, key)
 }
 
-// Release replaces the claim c's delivery holds (at revision rev) by a release marker naming c's envelope, saying
-// whether the event may be stored; see shard.Release.
+// Release gives up the claim c's delivery holds after dead-lettering its event: rev is the revision its Claim
+// returned with Won or Owned. One write expected at rev replaces the claim by a release marker naming c's envelope,
+// with c.TTL, so it never replaces a claim made since. The marker is no claim (Get and List skip it): another
+// envelope claims over it, c's envelope gets DeadLettered. mayBeStored (the releasing delivery took the claim over)
+// makes the claim written over it report Outcome.MayBeStored. It reports false when the key had moved on, which is
+// not an error. Errors wrap ErrUnavailable (or ErrInvalid, rev 0 included); after a timeout the release may still
+// have happened. Like MarkPublished, it writes under an age limit shorter than c.TTL.
 func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
 	s, err := w.shardFor(c.Tenant, c.Source, c.Key)
 	if err != nil {
@@ -356,8 +354,12 @@ func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored b
 	return s.Release(ctx, c, rev, mayBeStored)
 }
 
-// MarkPublished records in the claim c made (at revision rev, first claimed at firstClaimed) that its event was
-// published, and returns the claim's new revision; false when the key moved on. See shard.MarkPublished.
+// MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (from
+// Claim or an earlier mark): a later delivery of the envelope then gets Owned with Published, a copy Duplicate with
+// Published. It returns the new revision, or false when the key moved on. The TTL starts again; the first claim
+// time is kept (firstClaimed, as Claim returned it; zero reads it from the claim first). Unlike Claim, it writes
+// under an age limit shorter than c.TTL: the claim is held already and lapses at the limit either way, and refusing
+// the mark would only have the event published again once the limit is lifted.
 func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
 	if len(w.shards) == 1 {
 		return w.shards[0].MarkPublished(ctx, c, rev, firstClaimed)
@@ -371,12 +373,11 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the
 // event is admitted. It returns 1 if there was a live claim, else 0.
 func (m *Manager) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	w := m.w
-	s, err := w.shardFor(tenant, source, key)
+	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return 0, err
 	}
-	return s.Forget(ctx, tenant, source, key)
+	return m.w.shardOf(k).forget(ctx, k)
 }
 
 // ForgetAll removes every claim of tenant and source (source "" = the whole tenant) with one subject-filtered
@@ -390,7 +391,7 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 	total := 0
 	var lost []error // of buckets lost: the others are purged all the same
 	for _, s := range w.shards {
-		n, err := s.ForgetAll(ctx, tenant, source)
+		n, err := s.forgetAll(ctx, tenant, source)
 		total += n
 		if errors.Is(err, ErrWindowLost) {
 			lost = append(lost, err)
@@ -403,14 +404,11 @@ func (m *Manager) ForgetAll(ctx context.Context, tenant, source string) (int, er
 	return total, errors.Join(lost...)
 }
 
-// List returns up to limit live claims of tenant (and of source; "" = every source of the tenant), bucket by
-// bucket and in revision order within a bucket, starting at from (0: the first). next is what to pass as from for
-// the next page, 0 when there is none; with shards it carries the bucket in its top byte. It reads each bucket's
-// stream with a short-lived ordered consumer filtered on the scope, so its cost is the scope's claims (and expiry
-// markers), never whole buckets; a claim taken over or released meanwhile may be missed or listed at its new
-// revision. Errors wrap ErrUnavailable (or ErrInvalid for a bad scope or limit). A bucket lost (missing beside its
-// siblings at NewManager) is passed over: the page holds the other buckets' claims, and the error (ErrWindowLost)
-// names the lost bucket(s) it passed over.
+// List returns up to limit live claims of tenant (and of source; "" = every source), bucket by bucket and in
+// revision order within a bucket, starting at from (0: the first); next is the next page's from (0: none). It reads
+// with a short-lived consumer filtered on the scope, so its cost is the scope's claims (and markers), never whole
+// buckets; a claim taken over or released meanwhile may be missed or listed at its new revision. Errors wrap
+// ErrUnavailable or ErrInvalid. A lost bucket is passed over, and the error (ErrWindowLost) names it.
 func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, limit int) (entries []Entry, next uint64, err error) {
 	w := m.w
 	if err := validateScope(tenant, source, true); err != nil {
@@ -435,9 +433,6 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 			return nil, 0, err
 		}
 		rev = 0
-		for j := range es {
-			fillScope(&es[j]) // a compact claim value leaves a raw key to the KV key
-		}
 		entries = append(entries, es...)
 		if nx != 0 {
 			return entries, uint64(i)<<shardBits | nx, errors.Join(lost...)
@@ -453,12 +448,10 @@ func (m *Manager) List(ctx context.Context, tenant, source string, from uint64, 
 	return entries, 0, errors.Join(lost...)
 }
 
-// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all
-// at once, each bounded by Config.Timeout): a bucket deleted, or deleted and created again, fails with
-// ErrWindowLost, and so does every later claim in it. A bucket whose age limit is shorter than the longest claim
-// TTL it must hold fails with ErrAgeLimit. Every bucket is checked, so that each is flagged whatever the others
-// answer; of their failures it returns a lost bucket's first, then an age limit's, then any other (pingVerdict
-// says why). Errors wrap ErrUnavailable.
+// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all at
+// once, each bounded by Config.Timeout): a bucket deleted or created again fails with ErrWindowLost, and so does
+// every later claim in it; one whose age limit is shorter than the longest claim TTL it must hold, ErrAgeLimit.
+// Every bucket is checked, so that each is flagged whatever the others answer; pingVerdict picks the error.
 func (w *Window) Ping(ctx context.Context) error {
 	_, err := w.PingEach(ctx)
 	return err

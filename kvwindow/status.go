@@ -38,37 +38,34 @@ type BucketStatus struct {
 // Config.Timeout. A bucket missing (deleted with its claims) is reported lost (BucketStatus.Lost) beside the
 // others.
 func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
-	w := m.w
-	out := make([]BucketStatus, 0, len(w.shards))
-	for _, s := range w.shards {
+	out := make([]BucketStatus, len(m.w.shards))
+	for i, s := range m.w.shards {
+		b := &out[i]
+		b.Bucket = s.cfg.Bucket
 		if err := s.gone(); err != nil {
-			out = append(out, BucketStatus{Bucket: s.cfg.Bucket, Lost: err.Error()})
+			b.Lost = err.Error()
 			continue
 		}
-		octx, cancel := s.opCtx(ctx)
-		st, err := s.js.Stream(octx, s.stream)
-		cancel()
+		info, err := s.info(ctx)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			// Deleted since NewManager bound it: lost as well, and the others still answer.
-			out = append(out, BucketStatus{Bucket: s.cfg.Bucket, Lost: s.observe(nil, err).Error()})
+			b.Lost = s.observe(nil, err).Error()
 			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, s.cfg.Bucket, err)
 		}
-		info := st.CachedInfo()
-		b := BucketStatus{Bucket: s.cfg.Bucket, Keys: info.State.NumSubjects, Bytes: info.State.Bytes, Cluster: info.Cluster}
-		if info.Cluster != nil {
-			b.Leader = info.Cluster.Leader
-			if b.Leader != "" {
-				b.Replicas = append(b.Replicas, b.Leader)
+		b.Keys, b.Bytes, b.Cluster = info.State.NumSubjects, info.State.Bytes, info.Cluster
+		b.MemoryEstimate = b.Keys * BytesPerKey
+		if c := info.Cluster; c != nil {
+			b.Leader = c.Leader
+			if c.Leader != "" {
+				b.Replicas = append(b.Replicas, c.Leader)
 			}
-			for _, p := range info.Cluster.Replicas {
+			for _, p := range c.Replicas {
 				b.Replicas = append(b.Replicas, p.Name)
 			}
 		}
-		b.MemoryEstimate = b.Keys * BytesPerKey
-		out = append(out, b)
 	}
 	return out, nil
 }
@@ -152,13 +149,11 @@ func (w *Window) stepDown(ctx context.Context, m Move) error {
 	}
 	deadline := time.Now().Add(max(w.cfg.Timeout, 10*time.Second))
 	for {
-		octx, cancel := s.opCtx(ctx)
-		st, err := s.js.Stream(octx, s.stream)
-		cancel()
+		info, err := s.info(ctx)
 		// The server may elect another replica than the preferred one (it was not current): the leader moved, and a
 		// later Rebalance plans again from where things are.
-		if err == nil && st.CachedInfo().Cluster != nil {
-			if l := st.CachedInfo().Cluster.Leader; l != "" && l != m.From {
+		if err == nil && info.Cluster != nil {
+			if l := info.Cluster.Leader; l != "" && l != m.From {
 				return nil
 			}
 		}

@@ -40,23 +40,18 @@ type Claim struct {
 	// Claimant identifies the envelope that makes the claim. A redelivery of the same envelope carries the same
 	// claimant and so recognises the claim as its own.
 	Claimant Claimant
-	// Delivery is which delivery of the envelope makes the claim. A first delivery (Count 1) cannot find its own
-	// claim made by an earlier one of the same consumer, so the window may read its losing create's claim from any
-	// replica (a direct get, far cheaper for the server than a read through the stream leader): a stale answer can
-	// only mistake an expiring claim for a live one. Later deliveries always read from the leader. When the claim is already the envelope's, the
-	// latest delivery holds it: a later delivery takes the claim over (Owned, with a new revision) and an earlier
-	// one is told Stale, so that of two deliveries alive at once (a worker that stalled past the ack wait, and
-	// the redelivery) only one publishes.
+	// Delivery is which delivery of the envelope makes the claim: of the envelope's deliveries the latest holds the
+	// claim (see Window.Claim). A first delivery (Count 1) cannot own a claim, so its losing create is read back by
+	// direct get from any replica (far cheaper for the server): a stale answer can only take an expiring claim for
+	// a live one.
 	Delivery Delivery
 }
 
-// Known is a claim the caller made and published itself, remembered in memory: its revision (the latest write of
-// the caller's on the key, the publish mark if there was one) and its claimant. Claim takes it beside the claim:
-// when its Revision is set and a create is refused because the key's last revision is exactly that one, the claim
-// is a Duplicate of that published claim, decided from the refusal alone (no read); any other answer is decided
-// as without it. The zero Known asks nothing. The stream sequence names one
-// write of the bucket, so a key whose last write is still that one holds that claim: published, another
-// envelope's, and nothing else to read.
+// Known is a claim the caller made and published itself, remembered in memory: its revision (the caller's latest
+// write on the key, the publish mark if there was one) and its claimant. When a create is refused because the
+// key's last revision is exactly Revision, the claim is a Duplicate of that published claim, decided from the
+// refusal alone (a revision names one write of the bucket); any other answer is decided as without it. The zero
+// Known asks nothing.
 type Known struct {
 	Revision uint64
 	Claimant Claimant
@@ -68,62 +63,48 @@ type Status int
 const (
 	// Won means the key was free and is now claimed by this claimant.
 	Won Status = iota + 1
-	// Owned means the key was already claimed by this same claimant: the envelope is a redelivery of one whose
-	// claim succeeded but whose outcome was not acknowledged, and it must be published again. This delivery now
-	// holds the claim: either it made the claim itself (a retried Claim; same revision) or it took the claim over
-	// from an earlier delivery (a new revision).
+	// Owned means the key was already claimed by this same claimant (a redelivery, to be published again); this
+	// delivery now holds the claim: it made it itself (same revision) or took it over (a new revision).
 	Owned
 	// Duplicate means another envelope holds the claim: this one is a copy of an event already seen.
 	Duplicate
 	// Stale means the claim is this envelope's, but a later delivery of it holds the claim. The caller must do
 	// nothing with this delivery: the later delivery publishes.
 	Stale
-	// DeadLettered means the key holds this envelope's own release marker: an earlier delivery dead-lettered the
-	// event and released the claim (Release). Nothing was written; the caller acknowledges the envelope.
+	// DeadLettered means the key holds this envelope's own release marker (Release): nothing was written; the
+	// caller acknowledges the envelope.
 	DeadLettered
 )
 
+var statusNames = [...]string{Won: "won", Owned: "owned", Duplicate: "duplicate", Stale: "stale", DeadLettered: "dead-lettered"}
+
 func (s Status) String() string {
-	switch s {
-	case Won:
-		return "won"
-	case Owned:
-		return "owned"
-	case Duplicate:
-		return "duplicate"
-	case Stale:
-		return "stale"
-	case DeadLettered:
-		return "dead-lettered"
+	if s < Won || int(s) >= len(statusNames) {
+		return "unknown"
 	}
-	return "unknown"
+	return statusNames[s]
 }
 
 // Outcome is the result of a claim.
 type Outcome struct {
 	Status Status
-	// Revision is the KV revision of the claim (for Won and Owned: the claim this delivery holds, the one to pass
-	// to Release; for Duplicate: the other envelope's claim; for Stale: the later delivery's claim). Together
-	// with the idempotency key it identifies one claim. A takeover gives the claim a new revision, so an id that
-	// must stay the same across deliveries of one envelope (a Nats-Msg-Id) cannot be built from it.
+	// Revision is the KV revision of the claim (for Won and Owned: the one this delivery holds, to pass to Release;
+	// for Duplicate: the other envelope's; for Stale: the later delivery's). A takeover gives the claim a new
+	// revision, so an id that must stay the same across deliveries (a Nats-Msg-Id) cannot be built from it.
 	Revision uint64
-	// Published, with Owned, says that an earlier delivery of this envelope recorded that it published the event
-	// (MarkPublished): the event is in the output and need not be published again. With Duplicate it says that the
-	// holder's outcome is decided: its claim records the publish (or the key holds a value that is no claim, an
-	// operator's write, which will never record one). A Duplicate without Published is a copy of an event whose holder may still fail and release the
-	// claim: acknowledging it now could lose the event.
+	// Published, with Owned, says that an earlier delivery recorded the publish (MarkPublished): it need not be
+	// published again. With Duplicate it says that the holder's outcome is decided: its claim records the publish
+	// (or the key holds a value that is no claim, which never will). Without it the holder may still release the
+	// claim: acknowledging a copy now could lose the event.
 	Published bool
-	// FirstClaimed is when the envelope holding the claim first claimed the key (the claiming worker's clock,
-	// millisecond precision): for Won, now; for Owned and Stale, kept across takeovers and MarkPublished, so that a
-	// takeover can tell whether an earlier delivery may have published longer ago than the output remembers; for
-	// Duplicate, the holder's (for a value that is no claim, the time the server stored it).
+	// FirstClaimed is when the envelope holding the claim first claimed the key (the claiming worker's clock, in
+	// milliseconds), kept across takeovers and marks, so that a takeover can tell whether an earlier delivery may
+	// have published longer ago than the output remembers (for a value that is no claim: when it was stored).
 	FirstClaimed time.Time
 	// MayBeStored, with Won or Owned: the claim was made over the release marker of another envelope's delivery
 	// that may have stored the event before it was refused (see Release): publish marked as a possible duplicate.
 	MayBeStored bool
-	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (its input sequence and
-	// stored-at time, as in Claimant): the pipeline looks it up
-	// in the input stream to learn whether the holder is done with it.
+	// HolderSeq and HolderStamp, with Duplicate, identify the envelope that holds the claim (as in Claimant).
 	HolderSeq   uint64
 	HolderStamp int64
 }
@@ -153,21 +134,16 @@ func (e Entry) ExpiresAt() time.Time { return e.ClaimedAt.Add(e.TTL) }
 // bucket full, connection closed). It is never a "not a duplicate": callers retry later.
 var ErrUnavailable = errors.New("kvwindow: window unavailable")
 
-// ErrWindowLost is wrapped by every error that means a window bucket was deleted, or deleted and created again,
-// under the running worker (or is missing beside its sibling shards at New): the claims it held are gone, and a
-// retry of an event they covered would be published again. It wraps ErrUnavailable, so a caller that only checks
-// ErrUnavailable hands the envelope back and stays unready. It does not pass by itself: the bucket refuses every
-// claim until the worker is restarted after the operator decided (OPERATIONS.md, "The window bucket was lost or
-// re-created").
+// ErrWindowLost is wrapped by every error that means a window bucket was deleted, or created again, under the
+// running worker (or is missing beside its sibling shards at New): its claims are gone. It wraps ErrUnavailable
+// and does not pass by itself: the bucket refuses every claim until the worker is restarted after the operator
+// decided (OPERATIONS.md, "The window bucket was lost or re-created").
 var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)
 
-// ErrAgeLimit is wrapped by every error that means a window bucket's age limit (its stream's max_age, set by
-// `nats kv add --ttl` or edited with `nats stream edit --max-age`) is shorter than a claim TTL it must hold: the
-// server would remove such a claim before its TTL, and a later copy of its event be published again, silently.
-// It is a misconfiguration, not an outage: it does not pass by itself, only once the operator raises or removes
-// the limit (the next Ping or claim sees the edit). It wraps ErrUnavailable, so a caller that only checks
-// ErrUnavailable hands the envelope back and stays unready; a caller that forwards envelopes undeduplicated
-// while the window is down must not do so for it (nothing is down; forwarding would publish every copy).
+// ErrAgeLimit is wrapped by every error that means a window bucket's age limit (its stream's max_age) is shorter
+// than a claim TTL it must hold. It wraps ErrUnavailable but is a misconfiguration, not an outage: it passes only
+// once the operator raises or removes the limit, and a caller that forwards envelopes undeduplicated while the
+// window is down must not do so for it (forwarding would publish every copy).
 var ErrAgeLimit = fmt.Errorf("%w: age limit shorter than a claim TTL", ErrUnavailable)
 
 // BucketError is an error of one of the window's buckets, with the bucket as data (Bucket) beside what happened

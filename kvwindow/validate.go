@@ -48,6 +48,17 @@ func (c Claim) Validate() error {
 	return nil
 }
 
+// validAt checks c and rev for a write into the claim at rev. Revision 0 would mean "the key is empty".
+func validAt(c Claim, rev uint64) error {
+	if err := c.Validate(); err != nil {
+		return err
+	}
+	if rev == 0 {
+		return fmt.Errorf("%w: revision: must not be 0", ErrInvalid)
+	}
+	return nil
+}
+
 // TTLSeconds is the claim's TTL in whole seconds, rounded up (the server keeps per-message TTLs in seconds).
 func (c Claim) TTLSeconds() int64 {
 	return int64((c.TTL + time.Second - 1) / time.Second)
@@ -98,14 +109,12 @@ func scopeOf(kvKey string) (tenant, source, key string, ok bool) {
 }
 
 // fillScope sets e's Tenant and Source from e.KVKey, and its Key when the KV key holds it raw and the claim value
-// did not say it (a compact value records only hashed keys).
+// did not say it.
 func fillScope(e *Entry) {
-	tenant, source, key, ok := scopeOf(e.KVKey)
-	if !ok {
-		return
+	if parts := strings.SplitN(e.KVKey, ".", 3); len(parts) == 3 {
+		e.Tenant, e.Source = parts[0], parts[1]
 	}
-	e.Tenant, e.Source = tenant, source
-	if e.Key == "" {
+	if _, _, key, ok := scopeOf(e.KVKey); ok && e.Key == "" {
 		e.Key = key
 	}
 }

@@ -3,12 +3,12 @@
 package windowtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -22,16 +22,10 @@ type Claimer interface {
 
 type scopeKey struct{ tenant, source, key string }
 
+// memEntry is what a key holds: a claim, or (released) a release marker naming its claimant. mayBeStored: the
+// marker says the event may be stored (on a claim: it was made over such a marker).
 type memEntry struct {
-	claimant  kvwindow.Claimant
-	delivery  kvwindow.Delivery
-	revision  uint64
-	at        time.Time
-	ttl       time.Duration
-	published bool
-	first     time.Time // when the envelope first claimed the key, kept across takeovers and marks
-	// released: a release marker naming claimant, not a claim; mayBeStored: the marker says the event may be
-	// stored (on a claim: it was made over such a marker).
+	kvwindow.Entry
 	released, mayBeStored bool
 }
 
@@ -84,7 +78,7 @@ func (m *Memory) Len() int {
 	now := m.now()
 	n := 0
 	for _, e := range m.entries {
-		if now.Before(e.at.Add(e.ttl)) {
+		if now.Before(e.ExpiresAt()) {
 			n++
 		}
 	}
@@ -93,14 +87,24 @@ func (m *Memory) Len() int {
 
 var errDown = fmt.Errorf("%w: windowtest: memory window set unavailable", kvwindow.ErrUnavailable)
 
-func (m *Memory) check(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, err)
+// lock takes mu for a call whose arguments' check gave invalid, unless that or the window failed (then mu is not
+// held). The caller unlocks.
+func (m *Memory) lock(ctx context.Context, invalid error) error {
+	if invalid != nil {
+		return invalid
 	}
-	if m.unavailable {
-		return errDown
+	m.mu.Lock()
+	err := ctx.Err()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, err)
+	case m.unavailable:
+		err = errDown
 	}
-	return nil
+	if err != nil {
+		m.mu.Unlock()
+	}
+	return err
 }
 
 // claimOf returns the live claim for k (not a release marker). Caller holds mu.
@@ -112,147 +116,116 @@ func (m *Memory) claimOf(k scopeKey) (memEntry, bool) {
 // live returns the live entry for k (a claim or a release marker), dropping an expired one. Caller holds mu.
 func (m *Memory) live(k scopeKey) (memEntry, bool) {
 	e, ok := m.entries[k]
-	if !ok {
-		return e, false
-	}
-	if !m.now().Before(e.at.Add(e.ttl)) {
+	if ok && !m.now().Before(e.ExpiresAt()) {
 		delete(m.entries, k)
-		return e, false
+		ok = false
 	}
-	return e, true
+	return e, ok
 }
 
 // Claim records c as in kvwindow.Window.Claim. It decides without known: the shortcut only spares the real
 // window a read, and the answer is the same.
 func (m *Memory) Claim(ctx context.Context, c kvwindow.Claim, _ kvwindow.Known) (kvwindow.Outcome, error) {
-	if err := c.Validate(); err != nil {
+	if err := m.lock(ctx, c.Validate()); err != nil {
 		return kvwindow.Outcome{}, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return kvwindow.Outcome{}, err
-	}
 	m.claims++
 	k := scopeKey{c.Tenant, c.Source, c.Key}
 	status := kvwindow.Won
 	published, mayBeStored := false, false
 	first := m.now().Truncate(time.Millisecond) // the real window records milliseconds
 	if e, ok := m.live(k); ok && e.released {
-		if e.claimant == c.Claimant {
-			return kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: e.revision}, nil
+		if e.Claimant == c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.DeadLettered, Revision: e.Revision}, nil
 		}
 		mayBeStored = e.mayBeStored // another envelope's release marker: claim over it
 	} else if ok {
-		// As the real window: a stored claim without a stamp predates stamps and is matched by sequence alone.
-		if e.claimant != c.Claimant {
-			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.revision, Published: e.published,
-				FirstClaimed: e.first, HolderSeq: e.claimant.Seq, HolderStamp: e.claimant.Stamp}, nil
+		if e.Claimant != c.Claimant {
+			return kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: e.Revision, Published: e.Published,
+				FirstClaimed: e.FirstClaimed, HolderSeq: e.Claimant.Seq, HolderStamp: e.Claimant.Stamp}, nil
 		}
 		switch {
-		case e.delivery == c.Delivery:
-			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.revision, Published: e.published, FirstClaimed: e.first, MayBeStored: e.mayBeStored}, nil
-		case c.Delivery.Before(e.delivery):
-			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.revision, FirstClaimed: e.first}, nil
+		case e.Delivery == c.Delivery:
+			return kvwindow.Outcome{Status: kvwindow.Owned, Revision: e.Revision, Published: e.Published, FirstClaimed: e.FirstClaimed, MayBeStored: e.mayBeStored}, nil
+		case c.Delivery.Before(e.Delivery):
+			return kvwindow.Outcome{Status: kvwindow.Stale, Revision: e.Revision, FirstClaimed: e.FirstClaimed}, nil
 		}
 		// A later delivery takes the claim over: a new revision and the full TTL from now, as the real window's
 		// rewrite of the claim, which keeps the first claim time and the record of a publish.
-		status, published, first, mayBeStored = kvwindow.Owned, e.published, e.first, e.mayBeStored
+		status, published, first, mayBeStored = kvwindow.Owned, e.Published, e.FirstClaimed, e.mayBeStored
 	}
+	rev := m.put(c, memEntry{Entry: kvwindow.Entry{Published: published, FirstClaimed: first}, mayBeStored: mayBeStored})
+	return kvwindow.Outcome{Status: status, Revision: rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
+}
+
+// put stores e as c's write on its key: c's claimant and delivery, a new revision, c's TTL from now. Caller holds mu.
+func (m *Memory) put(c kvwindow.Claim, e memEntry) uint64 {
 	m.rev++
-	m.entries[k] = memEntry{
-		claimant:    c.Claimant,
-		delivery:    c.Delivery,
-		revision:    m.rev,
-		at:          m.now(),
-		ttl:         time.Duration(c.TTLSeconds()) * time.Second,
-		published:   published,
-		first:       first,
-		mayBeStored: mayBeStored,
+	e.Tenant, e.Source, e.Key, e.Claimant, e.Delivery = c.Tenant, c.Source, c.Key, c.Claimant, c.Delivery
+	e.Revision, e.ClaimedAt, e.TTL = m.rev, m.now(), time.Duration(c.TTLSeconds())*time.Second
+	m.entries[scopeKey{c.Tenant, c.Source, c.Key}] = e
+	return m.rev
+}
+
+// validRev checks the arguments of a write expected at rev.
+func validRev(c kvwindow.Claim, rev uint64) error {
+	if err := c.Validate(); err != nil {
+		return err
 	}
-	return kvwindow.Outcome{Status: status, Revision: m.rev, Published: published, FirstClaimed: first, MayBeStored: mayBeStored}, nil
+	if rev == 0 {
+		return fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
+	}
+	return nil
 }
 
 // MarkPublished records that c's event was published while the claim is still revision rev, as
 // kvwindow.Window.MarkPublished (a new revision, returned, and the full TTL from now; the first claim time kept).
 func (m *Memory) MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, _ time.Time) (uint64, bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := m.lock(ctx, validRev(c, rev)); err != nil {
 		return 0, false, err
 	}
-	if rev == 0 {
-		return 0, false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
-	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return 0, false, err
-	}
-	k := scopeKey{c.Tenant, c.Source, c.Key}
-	e, ok := m.claimOf(k)
-	if !ok || e.revision != rev {
+	e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key})
+	if !ok || e.Revision != rev {
 		return 0, false, nil
 	}
-	m.rev++
-	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
-		ttl: time.Duration(c.TTLSeconds()) * time.Second, published: true, first: e.first}
-	return m.rev, true, nil
+	return m.put(c, memEntry{Entry: kvwindow.Entry{Published: true, FirstClaimed: e.FirstClaimed}}), true, nil
 }
 
 // Release replaces c's claim by a release marker only while it is still revision rev, as
 // kvwindow.Window.Release: true when it did, false when the key holds another claim or none.
 func (m *Memory) Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error) {
-	if err := c.Validate(); err != nil {
+	if err := m.lock(ctx, validRev(c, rev)); err != nil {
 		return false, err
 	}
-	if rev == 0 {
-		return false, fmt.Errorf("%w: revision: must not be 0", kvwindow.ErrInvalid)
-	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return false, err
-	}
-	k := scopeKey{c.Tenant, c.Source, c.Key}
-	if e, ok := m.claimOf(k); !ok || e.revision != rev {
+	if e, ok := m.claimOf(scopeKey{c.Tenant, c.Source, c.Key}); !ok || e.Revision != rev {
 		return false, nil
 	}
-	m.rev++
-	m.entries[k] = memEntry{claimant: c.Claimant, delivery: c.Delivery, revision: m.rev, at: m.now(),
-		ttl: time.Duration(c.TTLSeconds()) * time.Second, released: true, mayBeStored: mayBeStored}
+	m.put(c, memEntry{released: true, mayBeStored: mayBeStored})
 	return true, nil
 }
 
 // Get returns the live claim on key, as kvwindow.Window.Get.
 func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.Entry, bool, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+	if err := m.lock(ctx, scopeErr(tenant, source, key)); err != nil {
 		return kvwindow.Entry{}, false, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return kvwindow.Entry{}, false, err
-	}
 	e, ok := m.claimOf(scopeKey{tenant, source, key})
 	if !ok {
 		return kvwindow.Entry{}, false, nil
 	}
-	return kvwindow.Entry{
-		Tenant: tenant, Source: source, Key: key,
-		Claimant: e.claimant, Delivery: e.delivery, Revision: e.revision, ClaimedAt: e.at, TTL: e.ttl,
-		FirstClaimed: e.first, Published: e.published,
-	}, true, nil
+	return e.Entry, true, nil
 }
 
 // Forget drops the claim on key; it returns 1 if there was a live claim, else 0.
 func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, error) {
-	if _, err := kvwindow.KVKey(tenant, source, key); err != nil {
+	if err := m.lock(ctx, scopeErr(tenant, source, key)); err != nil {
 		return 0, err
 	}
-	m.mu.Lock()
 	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
-		return 0, err
-	}
 	k := scopeKey{tenant, source, key}
 	_, ok := m.claimOf(k)
 	delete(m.entries, k)
@@ -265,17 +238,11 @@ func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, e
 // ForgetAll drops every claim of tenant and source (source "" = the whole tenant) and returns how many live
 // claims it dropped.
 func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
-	if !keys.ValidID(tenant) {
-		return 0, fmt.Errorf("%w: tenant: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, tenant)
-	}
-	if source != "" && !keys.ValidID(source) {
-		return 0, fmt.Errorf("%w: source: must be 1-64 of [A-Za-z0-9_-], got %q", kvwindow.ErrInvalid, source)
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := m.check(ctx); err != nil {
+	// An empty source is the whole tenant: any valid one stands for it in the check.
+	if err := m.lock(ctx, scopeErr(tenant, cmp.Or(source, "s"), "k")); err != nil {
 		return 0, err
 	}
+	defer m.mu.Unlock()
 	n := 0
 	for k := range m.entries {
 		if k.tenant != tenant || (source != "" && k.source != source) {
@@ -291,7 +258,15 @@ func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, err
 
 // Ping fails with an error wrapping kvwindow.ErrUnavailable while the window is set unavailable.
 func (m *Memory) Ping(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.check(ctx)
+	err := m.lock(ctx, nil)
+	if err == nil {
+		m.mu.Unlock()
+	}
+	return err
+}
+
+// scopeErr is the error of KVKey's check of (tenant, source, key), or nil.
+func scopeErr(tenant, source, key string) error {
+	_, err := kvwindow.KVKey(tenant, source, key)
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -38,24 +39,25 @@ func tenant(t *testing.T) string {
 // Run is the conformance suite for claim windows. newWindow is called once per subtest; it may return a fresh
 // window or a shared one (every subtest uses its own tenant). The TTL subtest waits about a second of real time.
 func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
-	t.Run("FirstWinsThenOwnedThenDuplicate", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "src", Key: "evt-1", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
+	// run runs test in parallel on a window of newWindow's, with a tenant of its own.
+	run := func(name string, test func(t *testing.T, w Claimer, tn string)) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, newWindow(t), tenant(t))
+		})
+	}
+	run("FirstWinsThenOwnedThenDuplicate", func(t *testing.T, w Claimer, tn string) {
+		c := kvwindow.Claim{Tenant: tn, Source: "src", Key: "evt-1", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won || first.Revision == 0 {
 			t.Fatalf("first claim: %+v, want Won with a revision", first)
 		}
 		again := mustClaim(t, w, c)
-		if decision(again) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: first.Revision}) {
-			t.Fatalf("same claimant again: %+v, want Owned rev %d", again, first.Revision)
-		}
+		expect(t, "same claimant again", again, kvwindow.Owned, first.Revision)
 		other := c
 		other.Claimant = claimant(8)
 		dup := mustClaim(t, w, other)
-		if decision(dup) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: first.Revision}) {
-			t.Fatalf("other claimant: %+v, want Duplicate rev %d", dup, first.Revision)
-		}
+		expect(t, "other claimant", dup, kvwindow.Duplicate, first.Revision)
 		// A different TTL does not change the decision.
 		other.TTL = 5 * time.Second
 		if got := mustClaim(t, w, other); got.Status != kvwindow.Duplicate {
@@ -63,10 +65,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("TenantAndSourceIsolation", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		ta, tb := tenant(t), tenant(t)
+	run("TenantAndSourceIsolation", func(t *testing.T, w Claimer, tn string) {
+		ta, tb := tn, tenant(t)
 		base := kvwindow.Claim{Tenant: ta, Source: "s1", Key: "same-key", TTL: time.Minute, Claimant: claimant(1)}
 		if got := mustClaim(t, w, base); got.Status != kvwindow.Won {
 			t.Fatalf("base claim: %+v", got)
@@ -83,10 +83,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("MarkPublished", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "src", Key: "pub-1", TTL: time.Minute, Claimant: claimant(41), Delivery: delivery(1)}
+	run("MarkPublished", func(t *testing.T, w Claimer, tn string) {
+		c := kvwindow.Claim{Tenant: tn, Source: "src", Key: "pub-1", TTL: time.Minute, Claimant: claimant(41), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won || first.Published {
 			t.Fatalf("first claim: %+v", first)
@@ -117,10 +115,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("DuplicateWaitsForHolder", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("DuplicateWaitsForHolder", func(t *testing.T, w Claimer, tn string) {
 		holder := kvwindow.Claim{Tenant: tn, Source: "s", Key: "held", TTL: time.Minute, Claimant: claimant(51), Delivery: delivery(1)}
 		copyOf := holder
 		copyOf.Claimant = claimant(52)
@@ -150,10 +145,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("FirstClaimedSurvivesTakeoversAndMarks", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "first", TTL: time.Minute, Claimant: claimant(61), Delivery: delivery(1)}
+	run("FirstClaimedSurvivesTakeoversAndMarks", func(t *testing.T, w Claimer, tn string) {
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "first", TTL: time.Minute, Claimant: claimant(61), Delivery: delivery(1)}
 		won := mustClaim(t, w, c)
 		if won.Status != kvwindow.Won || won.FirstClaimed.IsZero() || won.FirstClaimed.After(time.Now()) {
 			t.Fatalf("first claim: %+v, want Won with a first claim time", won)
@@ -192,10 +185,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		check("a copy", mustClaim(t, w, c), kvwindow.Duplicate)
 	})
 
-	t.Run("ArbitraryKeyBytes", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("ArbitraryKeyBytes", func(t *testing.T, w Claimer, tn string) {
 		long := strings.Repeat("k", 200)
 		keys := []string{
 			"a.b.c", "a b", "*", ">", "a.*.>", "..", ".", " ", "\x00", "\xff\xfe", "日本語🙂",
@@ -219,10 +209,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("InvalidClaimsRejected", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("InvalidClaimsRejected", func(t *testing.T, w Claimer, tn string) {
 		ctx := testCtx(t)
 		for name, c := range map[string]kvwindow.Claim{
 			"empty tenant":    {Tenant: "", Source: "s", Key: "k", TTL: time.Minute, Claimant: claimant(1)},
@@ -247,10 +234,8 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("TTLExpiryReadmits", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "short-lived", TTL: time.Second, Claimant: claimant(1), Delivery: delivery(1)}
+	run("TTLExpiryReadmits", func(t *testing.T, w Claimer, tn string) {
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "short-lived", TTL: time.Second, Claimant: claimant(1), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won {
 			t.Fatalf("first claim: %+v", first)
@@ -259,7 +244,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		next.Claimant = claimant(2)
 		next.TTL = time.Minute
 		var won kvwindow.Outcome
-		poll(t, 20*time.Second, func() error {
+		natstest.Eventually(t, 20*time.Second, func() error {
 			got := mustClaim(t, w, next)
 			switch got.Status {
 			case kvwindow.Won:
@@ -277,37 +262,18 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if won.Revision <= first.Revision {
 			t.Fatalf("re-admitted claim revision %d, want > %d", won.Revision, first.Revision)
 		}
-		if got := mustClaim(t, w, next); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: won.Revision}) {
-			t.Fatalf("new claimant again: %+v, want Owned rev %d", got, won.Revision)
-		}
-		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: won.Revision}) {
-			t.Fatalf("old claimant after re-admission: %+v, want Duplicate rev %d", got, won.Revision)
-		}
+		expect(t, "new claimant again", mustClaim(t, w, next), kvwindow.Owned, won.Revision)
+		expect(t, "old claimant after re-admission", mustClaim(t, w, c), kvwindow.Duplicate, won.Revision)
 	})
 
-	t.Run("ConcurrentClaimsOneWinner", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("ConcurrentClaimsOneWinner", func(t *testing.T, w Claimer, tn string) {
 		const n = 50
 		for round := range 3 {
 			key := fmt.Sprintf("contended-%d", round)
-			var wg sync.WaitGroup
-			outs := make([]kvwindow.Outcome, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			ctx := testCtx(t)
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					<-start
-					outs[i], errs[i] = w.Claim(ctx, kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute,
-						Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)}, kvwindow.Known{})
-				}()
-			}
-			close(start)
-			wg.Wait()
+			outs, errs := claimAtOnce(t, w, n, func(i int) kvwindow.Claim {
+				return kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute,
+					Claimant: claimant(uint64(1000*round + i + 1)), Delivery: delivery(1)}
+			})
 			won, winner := 0, -1
 			for i := range n {
 				if errs[i] != nil {
@@ -325,17 +291,13 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				if i == winner {
 					continue
 				}
-				if decision(outs[i]) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: outs[winner].Revision}) {
-					t.Fatalf("round %d claim %d: %+v, want Duplicate rev %d", round, i, outs[i], outs[winner].Revision)
-				}
+				expect(t, fmt.Sprintf("round %d claim %d", round, i), outs[i], kvwindow.Duplicate, outs[winner].Revision)
 			}
 		}
 	})
 
-	t.Run("LaterDeliveryTakesOver", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		c := kvwindow.Claim{Tenant: tenant(t), Source: "s", Key: "redelivered", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
+	run("LaterDeliveryTakesOver", func(t *testing.T, w Claimer, tn string) {
+		c := kvwindow.Claim{Tenant: tn, Source: "s", Key: "redelivered", TTL: time.Minute, Claimant: claimant(7), Delivery: delivery(1)}
 		first := mustClaim(t, w, c)
 		if first.Status != kvwindow.Won {
 			t.Fatalf("first delivery: %+v, want Won", first)
@@ -346,17 +308,11 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if took.Status != kvwindow.Owned || took.Revision <= first.Revision {
 			t.Fatalf("second delivery: %+v, want Owned with a revision after %d", took, first.Revision)
 		}
-		if got := mustClaim(t, w, second); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: took.Revision}) {
-			t.Fatalf("second delivery again: %+v, want Owned rev %d", got, took.Revision)
-		}
-		if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: took.Revision}) {
-			t.Fatalf("first delivery after the takeover: %+v, want Stale rev %d", got, took.Revision)
-		}
+		expect(t, "second delivery again", mustClaim(t, w, second), kvwindow.Owned, took.Revision)
+		expect(t, "first delivery after the takeover", mustClaim(t, w, c), kvwindow.Stale, took.Revision)
 		other := c
 		other.Claimant, other.Delivery = claimant(8), delivery(9)
-		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
-			t.Fatalf("other claimant: %+v, want Duplicate rev %d", got, took.Revision)
-		}
+		expect(t, "other claimant", mustClaim(t, w, other), kvwindow.Duplicate, took.Revision)
 		// A re-created consumer restarts its delivery counts: its first delivery is later than any of the old one's.
 		recreated := c
 		recreated.Delivery = kvwindow.Delivery{Consumer: consumer1 + 1, Count: 1}
@@ -365,15 +321,10 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatalf("first delivery by a re-created consumer: %+v, want Owned with a revision after %d", again, took.Revision)
 		}
 		second.Delivery = delivery(5)
-		if got := mustClaim(t, w, second); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: again.Revision}) {
-			t.Fatalf("old consumer's delivery 5: %+v, want Stale rev %d", got, again.Revision)
-		}
+		expect(t, "old consumer's delivery 5", mustClaim(t, w, second), kvwindow.Stale, again.Revision)
 	})
 
-	t.Run("ClaimantIdentity", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("ClaimantIdentity", func(t *testing.T, w Claimer, tn string) {
 		unstamped := kvwindow.Claimant{Seq: 7} // a claimant is its sequence and stamp: the sequence alone never matches
 		for i, tc := range []struct {
 			name            string
@@ -405,10 +356,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("ReleaseOnlyOwnRevision", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("ReleaseOnlyOwnRevision", func(t *testing.T, w Claimer, tn string) {
 		ctx := testCtx(t)
 		release := func(c kvwindow.Claim, rev uint64) bool {
 			t.Helper()
@@ -430,9 +378,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 			t.Fatal("release with a stale revision reported success")
 		}
 		other := kvwindow.Claim{Tenant: tn, Source: "s", Key: "released", TTL: time.Minute, Claimant: claimant(2), Delivery: delivery(1)}
-		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Duplicate, Revision: took.Revision}) {
-			t.Fatalf("after a stale release: %+v, want Duplicate rev %d", got, took.Revision)
-		}
+		expect(t, "after a stale release", mustClaim(t, w, other), kvwindow.Duplicate, took.Revision)
 		if !release(c, took.Revision) {
 			t.Fatal("release with the holder's revision did nothing")
 		}
@@ -447,9 +393,7 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		if release(c, took.Revision) {
 			t.Fatal("release of an old revision freed the new holder's claim")
 		}
-		if got := mustClaim(t, w, other); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: next.Revision}) {
-			t.Fatalf("new holder after a stale release: %+v, want Owned rev %d", got, next.Revision)
-		}
+		expect(t, "new holder after a stale release", mustClaim(t, w, other), kvwindow.Owned, next.Revision)
 		never := other
 		never.Key = "never-claimed"
 		if release(never, next.Revision) {
@@ -471,13 +415,10 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("ReleaseMarker", func(t *testing.T) {
+	run("ReleaseMarker", func(t *testing.T, w Claimer, tn string) {
 		// A release leaves a marker naming the envelope: its later delivery is told DeadLettered (nothing
 		// written); another envelope claims over it, told whether the event may be stored, and keeps that across
 		// a takeover.
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
 		ctx := testCtx(t)
 		a := kvwindow.Claim{Tenant: tn, Source: "s", Key: "marker", TTL: time.Minute, Claimant: claimant(71), Delivery: delivery(2)}
 		held := mustClaim(t, w, a)
@@ -512,31 +453,16 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 		}
 	})
 
-	t.Run("ConcurrentDeliveriesOneClaimant", func(t *testing.T) {
-		t.Parallel()
-		w := newWindow(t)
-		tn := tenant(t)
+	run("ConcurrentDeliveriesOneClaimant", func(t *testing.T, w Claimer, tn string) {
 		const n = 16
 		for round := range 3 {
 			key := fmt.Sprintf("deliveries-%d", round)
 			c := kvwindow.Claim{Tenant: tn, Source: "s", Key: key, TTL: time.Minute, Claimant: claimant(uint64(round + 1))}
-			var wg sync.WaitGroup
-			outs := make([]kvwindow.Outcome, n)
-			errs := make([]error, n)
-			start := make(chan struct{})
-			ctx := testCtx(t)
-			for i := range n {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					c := c
-					c.Delivery = delivery(uint64(i + 1))
-					<-start
-					outs[i], errs[i] = w.Claim(ctx, c, kvwindow.Known{})
-				}()
-			}
-			close(start)
-			wg.Wait()
+			outs, errs := claimAtOnce(t, w, n, func(i int) kvwindow.Claim {
+				c := c
+				c.Delivery = delivery(uint64(i + 1))
+				return c
+			})
 			won := 0
 			holders := map[uint64]int{} // revision written → delivery index that wrote it
 			for i := range n {
@@ -575,13 +501,9 @@ func Run(t *testing.T, newWindow func(t *testing.T) Claimer) {
 				t.Fatalf("round %d: last delivery %+v", round, last)
 			}
 			c.Delivery = delivery(n)
-			if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Owned, Revision: last.Revision}) {
-				t.Fatalf("round %d: last delivery again: %+v, want Owned rev %d", round, got, last.Revision)
-			}
+			expect(t, fmt.Sprintf("round %d: last delivery again", round), mustClaim(t, w, c), kvwindow.Owned, last.Revision)
 			c.Delivery = delivery(n - 1)
-			if got := mustClaim(t, w, c); decision(got) != (kvwindow.Outcome{Status: kvwindow.Stale, Revision: last.Revision}) {
-				t.Fatalf("round %d: delivery %d again: %+v, want Stale rev %d", round, n-1, got, last.Revision)
-			}
+			expect(t, fmt.Sprintf("round %d: delivery %d again", round, n-1), mustClaim(t, w, c), kvwindow.Stale, last.Revision)
 		}
 	})
 }
@@ -590,6 +512,24 @@ func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// claimAtOnce makes the n claims claimOf returns all at once, and returns their outcomes and errors.
+func claimAtOnce(t *testing.T, w Claimer, n int, claimOf func(i int) kvwindow.Claim) ([]kvwindow.Outcome, []error) {
+	outs, errs := make([]kvwindow.Outcome, n), make([]error, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	ctx := testCtx(t)
+	for i := range n {
+		c := claimOf(i)
+		wg.Go(func() {
+			<-start
+			outs[i], errs[i] = w.Claim(ctx, c, kvwindow.Known{})
+		})
+	}
+	close(start)
+	wg.Wait()
+	return outs, errs
 }
 
 func mustClaim(t *testing.T, w Claimer, c kvwindow.Claim) kvwindow.Outcome {
@@ -601,27 +541,10 @@ func mustClaim(t *testing.T, w Claimer, c kvwindow.Claim) kvwindow.Outcome {
 	return out
 }
 
-// poll calls cond until it returns nil or timeout passes.
-func poll(t *testing.T, timeout time.Duration, cond func() error) {
+// expect fails t unless got decided status at revision rev (the holder's details aside).
+func expect(t *testing.T, what string, got kvwindow.Outcome, status kvwindow.Status, rev uint64) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	wait := 10 * time.Millisecond
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not met after %s: %v", timeout, err)
-		}
-		time.Sleep(wait) // polling interval
-		if wait < 100*time.Millisecond {
-			wait *= 2
-		}
+	if got.Status != status || got.Revision != rev {
+		t.Fatalf("%s: %+v, want %v rev %d", what, got, status, rev)
 	}
-}
-
-// decision is what an outcome decided: its status and revision, without the holder's details.
-func decision(o kvwindow.Outcome) kvwindow.Outcome {
-	return kvwindow.Outcome{Status: o.Status, Revision: o.Revision}
 }
