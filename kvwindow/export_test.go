@@ -1,6 +1,7 @@
 package kvwindow
 
 import (
+	"context"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -105,3 +106,10 @@ func PingVerdict(errs []error) error { return pingVerdict(errs) }
 
 // AgeCheck is the age-limit check every claim passes before it is written (shard.holds), on the shard of c.
 func AgeCheck(w *Window, c Claim) error { return w.shards[0].holds(c) }
+
+// StepDown is the step-down Rebalance makes for one move, on its own: the move as made, and an error when the
+// stream elected another server than m.To.
+func StepDown(ctx context.Context, m *Manager, mv Move) (Move, error) { return m.w.stepDown(ctx, mv) }
+
+// PlanRebalance is the plan Rebalance makes from a window's status.
+var PlanRebalance = planRebalance

@@ -30,6 +30,9 @@ type BucketStatus struct {
 	// Lost, when set, says why the bucket holds nothing: it is missing (deleted with its claims); the other fields
 	// are then empty.
 	Lost string `json:"lost,omitempty"`
+	// Unusable are the servers of Replicas that cannot take the lead now: offline (not seen by the leader lately)
+	// or not current (behind the leader). Rebalance moves no leader to one of them.
+	Unusable []string `json:"unusable,omitempty"`
 	// Cluster is the bucket's cluster info from the same read (nil on a single server): each replica's state.
 	Cluster *jetstream.ClusterInfo `json:"-"`
 }
@@ -63,7 +66,13 @@ func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
 				b.Replicas = append(b.Replicas, c.Leader)
 			}
 			for _, p := range c.Replicas {
+				if p == nil {
+					continue
+				}
 				b.Replicas = append(b.Replicas, p.Name)
+				if p.Offline || !p.Current {
+					b.Unusable = append(b.Unusable, p.Name)
+				}
 			}
 		}
 	}
@@ -90,19 +99,45 @@ type Move struct {
 	Bucket string `json:"bucket"`
 	From   string `json:"from"`
 	To     string `json:"to"`
+	// Asked, when set, is the server the move asked for when the stream elected another one (To) instead: it was no
+	// longer current or reachable by the time of the step-down.
+	Asked string `json:"asked,omitempty"`
 }
 
 // Rebalance spreads the buckets' stream leaders over the servers holding them, so that no server leads more than
 // its share (nats-server does not spread leaders by itself): bucket by bucket, the leader goes to the replica that
-// leads the fewest buckets so far, the current leader winning ties. With apply it asks each stream to step down in
-// favour of that server (a preferred step-down) and waits for the change; without, it only plans. Leadership is
-// moved one bucket at a time; claims pause for each bucket's election (well under a second on a healthy cluster).
+// leads the fewest buckets so far, the current leader winning ties; a replica that is offline or not current
+// (BucketStatus.Unusable) is never chosen, as nats-server would elect another server in its place. With apply it
+// asks each stream to step down in favour of that server (a preferred step-down) and waits for the change; without,
+// it only plans. Leadership is moved one bucket at a time; claims pause for each bucket's election (well under a
+// second on a healthy cluster). When a stream elects another server than the one asked for, Rebalance stops there:
+// the last move returned names where the leader went (Move.Asked the server asked for), and the error says so.
 func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
-	w := m.w
 	status, err := m.Status(ctx)
 	if err != nil {
 		return nil, err
 	}
+	moves := planRebalance(status)
+	if !apply {
+		return moves, nil
+	}
+	for i, mv := range moves {
+		made, err := m.w.stepDown(ctx, mv)
+		if err != nil {
+			if made.To != "" {
+				// The leader moved, elsewhere than planned: report where, and let a later run plan from there.
+				moves[i] = made
+				i++
+			}
+			return moves[:i], err
+		}
+	}
+	return moves, nil
+}
+
+// planRebalance is the moves that spread the leaders of status evenly, in shard order (see Rebalance): each
+// bucket's leader goes to its usable replica that leads the fewest buckets so far, the current leader winning ties.
+func planRebalance(status []BucketStatus) []Move {
 	led := map[string]int{}
 	var moves []Move
 	for _, b := range status {
@@ -111,7 +146,7 @@ func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
 		}
 		best := b.Leader
 		for _, p := range b.Replicas {
-			if led[p] < led[best] {
+			if led[p] < led[best] && !slices.Contains(b.Unusable, p) {
 				best = p
 			}
 		}
@@ -120,19 +155,14 @@ func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
 			moves = append(moves, Move{Bucket: b.Bucket, From: b.Leader, To: best})
 		}
 	}
-	if !apply {
-		return moves, nil
-	}
-	for i, m := range moves {
-		if err := w.stepDown(ctx, m); err != nil {
-			return moves[:i], err
-		}
-	}
-	return moves, nil
+	return moves
 }
 
-// stepDown asks the bucket's stream leader to hand over to m.To and waits until it has.
-func (w *Window) stepDown(ctx context.Context, m Move) error {
+// stepDown asks the bucket's stream leader to hand over to m.To and waits until the leader has changed. It returns
+// the move as made: m when m.To leads; when the stream elected another server (m.To was no longer current or
+// reachable), that server as To and m.To as Asked, with an error saying so; a zero Move when the leader did not
+// change.
+func (w *Window) stepDown(ctx context.Context, m Move) (Move, error) {
 	s := w.shards[slices.IndexFunc(w.shards, func(s *shard) bool { return s.cfg.Bucket == m.Bucket })]
 	req := map[string]any{"placement": map[string]string{"preferred": m.To}}
 	var resp struct {
@@ -143,28 +173,35 @@ func (w *Window) stepDown(ctx context.Context, m Move) error {
 	cancel()
 	switch {
 	case jserr.API(err) != nil:
-		return fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, err)
+		return Move{}, fmt.Errorf("kvwindow: step down %s to %s: %w", m.Bucket, m.To, err)
 	case err != nil:
-		return fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
+		return Move{}, fmt.Errorf("%w: step down %s: %w", ErrUnavailable, m.Bucket, err)
 	}
 	deadline := time.Now().Add(max(w.cfg.Timeout, 10*time.Second))
 	for {
-		info, err := s.info(ctx)
-		// The server may elect another replica than the preferred one (it was not current): the leader moved, and a
-		// later Rebalance plans again from where things are.
+		// A stream without a leader (mid-election) does not answer its info: each read is short, and read again.
+		pctx, cancel := context.WithTimeout(ctx, min(w.cfg.Timeout, 2*time.Second))
+		info, err := s.info(pctx)
+		cancel()
 		if err == nil && info.Cluster != nil {
-			if l := info.Cluster.Leader; l != "" && l != m.From {
-				return nil
+			switch l := info.Cluster.Leader; {
+			case l == m.To:
+				return m, nil
+			case l != "" && l != m.From:
+				made := Move{Bucket: m.Bucket, From: m.From, To: l, Asked: m.To}
+				return made, fmt.Errorf("step down %s to %s: the stream elected %s instead (%s was not current or "+
+					"not reachable when asked); run window rebalance again to plan from where the leaders are now",
+					m.Bucket, m.To, l, m.To)
 			}
 		}
 		if time.Now().After(deadline) {
 			if err == nil {
 				err = errors.New("leader did not move")
 			}
-			return fmt.Errorf("%w: step down %s to %s: %w", ErrUnavailable, m.Bucket, m.To, err)
+			return Move{}, fmt.Errorf("%w: step down %s to %s: %w", ErrUnavailable, m.Bucket, m.To, err)
 		}
 		if err := backoff.Wait(ctx, 50*time.Millisecond); err != nil {
-			return err
+			return Move{}, err
 		}
 	}
 }
