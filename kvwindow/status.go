@@ -124,12 +124,12 @@ func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
 	for i, mv := range moves {
 		made, err := m.w.stepDown(ctx, mv)
 		if err != nil {
+			done := moves[:i]
 			if made.To != "" {
 				// The leader moved, elsewhere than planned: report where, and let a later run plan from there.
-				moves[i] = made
-				i++
+				done = append(done, made)
 			}
-			return moves[:i], err
+			return done, err
 		}
 	}
 	return moves, nil
