@@ -119,7 +119,7 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 	natsCfg := w.natsCfg
 	if w.embeddedNATS {
 		w.status.wait("starting the embedded NATS server on %s", cfg.EmbeddedListen)
-		w.srv, err = embedded.Start(embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log,
+		w.srv, err = embedded.Start(ctx, embedded.Config{Listen: cfg.EmbeddedListen, StoreDir: cfg.EmbeddedStoreDir, Logger: log,
 			MaxPayload: embedded.MaxPayloadFor(cfg.MaxJSONBytes)})
 		if errors.Is(err, embedded.ErrStoreInUse) {
 			// Two workers configured onto one directory: a configuration error, as a busy DEDUPE_HTTP_ADDR is not.

@@ -25,7 +25,9 @@ type Config struct {
 	Listen string
 	// StoreDir is the JetStream store directory; it is created when missing.
 	StoreDir string
-	// ReadyTimeout bounds how long Start waits for the server to accept connections.
+	// ReadyTimeout bounds how long Start waits for the server to accept connections; 0 waits as long as Start's
+	// context lives. The server recovers every stream before it opens its client port: seconds per million window
+	// keys (docs/scale.md), so no fixed bound suits every store.
 	ReadyTimeout time.Duration
 	// Logger receives the server's own log lines; nil discards them.
 	Logger *slog.Logger
@@ -59,9 +61,9 @@ type Server struct {
 }
 
 // Start validates cfg, locks the store directory (ErrStoreInUse when another server holds it), starts the server
-// and waits until it accepts connections.
-func Start(cfg Config) (*Server, error) {
-	cfg.ReadyTimeout = cmp.Or(cfg.ReadyTimeout, 10*time.Second)
+// and waits until it accepts connections, or until ctx ends or cfg.ReadyTimeout passes; then it stops the server
+// before it unlocks the store.
+func Start(ctx context.Context, cfg Config) (*Server, error) {
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("embedded: listen address %q: %w", cfg.Listen, err)
@@ -84,7 +86,7 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	srv, err := startServer(cfg, host, port)
+	srv, err := startServer(ctx, cfg, host, port)
 	if err != nil {
 		lock.release()
 		return nil, err
@@ -95,7 +97,7 @@ func Start(cfg Config) (*Server, error) {
 }
 
 // startServer starts the server of a validated cfg whose store directory is locked.
-func startServer(cfg Config, host string, port int) (*Server, error) {
+func startServer(ctx context.Context, cfg Config, host string, port int) (*Server, error) {
 	if port != 0 {
 		// The server only logs a busy port and then never becomes ready; probing first turns that into an error
 		// a person can act on.
@@ -128,11 +130,35 @@ func startServer(cfg Config, host string, port int) (*Server, error) {
 		ns.SetLoggerV2(slogAdapter{cfg.Logger.With("component", "nats-server")}, false, false, false)
 	}
 	go ns.Start()
-	if !ns.ReadyForConnections(cfg.ReadyTimeout) {
+	if err := waitReady(ctx, ns, cfg); err != nil {
 		ns.Shutdown()
-		return nil, fmt.Errorf("embedded: server on %s not ready after %s", cfg.Listen, cfg.ReadyTimeout)
+		ns.WaitForShutdown() // the store stays locked until the server has let go of it
+		return nil, fmt.Errorf("embedded: server on %s (store %s): %w", cfg.Listen, cfg.StoreDir, err)
 	}
 	return &Server{ns: ns}, nil
+}
+
+// waitReady waits until ns accepts connections, or ctx ends, or cfg.ReadyTimeout passes, saying every 10 s that
+// the server is still recovering its streams.
+func waitReady(ctx context.Context, ns *server.Server, cfg Config) error {
+	start := time.Now()
+	for next := 10 * time.Second; ; {
+		if ctx.Err() != nil {
+			return fmt.Errorf("stopped before it was ready: %w", context.Cause(ctx))
+		}
+		if ns.ReadyForConnections(250 * time.Millisecond) {
+			return nil
+		}
+		waited := time.Since(start)
+		switch {
+		case cfg.ReadyTimeout > 0 && waited >= cfg.ReadyTimeout:
+			return fmt.Errorf("not ready after %s", cfg.ReadyTimeout)
+		case waited >= next && cfg.Logger != nil:
+			cfg.Logger.Info("embedded NATS server still recovering its streams", "waited", waited.Round(time.Second),
+				"store", cfg.StoreDir)
+			next += 10 * time.Second
+		}
+	}
 }
 
 // ClientURL is the URL clients connect to.

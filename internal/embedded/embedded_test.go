@@ -29,7 +29,7 @@ func TestMaxPayloadFor(t *testing.T) {
 // start runs an embedded server on a free port and returns a connection to it.
 func start(t *testing.T, maxPayload int) *nats.Conn {
 	t.Helper()
-	srv, err := Start(Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: maxPayload})
+	srv, err := Start(context.Background(), Config{Listen: "127.0.0.1:0", StoreDir: t.TempDir(), MaxPayload: maxPayload})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestStartErrors(t *testing.T) {
 		{Config{Listen: "127.0.0.1:0"}, "embedded: store directory: must not be empty"},
 		{Config{Listen: "localhost", StoreDir: t.TempDir()}, `embedded: listen address "localhost": `},
 	} {
-		srv, err := Start(c.cfg)
+		srv, err := Start(context.Background(), c.cfg)
 		if err == nil {
 			_ = srv.Shutdown(context.Background())
 			t.Errorf("Start(%+v): no error, want %q", c.cfg, c.want)

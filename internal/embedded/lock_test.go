@@ -17,11 +17,11 @@ import (
 // beside it ("stream state outdated … will rebuild").
 func TestOneServerPerStoreDir(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "nats")
-	first, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	first, err := embedded.Start(context.Background(), embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	second, err := embedded.Start(context.Background(), embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err == nil {
 		_ = second.Shutdown(context.Background())
 		_ = first.Shutdown(context.Background())
@@ -41,11 +41,37 @@ func TestOneServerPerStoreDir(t *testing.T) {
 	if err := first.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	again, err := embedded.Start(embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	again, err := embedded.Start(context.Background(), embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
 	if err != nil {
 		t.Fatalf("after the first server stopped: %v", err)
 	}
 	if err := again.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Start waits for the server as long as its context lives (a large store takes seconds per million window keys to
+// recover before the server accepts connections), and when the context ends first it stops the server before it
+// lets go of the store: a worker stopped while its embedded server recovers starts again on the same directory.
+func TestStartEndsWithItsContext(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nats")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	srv, err := embedded.Start(ctx, embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err == nil {
+		_ = srv.Shutdown(context.Background())
+		t.Fatal("Start with an ended context: no error")
+	}
+	if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), dir) {
+		t.Fatalf("Start with an ended context: %v; want context.Canceled, naming the store", err)
+	}
+	again, err := embedded.Start(context.Background(), embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err != nil {
+		t.Fatalf("Start again on the same store: %v", err)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	if err := again.Shutdown(sctx); err != nil {
 		t.Fatal(err)
 	}
 }
