@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
 var errConnClosed = errors.New("pipeline: NATS connection closed")
@@ -26,7 +27,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		case rs.work <- d:
 		case <-rs.stopping:
 			_ = p.nakMsg(d, 0)
-			p.nakShutdown.Inc()
+			p.naks[protocol.NakShutdown].Inc()
 		}
 	}
 	p.bindErr.Store(nil) // a previous run's

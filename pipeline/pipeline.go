@@ -72,7 +72,7 @@ type Pipeline struct {
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
 	pauseTill atomic.Int64 // deliveries received before this p.clock() value lived through a pause: never published
 
-	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld, nakHolder, nakRecord prometheus.Counter
+	naks [protocol.NakRecord + 1]prometheus.Counter // by protocol.NakReason (0: the window's)
 
 	holders *holders // claims held by this process's workers, and the last ones they published
 	// decide is the protocol the workers execute (protocol.Decide; a test may wrap it).
@@ -128,22 +128,19 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		cfg:           cfg,
-		js:            cfg.JetStream,
-		nc:            cfg.JetStream.Conn(),
-		apiPrefix:     jsapi.Prefix(cfg.JetStream.Options()),
-		epoch:         time.Now(),
-		log:           cfg.Logger,
-		m:             cfg.Metrics,
-		sources:       make(map[string]*sourceState, len(cfg.Sources.Specs)),
-		nakWindow:     cfg.Metrics.naks.WithLabelValues(NakWindow),
-		nakPublish:    cfg.Metrics.naks.WithLabelValues(NakPublish),
-		nakDeadLetter: cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
-		nakShutdown:   cfg.Metrics.naks.WithLabelValues(NakShutdown),
-		nakHeld:       cfg.Metrics.naks.WithLabelValues(NakHeld),
-		nakHolder:     cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
-		nakRecord:     cfg.Metrics.naks.WithLabelValues(NakRecord),
+		cfg:       cfg,
+		js:        cfg.JetStream,
+		nc:        cfg.JetStream.Conn(),
+		apiPrefix: jsapi.Prefix(cfg.JetStream.Options()),
+		epoch:     time.Now(),
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		sources:   make(map[string]*sourceState, len(cfg.Sources.Specs)),
 	}
+	for r := protocol.NakShutdown; r <= protocol.NakRecord; r++ {
+		p.naks[r] = p.m.naks.WithLabelValues(r.String())
+	}
+	p.naks[0] = p.naks[protocol.NakWindow]
 	p.inputKeeps.Store(true)
 	p.holders = newHolders()
 	p.decide = protocol.Decide

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -109,7 +110,7 @@ func (w *worker) handle(d *delivery) {
 			// rather than loop; the redelivery starts again.
 			p.log.Error("pipeline: the protocol did not stop; handing the envelope back", "seq", e.seq, "step", plan.String())
 			if !s.f.Naked && s.f.Ack == protocol.NotAcked {
-				w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+				w.nak(d, protocol.NakDelay(d.delivered), p.naks[protocol.NakWindow])
 			}
 			break
 		}
@@ -246,7 +247,7 @@ func (s *step) do(plan protocol.Plan) {
 		f.Naked = true
 	default:
 		p.log.Error("pipeline: the protocol asked for an unknown step; handing the envelope back", "step", plan.Do)
-		w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+		w.nak(d, protocol.NakDelay(d.delivered), p.naks[protocol.NakWindow])
 		f.Naked = true
 	}
 }
@@ -412,22 +413,11 @@ func (s *step) note(plan protocol.Plan) {
 }
 
 // nakCounter is the counter of a NAK reason.
-func (p *Pipeline) nakCounter(r protocol.NakReason) interface{ Inc() } {
-	switch r {
-	case protocol.NakShutdown:
-		return p.nakShutdown
-	case protocol.NakPublish:
-		return p.nakPublish
-	case protocol.NakDeadLetter:
-		return p.nakDeadLetter
-	case protocol.NakHeld:
-		return p.nakHeld
-	case protocol.NakHolder:
-		return p.nakHolder
-	case protocol.NakRecord:
-		return p.nakRecord
+func (p *Pipeline) nakCounter(r protocol.NakReason) prometheus.Counter {
+	if int(r) < len(p.naks) {
+		return p.naks[r]
 	}
-	return p.nakWindow
+	return p.naks[protocol.NakWindow]
 }
 
 // claimFailed says what a claim that returned err tells the protocol: cancelled (the worker is stopping), invalid
