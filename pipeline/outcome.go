@@ -49,41 +49,18 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	}
 	switch {
 	case err == nil:
-		p.deadLetterUp()
+		p.cleared(&p.deadLetterErr, &p.deadLetterOK, "pipeline: dead letters stored again", p.cfg.DLQStream)
 		return protocol.PublishStored
 	case w.ctx.Err() != nil:
 		return protocol.PublishCancelled
 	}
 	p.log.Error("pipeline: dead letter not stored; handing the envelope back", "seq", w.e.seq, "subject", m.Subject,
 		"reason", reason, "error", why, "err", err)
-	p.deadLetterDown(err, sent)
+	// Readiness reports it as it reports failing output publishes: the envelope is handed back until the
+	// dead-letter stream takes it.
+	p.failed(&p.deadLetterErr, &p.deadLetterOK, err, sent)
 	p.streamMissing(err)
 	return protocol.PublishFailed
-}
-
-// deadLetterUp records a dead letter stored: every failure of one sent before now is superseded.
-func (p *Pipeline) deadLetterUp() {
-	answered(&p.deadLetterOK, p.clock())
-	for {
-		cur := p.deadLetterErr.Load()
-		if cur == nil || !superseded(cur.sent, p.deadLetterOK.Load()) {
-			return
-		}
-		if p.deadLetterErr.CompareAndSwap(cur, nil) {
-			p.log.Info("pipeline: dead letters stored again", "stream", p.cfg.DLQStream)
-			p.updateReady()
-			return
-		}
-	}
-}
-
-// deadLetterDown records a dead letter sent at sent (p.clock) that was not stored: readiness reports it as it
-// reports failing output publishes, since the envelope is handed back for ever until the dead-letter stream takes
-// it. A failure of the connection is readiness's already (offline).
-func (p *Pipeline) deadLetterDown(err error, sent time.Duration) {
-	if !p.offline(err) && stand(&p.deadLetterErr, &p.deadLetterOK, &failure{err: err, at: p.clock(), sent: sent}) {
-		p.updateReady()
-	}
 }
 
 // ack acknowledges the delivery and reports whether the server confirmed it. An ack that fails is counted and

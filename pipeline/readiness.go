@@ -156,28 +156,39 @@ func (p *Pipeline) ackUp() { answered(&p.ackOK, p.clock()) }
 // publishUp records an output publish JetStream stored: the output answers, and every failure of a publish sent
 // before now is superseded.
 func (p *Pipeline) publishUp() {
-	answered(&p.publishOK, p.clock())
+	p.cleared(&p.publishErr, &p.publishOK, "pipeline: publishes succeed again", p.cfg.OutputStream)
+}
+
+// cleared records an answer of a kind whose failures last and ok keep (stand), and clears the standing failure when
+// the answer supersedes it, logging msg.
+func (p *Pipeline) cleared(last *atomic.Pointer[failure], ok *atomic.Int64, msg, stream string) {
+	answered(ok, p.clock())
 	for {
-		cur := p.publishErr.Load()
-		if cur == nil || !superseded(cur.sent, p.publishOK.Load()) {
+		cur := last.Load()
+		if cur == nil || !superseded(cur.sent, ok.Load()) {
 			return
 		}
-		if p.publishErr.CompareAndSwap(cur, nil) {
-			p.log.Info("pipeline: publishes succeed again", "stream", p.cfg.OutputStream)
+		if last.CompareAndSwap(cur, nil) {
+			p.log.Info(msg, "stream", stream)
 			p.updateReady()
 			return
 		}
 	}
 }
 
+// failed records a request of a kind whose failures last and ok keep, sent at sent (p.clock), that failed with
+// err (stand). A request the client could not send while disconnected is the connection's failure, which readiness
+// reports as long as it lasts; it must not keep the pipeline unready for failureQuiet after the reconnect.
+func (p *Pipeline) failed(last *atomic.Pointer[failure], ok *atomic.Int64, err error, sent time.Duration) {
+	if !p.offline(err) && stand(last, ok, &failure{err: err, at: p.clock(), sent: sent}) {
+		p.updateReady()
+	}
+}
+
 // publishDown records an output publish sent at sent (p.clock) that failed with err. A failure that a later
 // answer superseded does not count (superseded).
 func (p *Pipeline) publishDown(err error, sent time.Duration) {
-	// A publish the client could not send while disconnected is the connection's failure, which readiness reports
-	// as long as it lasts; it must not keep the pipeline unready for failureQuiet after the reconnect.
-	if !p.offline(err) && stand(&p.publishErr, &p.publishOK, &failure{err: err, at: p.clock(), sent: sent}) {
-		p.updateReady()
-	}
+	p.failed(&p.publishErr, &p.publishOK, err, sent)
 	if ok, n := p.publishLog.allow(); ok {
 		p.log.Warn("pipeline: publish failed; envelopes are handed back (NAK with backoff)",
 			"stream", p.cfg.OutputStream, "err", err, "failures_since_last_log", n)
@@ -191,9 +202,7 @@ func (p *Pipeline) publishDown(err error, sent time.Duration) {
 // readiness alone (superseded).
 func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
-	if !p.offline(err) && stand(&p.ackErr, &p.ackOK, &failure{err: err, at: p.clock(), sent: sent}) {
-		p.updateReady()
-	}
+	p.failed(&p.ackErr, &p.ackOK, err, sent)
 	if ok, n := p.ackLog.allow(); ok {
 		p.log.Error("pipeline: acknowledgement failed; the envelope will be redelivered after the ack wait",
 			"reason", reason, "err", err, "failures_since_last_log", n)

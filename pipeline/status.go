@@ -399,35 +399,31 @@ func leaderless(ci *jetstream.ClusterInfo) bool {
 // quorumChanged records what the status poll found of leaders cut off from their replicas (nil: none) for
 // readiness, and logs the changes.
 func (p *Pipeline) quorumChanged(cutOff []string) {
-	if len(cutOff) == 0 {
-		if p.quorumErr.Swap(nil) != nil {
-			p.log.Info("pipeline: the consumer's and streams' leaders have their quorum again")
-			p.updateReady()
-		}
-		return
-	}
-	err := fmt.Errorf("pipeline: the NATS server this worker uses is cut off from its cluster's majority (a network "+
-		"partition, or the other servers down); nothing it leads can make progress until it rejoins them: %s",
-		strings.Join(cutOff, "; "))
-	if p.quorumErr.Swap(&err) == nil {
-		p.log.Warn("pipeline: lost quorum", "err", err)
-		p.updateReady()
-	}
+	p.pollFound(&p.quorumErr, cutOff, "pipeline: the NATS server this worker uses is cut off from its cluster's majority (a "+
+		"network partition, or the other servers down); nothing it leads can make progress until it rejoins them: ",
+		"pipeline: lost quorum", "pipeline: the consumer's and streams' leaders have their quorum again")
 }
 
 // silenceChanged records what the status poll found of streams whose leader has not answered (watch.silence; nil:
 // none) for readiness, and logs the changes.
 func (p *Pipeline) silenceChanged(silent []string) {
-	if len(silent) == 0 {
-		if p.silentErr.Swap(nil) != nil {
-			p.log.Info("pipeline: the streams' leaders answer again")
+	p.pollFound(&p.silentErr, silent, "pipeline: ", "pipeline: no answer from a stream's leader",
+		"pipeline: the streams' leaders answer again")
+}
+
+// pollFound makes the problems a status poll found (nil: none) the standing error in last, prefixed, logging down
+// when they appear and up when they are gone.
+func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, prefix, down, up string) {
+	if len(problems) == 0 {
+		if last.Swap(nil) != nil {
+			p.log.Info(up)
 			p.updateReady()
 		}
 		return
 	}
-	err := fmt.Errorf("pipeline: %s", strings.Join(silent, "; "))
-	if p.silentErr.Swap(&err) == nil {
-		p.log.Warn("pipeline: no answer from a stream's leader", "err", err)
+	err := errors.New(prefix + strings.Join(problems, "; "))
+	if last.Swap(&err) == nil {
+		p.log.Warn(down, "err", err)
 		p.updateReady()
 	}
 }
