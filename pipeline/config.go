@@ -146,48 +146,26 @@ func DefaultConfig() Config {
 
 // WithDefaults returns c with zero-valued fields set to their defaults (booleans are left as they are).
 func (c Config) WithDefaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
+	for _, f := range []struct {
+		p *string
+		v string
+	}{
+		{&c.InputStream, DefaultInputStream}, {&c.InputPrefix, DefaultInputPrefix},
+		{&c.OutputStream, DefaultOutputStream}, {&c.OutputPrefix, DefaultOutputPrefix},
+		{&c.DLQStream, DefaultDLQStream}, {&c.DLQPrefix, DefaultDLQPrefix}, {&c.Consumer, DefaultConsumer},
+	} {
+		orDefault(f.p, f.v)
 	}
-	def(&c.InputStream, DefaultInputStream)
-	def(&c.InputPrefix, DefaultInputPrefix)
-	def(&c.OutputStream, DefaultOutputStream)
-	def(&c.OutputPrefix, DefaultOutputPrefix)
-	def(&c.DLQStream, DefaultDLQStream)
-	def(&c.DLQPrefix, DefaultDLQPrefix)
-	def(&c.Consumer, DefaultConsumer)
-	if c.DefaultTTL == 0 {
-		c.DefaultTTL = keys.DefaultTTL
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.OutputDuplicates == 0 {
-		c.OutputDuplicates = duplicateWindow(c.AckWait)
-	}
-	if c.OutputMaxAge == 0 {
-		c.OutputMaxAge = DefaultOutputMaxAge
-	}
-	if c.DLQMaxAge == 0 {
-		c.DLQMaxAge = DefaultDLQMaxAge
-	}
+	orDefault(&c.DefaultTTL, keys.DefaultTTL)
+	orDefault(&c.Replicas, DefaultReplicas)
+	orDefault(&c.MaxInFlight, DefaultMaxInFlight)
+	orDefault(&c.AckWait, DefaultAckWait)
+	orDefault(&c.PublishTimeout, DefaultPublishTimeout)
+	orDefault(&c.StatusInterval, DefaultStatusInterval)
+	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	orDefault(&c.OutputDuplicates, duplicateWindow(c.AckWait))
+	orDefault(&c.OutputMaxAge, DefaultOutputMaxAge)
+	orDefault(&c.DLQMaxAge, DefaultDLQMaxAge)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -195,6 +173,14 @@ func (c Config) WithDefaults() Config {
 		c.Metrics = NewMetrics(nil)
 	}
 	return c
+}
+
+// orDefault sets *p to v when it is the zero value.
+func orDefault[T comparable](p *T, v T) {
+	var zero T
+	if *p == zero {
+		*p = v
+	}
 }
 
 // Validate checks c (after defaults). Errors start with "pipeline: " and name the field.
@@ -205,16 +191,17 @@ func (c Config) Validate() error {
 	if c.Window == nil {
 		return errors.New("pipeline: Window: is required")
 	}
-	for _, f := range []struct{ name, v string }{
+	names := []struct{ name, v string }{
 		{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
 		{"Consumer", c.Consumer},
-	} {
+	}
+	if c.CopiesStream != "" {
+		names = append(names, struct{ name, v string }{"CopiesStream", c.CopiesStream})
+	}
+	for _, f := range names {
 		if !validName(f.v) {
 			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
 		}
-	}
-	if c.CopiesStream != "" && !validName(c.CopiesStream) {
-		return fmt.Errorf("pipeline: CopiesStream: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", c.CopiesStream)
 	}
 	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || c.OutputStream == c.DLQStream {
 		return fmt.Errorf("pipeline: InputStream, OutputStream and DLQStream must differ, got %q, %q and %q",
@@ -238,35 +225,26 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if c.DefaultTTL < time.Second {
-		return fmt.Errorf("pipeline: DefaultTTL: must be at least 1s, got %s", c.DefaultTTL)
-	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return fmt.Errorf("pipeline: Replicas: must be between 1 and 5, got %d", c.Replicas)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 1<<16 {
-		return fmt.Errorf("pipeline: MaxInFlight: must be between 1 and 65536, got %d", c.MaxInFlight)
-	}
-	if c.AckWait < time.Second {
-		return fmt.Errorf("pipeline: AckWait: must be at least 1s, got %s", c.AckWait)
-	}
-	if c.PublishTimeout <= 0 {
-		return fmt.Errorf("pipeline: PublishTimeout: must be positive, got %s", c.PublishTimeout)
-	}
-	if c.StatusInterval <= 0 {
-		return fmt.Errorf("pipeline: StatusInterval: must be positive, got %s", c.StatusInterval)
-	}
-	if c.ShutdownTimeout <= 0 {
-		return fmt.Errorf("pipeline: ShutdownTimeout: must be positive, got %s", c.ShutdownTimeout)
-	}
-	if c.OutputDuplicates < c.AckWait {
-		return fmt.Errorf("pipeline: OutputDuplicates: must be at least AckWait %s, got %s", c.AckWait, c.OutputDuplicates)
-	}
-	if c.OutputMaxAge < c.OutputDuplicates {
-		return fmt.Errorf("pipeline: OutputMaxAge: must be at least the output's duplicate window %s, got %s", c.OutputDuplicates, c.OutputMaxAge)
-	}
-	if c.DLQMaxAge < time.Minute {
-		return fmt.Errorf("pipeline: DLQMaxAge: must be at least 1m, got %s", c.DLQMaxAge)
+	for _, r := range []struct {
+		bad bool
+		msg string
+		v   any
+	}{
+		{c.DefaultTTL < time.Second, "DefaultTTL: must be at least 1s", c.DefaultTTL},
+		{c.Replicas < 1 || c.Replicas > 5, "Replicas: must be between 1 and 5", c.Replicas},
+		{c.MaxInFlight < 1 || c.MaxInFlight > 1<<16, "MaxInFlight: must be between 1 and 65536", c.MaxInFlight},
+		{c.AckWait < time.Second, "AckWait: must be at least 1s", c.AckWait},
+		{c.PublishTimeout <= 0, "PublishTimeout: must be positive", c.PublishTimeout},
+		{c.StatusInterval <= 0, "StatusInterval: must be positive", c.StatusInterval},
+		{c.ShutdownTimeout <= 0, "ShutdownTimeout: must be positive", c.ShutdownTimeout},
+		{c.OutputDuplicates < c.AckWait, "OutputDuplicates: must be at least AckWait " + c.AckWait.String(), c.OutputDuplicates},
+		{c.OutputMaxAge < c.OutputDuplicates, "OutputMaxAge: must be at least the output's duplicate window " +
+			c.OutputDuplicates.String(), c.OutputMaxAge},
+		{c.DLQMaxAge < time.Minute, "DLQMaxAge: must be at least 1m", c.DLQMaxAge},
+	} {
+		if r.bad {
+			return fmt.Errorf("pipeline: %s, got %v", r.msg, r.v)
+		}
 	}
 	if _, err := parseConsumerStart(c.ConsumerStart); err != nil {
 		return err
