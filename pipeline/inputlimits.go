@@ -144,11 +144,7 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 		w.reset, w.through = false, max(w.through+1, first, 1)-1
 		return
 	}
-	filters := ci.Config.FilterSubjects
-	if ci.Config.FilterSubject != "" {
-		filters = append([]string{ci.Config.FilterSubject}, filters...)
-	}
-	if !seesAll(info.Config.Subjects, filters) {
+	if !seesAll(info.Config.Subjects, filtersOf(ci.Config)) {
 		return // another consumer may take the messages the gap holds
 	}
 	from, n := undeliveredGap(first, ci.Delivered.Stream, w.high, w.through)

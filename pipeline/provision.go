@@ -256,10 +256,7 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 			"published empty, the envelopes acknowledged and gone); unset it (nats consumer edit) or delete the consumer and "+
 			"let the worker create it (DEDUPE_PROVISION=true)", ErrIncompatible, where)
 	}
-	filters := got.FilterSubjects
-	if got.FilterSubject != "" {
-		filters = append([]string{got.FilterSubject}, filters...)
-	}
+	filters := filtersOf(got)
 	if need := cfg.InputPrefix + ".*.*"; len(filters) > 0 && !coveredBy(need, filters) {
 		quoted := make([]string, len(filters))
 		for i, f := range filters {
@@ -443,6 +440,14 @@ func parseConsumerStart(s string) (*jetstream.ConsumerConfig, error) {
 		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t}, nil
 	}
 	return nil, bad("unknown form")
+}
+
+// filtersOf is a consumer's filter subjects, whichever field holds them (none: every subject).
+func filtersOf(c jetstream.ConsumerConfig) []string {
+	if c.FilterSubject != "" {
+		return append([]string{c.FilterSubject}, c.FilterSubjects...)
+	}
+	return c.FilterSubjects
 }
 
 // coveredBy reports whether every subject matching pattern also matches one of filters.

@@ -60,30 +60,22 @@ func shapePull(maxInFlight int, ackWait time.Duration, l consumerLimits) (s pull
 // limitFromRefusal reads the limit a 409 refusal names ("Exceeded MaxRequestBatch of 10", "Exceeded
 // MaxRequestExpires of 1s") into l; ok is false when the description names none of them.
 func limitFromRefusal(descr string, l consumerLimits) (consumerLimits, bool) {
-	for _, f := range []struct {
-		prefix string
-		set    func(string) bool
-	}{
-		{"exceeded maxrequestbatch of ", func(v string) bool {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return false
-			}
-			l.maxBatch = n
-			return true
-		}},
-		{"exceeded maxrequestexpires of ", func(v string) bool {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return false
-			}
-			l.maxExpires = d
-			return true
-		}},
-	} {
-		if rest, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(descr)), f.prefix); ok {
-			return l, f.set(strings.TrimSpace(rest))
+	d := strings.ToLower(strings.TrimSpace(descr))
+	if v, ok := strings.CutPrefix(d, "exceeded maxrequestbatch of "); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return l, false
 		}
+		l.maxBatch = n
+		return l, true
+	}
+	if v, ok := strings.CutPrefix(d, "exceeded maxrequestexpires of "); ok {
+		e, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || e <= 0 {
+			return l, false
+		}
+		l.maxExpires = e
+		return l, true
 	}
 	return l, false
 }
