@@ -15,9 +15,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
-// outMsg is one outbound message with the storage of the header values the worker sets. Once handed to the client
-// library it belongs to the library until JetStream answered; a worker that stops waiting takes a fresh one, so
-// that a message the library still holds never shares a buffer with the next envelope.
+// outMsg is one outbound message with the storage of the header values the worker sets. It belongs to the client
+// library until JetStream answered; a worker that stops waiting takes a fresh one.
 type outMsg struct {
 	msg  nats.Msg
 	vals [9]string
@@ -25,9 +24,7 @@ type outMsg struct {
 
 func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header, 16)}} }
 
-// worker executes the protocol's plans for one envelope at a time. Its buffers (the outbound message and header
-// map, the value slices) are reused from one envelope to the next once JetStream has answered the publish that
-// used them.
+// worker executes the protocol's plans for one envelope at a time, reusing its buffers from one to the next.
 type worker struct {
 	p   *Pipeline
 	ctx context.Context
@@ -57,7 +54,7 @@ func (w *worker) loop(rs *runState) {
 }
 
 // step is one delivery being handled: the facts the protocol decides on, and what the executor needs to carry
-// out the next plan (the claim it holds, the revision of its last write on the key, why a dead letter is written).
+// out the next plan.
 type step struct {
 	w     *worker
 	d     *delivery
@@ -78,8 +75,7 @@ type step struct {
 }
 
 // handle takes one envelope through inspection and then the protocol's plans, one step at a time, until the plan
-// is to stop. The protocol ends every delivery in exactly one Ack or NAK, or — for a stale delivery, one that a
-// later delivery of the same envelope has taken over — in nothing: that later delivery decides.
+// is to stop.
 func (w *worker) handle(d *delivery) {
 	p := w.p
 	p.m.inFlight.Inc()
@@ -128,8 +124,7 @@ func (w *worker) handle(d *delivery) {
 // maxSteps bounds the steps of one delivery: the longest plan sequence is about a dozen.
 const maxSteps = 32
 
-// hold is how long a delivery received at received has been held, against the hold bound, and whether the
-// process was paused since (see tooOld).
+// hold is how long a delivery received at received has been held, against the hold bound (tooOld).
 func (p *Pipeline) hold(received time.Duration) protocol.Hold {
 	now := p.clock()
 	last := time.Duration(p.lastTick.Load())
@@ -253,8 +248,7 @@ func (s *step) do(plan protocol.Plan) {
 }
 
 // doClaim claims the envelope's key and writes the window's answer into the facts. A delivery that wins or takes
-// over the claim is made known to this process's other workers while it holds it (holders), so that a copy
-// arriving meanwhile waits for it here.
+// over the claim is made known to this process's other workers while it holds it (holders).
 func (s *step) doClaim() {
 	w, p, e, d := s.w, s.w.p, &s.w.e, s.d
 	f := &s.f
@@ -283,19 +277,9 @@ func (s *step) doClaim() {
 	if !res.FirstClaimed.IsZero() {
 		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
 	}
-	switch res.Status {
-	case kvwindow.Won:
-		f.Claim.Status = protocol.Won
-	case kvwindow.Owned:
-		f.Claim.Status = protocol.Owned
-	case kvwindow.Duplicate:
-		f.Claim.Status = protocol.Duplicate
-	case kvwindow.Stale:
-		f.Claim.Status = protocol.Stale
-	case kvwindow.DeadLettered:
-		f.Claim.Status = protocol.DeadLettered
-	default:
-		f.Claim.Status = protocol.ClaimUnknown
+	f.Claim.Status = protocol.ClaimUnknown
+	if uint(res.Status) < uint(len(claimStatus)) && res.Status != 0 {
+		f.Claim.Status = claimStatus[res.Status]
 	}
 	if res.Status == kvwindow.Won || res.Status == kvwindow.Owned {
 		s.rev = res.Revision
@@ -304,6 +288,10 @@ func (s *step) doClaim() {
 		}
 	}
 }
+
+// claimStatus is the protocol's name of each status the window answers.
+var claimStatus = [...]protocol.ClaimStatus{kvwindow.Won: protocol.Won, kvwindow.Owned: protocol.Owned,
+	kvwindow.Duplicate: protocol.Duplicate, kvwindow.Stale: protocol.Stale, kvwindow.DeadLettered: protocol.DeadLettered}
 
 // waitHolder waits, bounded, for the holder of a Duplicate's claim if one of this process's workers holds it.
 func (s *step) waitHolder() protocol.HolderResult {
@@ -420,10 +408,7 @@ func (p *Pipeline) nakCounter(r protocol.NakReason) prometheus.Counter {
 	return p.naks[protocol.NakWindow]
 }
 
-// claimFailed says what a claim that returned err tells the protocol: cancelled (the worker is stopping), invalid
-// (never claimable), lost (the bucket is gone, or its age limit cannot hold the claim: no decision until an
-// operator acts, and never forwarded around), or unavailable (the window could not decide; with
-// ForwardWhenWindowDown the envelope may go out unkeyed).
+// claimFailed says what a claim that returned err tells the protocol (protocol.ClaimStatus).
 func claimFailed(cancelled bool, err error) protocol.ClaimStatus {
 	switch {
 	case cancelled:
