@@ -12,9 +12,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
-// publishResult is the protocol's name for a publish's answer: stored, refused for good (the output stream will
-// never take the message), cancelled by shutdown, or failed for now (full, unavailable, no answer in time).
-// publishResult classifies the answer to an output publish sent at sent (p.clock).
+// publishResult is the protocol's name for the answer to an output publish sent at sent (p.clock).
 func (w *worker) publishResult(err error, sent time.Duration) protocol.PublishResult {
 	switch {
 	case err == nil:
@@ -37,9 +35,8 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	sent := p.clock()
 	out := w.buildDeadLetter(m.Subject, m.Header, m.Data, reason, why)
 	err := w.publish(out)
-	// An envelope near the size limits may fit in the input stream but not beside the dead letter's own headers.
-	// Keep what fits rather than retry for ever: the sender's headers go, the body is cut, and the dead letter says
-	// so and names the envelope's sequence in the input stream, where the original still is.
+	// An envelope near the size limits may not fit beside the dead letter's own headers: keep what fits rather
+	// than retry for ever (buildTrimmedDeadLetter).
 	for _, keep := range []int{int(p.nc.MaxPayload()) - trimmedRoom, 0} {
 		if err == nil || !jserr.TooLarge(err) || w.ctx.Err() != nil || keep < 0 {
 			break
@@ -63,10 +60,8 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	return protocol.PublishFailed
 }
 
-// ack acknowledges the delivery and reports whether the server confirmed it. An ack that fails is counted and
-// makes the pipeline unready for a while; the outcome is durable, so the redelivery finds it (the claim's record,
-// the holder gone, or Nats-Msg-Id) and acks again. The ack is sent even during a shutdown (its outcome is
-// durable): its wait is bounded by the ack timeout alone.
+// ack acknowledges the delivery and reports whether the server confirmed it (ackFailed when not); the outcome is
+// durable, so the redelivery finds it and acks again. It is sent even during a shutdown.
 func (w *worker) ack(d *delivery) bool {
 	sent := w.p.clock()
 	err := w.p.ackMsg(w.durable, d, &w.ackOut)
@@ -96,9 +91,8 @@ func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {
 	}
 }
 
-// publish sends out to JetStream and waits for its answer, at most PublishTimeout (natsreq.Publish: retries of "no
-// responders", the server's refusal as *jetstream.APIError). The message is written to the connection before the
-// wait, so out may be reused as soon as publish returns, whatever it returns.
+// publish sends out to JetStream and waits for its answer, at most PublishTimeout (natsreq.Publish). out may be
+// reused as soon as publish returns, whatever it returns.
 func (w *worker) publish(out *nats.Msg) error {
 	p := w.p
 	start := time.Now()

@@ -46,8 +46,7 @@ func headerSize(h nats.Header) int {
 }
 
 // headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones
-// (contract.ReservedOnEvent; contract.Reserved when keepIdempotency, for dead letters).
-// Value slices are shared with the inbound message (neither side modifies them).
+// (contract.Reserved when keepIdempotency, for dead letters), sharing their value slices.
 func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempotency bool) *nats.Msg {
 	out := &w.out.msg
 	h := out.Header

@@ -14,19 +14,16 @@ import (
 	"github.com/dedupeworker/dedupeworker/contract"
 )
 
-// The pipeline pulls from its consumer itself rather than through the jetstream package's Consume. The client
-// library tells a delivery from a server status message by its shape alone — an empty body and a Status header —
-// so an envelope of that shape (any publisher to the input subjects can send one) is dropped or stops the consume
-// loop, is never acknowledged and, stored in a work-queue stream, starves every tenant on each redelivery. Here a
-// message is a delivery exactly when its reply subject is an ack subject ($JS.ACK.…), which the server sets on
-// every delivery and on no status message; the handler then deals with such an envelope like any other.
+// The pipeline pulls from its consumer itself rather than through the jetstream package's Consume, which tells a
+// delivery from a server status message by its shape alone (an empty body and a Status header): an envelope of
+// that shape would be dropped or stop the loop, never acknowledged, and starve every tenant of a work-queue stream.
+// Here a message is a delivery exactly when its reply subject is an ack subject, set on no status message.
 
 // errConsumerDeleted ends a pull subscription whose consumer the server reports deleted.
 var errConsumerDeleted = errors.New("pipeline: the consumer was deleted")
 
 // pullHealth is what the consumer's answers to the pull requests say, kept across pull subscriptions for
-// readiness: a consumer that refuses every request, or drops them, leaves the pipeline unable to consume while
-// everything else looks fine.
+// readiness: a consumer that refuses or drops every request leaves the pipeline unable to consume.
 type pullHealth struct {
 	answered atomic.Int64            // p.clock() of the last sign a request was accepted: a delivery, a heartbeat, an expiry
 	refusal  atomic.Pointer[failure] // the last refusal (nil: none since the pipeline started)
@@ -52,9 +49,7 @@ func (h *pullHealth) stuck(now time.Duration) error {
 
 // pullSub is one pull subscription on the consumer. It keeps up to batch deliveries requested: a new request for
 // what is missing whenever half the batch has arrived or expired, and a fresh start whenever the server has been
-// silent for two heartbeats (a leader change, a restart, a reconnect: the server forgot the requests). Its
-// requests are cut down to the consumer's limits (shapePull), read when the consumer is bound, at every status
-// poll, and from a refusal that names one.
+// silent for two heartbeats (it forgot the requests). Its requests are cut down to the consumer's limits.
 type pullSub struct {
 	p       *Pipeline
 	nc      *nats.Conn
@@ -105,8 +100,8 @@ func (p *Pipeline) newPullSub(handle func(*delivery), limits consumerLimits) (*p
 	return s, nil
 }
 
-// setLimits cuts the requests down to the consumer's limits l (from its configuration, or from a refusal: why)
-// and logs what changed. The requests sent from now on follow; those waiting are left to expire or fill.
+// setLimits cuts the requests sent from now on down to the consumer's limits l (from its configuration, or from a
+// refusal: why) and logs what changed.
 func (s *pullSub) setLimits(l consumerLimits, why string) {
 	p := s.p
 	shape, clamped := shapePull(p.cfg.MaxInFlight, p.cfg.AckWait, l)
@@ -211,10 +206,9 @@ func (s *pullSub) status(m *nats.Msg) {
 	}
 }
 
-// refusedNow handles a refused request: Exceeded MaxRequestBatch or MaxRequestExpires (edited since the last
-// status poll read the limits), a request the consumer does not take (400: a priority group it requires) and the
-// like. A refusal that names a limit cuts the requests down to it at once; any other is tried again on the next
-// heartbeat check (binding again would only repeat it), and readiness reports it once it persists.
+// refusedNow handles a refused request. A refusal that names a limit (edited since the last status poll) cuts the
+// requests down to it at once; any other is tried again on the next heartbeat check (binding again would only
+// repeat it), and readiness reports it once it persists.
 func (s *pullSub) refusedNow(code, descr string) {
 	p := s.p
 	if ok, n := s.refusals.allow(); ok {
@@ -309,8 +303,7 @@ func (s *pullSub) fail(err error) {
 	}
 }
 
-// stop ends the subscription at once: deliveries buffered in the client are dropped (redelivered after the ack
-// wait).
+// stop ends the subscription at once: deliveries buffered in the client are dropped (redelivered).
 func (s *pullSub) stop() {
 	s.stopper.Do(func() { close(s.stopped) })
 	_ = s.sub.Unsubscribe()

@@ -9,8 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// consumerLimits are what the consumer accepts of one pull request, as its configuration states them (0: no
-// limit). An operator or a tool may create or edit the consumer with any of them; a request over one is refused
+// consumerLimits are what the consumer accepts of one pull request (0: no limit); a request over one is refused
 // (409) every time it is sent.
 type consumerLimits struct {
 	maxBatch   int           // MaxRequestBatch: deliveries one request may ask for
@@ -80,15 +79,13 @@ func limitFromRefusal(descr string, l consumerLimits) (consumerLimits, bool) {
 	return l, false
 }
 
-// pullStuckAfter is how long the consumer may leave the pull requests without a sign of acceptance (a delivery, a
-// heartbeat, a request expiring) before readiness reports the pulls stuck: four heartbeats (a request that was
-// refused is sent again at the next heartbeat tick, one that was dropped after two heartbeats of silence, and the
-// first heartbeat of an accepted one comes one heartbeat later), at least 5s. 15s at the default ack wait of 30s.
+// pullStuckAfter is how long the consumer may leave the pull requests without a sign of acceptance before
+// readiness reports the pulls stuck: four heartbeats (a dropped request is sent again after two heartbeats of
+// silence, and its first heartbeat comes one later), at least 5s.
 func pullStuckAfter(heartbeat time.Duration) time.Duration { return max(4*heartbeat, 5*time.Second) }
 
-// pullsStuck decides whether the pulls are stuck: no sign of acceptance for longer than bound since answered,
-// while the handler is not holding deliveries itself (busy). refusal is the last refusal since then (nil:
-// the requests went unanswered). It returns nil when they are not stuck.
+// pullsStuck decides whether the pulls are stuck (nil: not): no sign of acceptance for longer than bound since
+// answered, while the handler is not busy. refusal is the last refusal (nil: none).
 func pullsStuck(now, answered time.Duration, busy bool, refusal *failure, bound time.Duration, l consumerLimits) error {
 	if busy || now-answered <= bound {
 		return nil
