@@ -307,19 +307,17 @@ func workQueueConflict(ctx context.Context, js jetstream.JetStream, cfg Config, 
 		}
 	}
 	slices.Sort(names)
-	msg := fmt.Sprintf("pipeline: consumer %q: %s is a work-queue stream and ", cfg.Consumer, cfg.InputStream)
+	who, old, set := "another consumer already reads it (nats consumer ls "+cfg.InputStream+")", "NAME", "DEDUPE_CONSUMER to its name"
 	switch len(names) {
 	case 0:
-		msg += fmt.Sprintf("another consumer already reads it (nats consumer ls %s); a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", cfg.InputStream, cfg.InputStream)
 	case 1:
-		msg += fmt.Sprintf("consumer %q already reads it; a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s %s) or set DEDUPE_CONSUMER=%s", names[0], cfg.InputStream, names[0], names[0])
+		who, old, set = fmt.Sprintf("consumer %q already reads it", names[0]), names[0], "DEDUPE_CONSUMER="+names[0]
 	default:
-		msg += fmt.Sprintf("consumers %s already read it; a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", quoteAll(names), cfg.InputStream)
+		who = "consumers " + quoteAll(names) + " already read it"
 	}
-	return &conflictError{msg: msg, cause: cause}
+	return &conflictError{cause: cause, msg: fmt.Sprintf("pipeline: consumer %q: %s is a work-queue stream and %s; a work-queue "+
+		"stream allows one consumer per subject — delete the old one (nats consumer rm %s %s) or set %s",
+		cfg.Consumer, cfg.InputStream, who, cfg.InputStream, old, set)}
 }
 
 // quoteAll is ss quoted, joined by commas.
