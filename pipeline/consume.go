@@ -140,7 +140,6 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	return sub, err
 }
 
-// bindFailed records why the consumer cannot be bound, for readiness.
 func (p *Pipeline) bindFailed(err error) {
 	if p.offline(err) {
 		err = errors.New("not connected to NATS")
@@ -168,7 +167,6 @@ func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	return err
 }
 
-// consumerUsable reports whether the consumer as the status poll read it can serve the pipeline (checkConsumer).
 func (p *Pipeline) consumerUsable(c jetstream.ConsumerConfig) bool {
 	_, err := checkConsumer(p.cfg, c)
 	return err == nil

@@ -119,7 +119,6 @@ func (c *copies) answer(err error) {
 	c.log.Debug("pipeline: copy not counted", "stream", c.stream, "err", err)
 }
 
-// countCopy counts the delivery as a copy its claim suppressed when countable says so.
 func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 	p, e := s.w.p, &s.w.e
 	c := p.copies.c.Load()

@@ -35,10 +35,8 @@ type holding struct {
 	rev uint64
 }
 
-// closedChan is the wait of a holding already finished.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// finishedHoldings is how many finished holdings are remembered.
 const finishedHoldings = 4096
 
 func newHolders() *holders {
@@ -58,7 +56,6 @@ func (h *holders) begin(k string, seq uint64, stamp int64, expires time.Duration
 	return hd
 }
 
-// finish records the holder's outcome and wakes the copies waiting for it.
 func (h *holders) finish(k string, hd *holding, published bool, rev uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

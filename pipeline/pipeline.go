@@ -92,11 +92,11 @@ func (p *Pipeline) clock() time.Duration { return time.Since(p.epoch) }
 
 // sourceState is what the pipeline knows about one source label: the spec and the metric children, resolved once.
 type sourceState struct {
-	spec                                     keys.Spec
-	unique, duplicate, unkeyedN, deadLetters prometheus.Counter
-	reasons                                  map[keys.Reason]prometheus.Counter
-	label                                    string
-	m                                        *Metrics
+	spec     keys.Spec
+	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count (OutcomeUnique...)
+	reasons  map[keys.Reason]prometheus.Counter
+	label    string
+	m        *Metrics
 }
 
 func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
@@ -117,7 +117,6 @@ const (
 var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
 	ReasonUnverified, ReasonWindowUnavailable}
 
-// otherSource is the source label of an undeclared source.
 const otherSource = "other"
 
 // New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
@@ -149,15 +148,10 @@ func New(cfg Config) (*Pipeline, error) {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
-		s := &sourceState{
-			spec:        spec,
-			label:       label,
-			m:           p.m,
-			unique:      p.m.envelopes.WithLabelValues(label, OutcomeUnique),
-			duplicate:   p.m.envelopes.WithLabelValues(label, OutcomeDuplicate),
-			unkeyedN:    p.m.envelopes.WithLabelValues(label, OutcomeUnkeyed),
-			deadLetters: p.m.envelopes.WithLabelValues(label, OutcomeDeadLetter),
-			reasons:     make(map[keys.Reason]prometheus.Counter, len(allReasons)),
+		s := &sourceState{spec: spec, label: label, m: p.m, reasons: make(map[keys.Reason]prometheus.Counter, len(allReasons))}
+		for c, o := range map[protocol.Count]string{protocol.CountUnique: OutcomeUnique, protocol.CountDuplicate: OutcomeDuplicate,
+			protocol.CountUnkeyed: OutcomeUnkeyed, protocol.CountDeadLetter: OutcomeDeadLetter} {
+			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, o)
 		}
 		for _, r := range allReasons {
 			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
@@ -174,7 +168,6 @@ func New(cfg Config) (*Pipeline, error) {
 	return p, nil
 }
 
-// source returns the state of a source id: its own when declared, the shared "other" state otherwise.
 func (p *Pipeline) source(id string) *sourceState {
 	if s, ok := p.sources[id]; ok {
 		return s

@@ -130,14 +130,12 @@ func (s *pullSub) setLimits(l consumerLimits, why string) {
 	}
 }
 
-// heartbeat is the idle heartbeat the requests ask for now.
 func (s *pullSub) heartbeat() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.shape.heartbeat
 }
 
-// accepted records a sign that the server accepts the requests.
 func (s *pullSub) accepted() { s.p.pulls.answered.Store(int64(s.p.clock())) }
 
 // refused records a refusal of the requests, for readiness to report once it persists.
@@ -166,7 +164,6 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 	s.status(m)
 }
 
-// status handles what the server says about our pull requests.
 func (s *pullSub) status(m *nats.Msg) {
 	code := m.Header.Get(contract.NATSStatus)
 	descr := m.Header.Get(contract.NATSDescription)
@@ -248,7 +245,6 @@ func (s *pullSub) topUp() {
 	s.pending += n
 }
 
-// restart forgets every outstanding request and requests a whole batch.
 func (s *pullSub) restart() {
 	s.mu.Lock()
 	s.pending = 0

@@ -21,7 +21,6 @@ func limitsOf(c jetstream.ConsumerConfig) consumerLimits {
 	return consumerLimits{maxBatch: max(c.MaxRequestBatch, 0), maxExpires: max(c.MaxRequestExpires, 0), maxWaiting: max(c.MaxWaiting, 0)}
 }
 
-// pullShape is what the pull requests ask for.
 type pullShape struct {
 	batch     int           // deliveries requested at most at once
 	expiry    time.Duration // how long one request waits

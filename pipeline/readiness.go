@@ -145,7 +145,6 @@ func stand(last *atomic.Pointer[failure], ok *atomic.Int64, f *failure) (changed
 // then keep the pipeline unready until none has failed for failureQuiet.
 func (p *Pipeline) ackUp() { answered(&p.ackOK, p.clock()) }
 
-// publishUp records an output publish JetStream stored.
 func (p *Pipeline) publishUp() {
 	p.cleared(&p.publishErr, &p.publishOK, "pipeline: publishes succeed again", p.cfg.OutputStream)
 }
@@ -174,7 +173,6 @@ func (p *Pipeline) failed(last *atomic.Pointer[failure], ok *atomic.Int64, err e
 	}
 }
 
-// publishDown records an output publish sent at sent (p.clock) that failed with err.
 func (p *Pipeline) publishDown(err error, sent time.Duration) {
 	p.failed(&p.publishErr, &p.publishOK, err, sent)
 	if ok, n := p.publishLog.allow(); ok {
@@ -222,7 +220,6 @@ func (p *Pipeline) updateReady() {
 	p.m.ready.Set(oneIf(p.readiness() == nil))
 }
 
-// oneIf is a gauge's value for b.
 func oneIf(b bool) float64 {
 	if b {
 		return 1
@@ -236,7 +233,6 @@ func (p *Pipeline) setBound(b bool) {
 	}
 }
 
-// windowUp records that the status poll's Ping found every bucket reachable.
 func (p *Pipeline) windowUp() {
 	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
 		p.log.Info("pipeline: window reachable again")

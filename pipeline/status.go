@@ -313,7 +313,6 @@ type watches struct {
 	m  map[string]watch
 }
 
-// next records the read of stream name that ended at now and returns what is known of it.
 func (ws *watches) next(name, cutOff string, err error, offline bool, now time.Duration) watch {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()

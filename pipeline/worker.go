@@ -135,7 +135,6 @@ func (p *Pipeline) hold(received time.Duration) protocol.Hold {
 	}
 }
 
-// do carries out one plan and writes its result into the facts.
 func (s *step) do(plan protocol.Plan) {
 	w, p, e, d, m := s.w, s.w.p, &s.w.e, s.d, s.d.msg
 	f := &s.f
@@ -289,7 +288,6 @@ func (s *step) doClaim() {
 	}
 }
 
-// claimStatus is the protocol's name of each status the window answers.
 var claimStatus = [...]protocol.ClaimStatus{kvwindow.Won: protocol.Won, kvwindow.Owned: protocol.Owned,
 	kvwindow.Duplicate: protocol.Duplicate, kvwindow.Stale: protocol.Stale, kvwindow.DeadLettered: protocol.DeadLettered}
 
@@ -329,22 +327,19 @@ func (s *step) deadReason(why protocol.Dead) (string, string) {
 	return contract.DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", s.w.p.cfg.OutputStream, s.publishErr)
 }
 
-// count counts an acknowledged envelope.
 func (s *step) count(c protocol.Count) {
 	p, e := s.w.p, &s.w.e
+	if c != 0 && int(c) < len(e.src.outcomes) {
+		e.src.outcomes[c].Inc()
+	}
 	switch c {
-	case protocol.CountUnique:
-		e.src.unique.Inc()
 	case protocol.CountUnkeyed:
-		e.src.unkeyedN.Inc()
 		e.src.reason(e.reason).Inc()
 	case protocol.CountDuplicate:
-		e.src.duplicate.Inc()
 		if p.log.Enabled(s.w.ctx, slog.LevelDebug) {
 			p.log.Debug("pipeline: duplicate", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key)
 		}
 	case protocol.CountDeadLetter:
-		e.src.deadLetters.Inc()
 		p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", s.d.msg.Subject, "reason", s.dead, "error", s.deadWhy)
 	}
 }
@@ -365,12 +360,12 @@ func (s *step) note(plan protocol.Plan) {
 				"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source, "key", e.key)
 		}
 	case protocol.Nak:
-		switch plan.Nak {
-		case protocol.NakHolder:
-			if ok, n := p.holderLog.allow(); ok {
-				p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
-					"holder_seq", s.res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
-			}
+		if plan.Nak != protocol.NakHolder {
+			break
+		}
+		if ok, n := p.holderLog.allow(); ok {
+			p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
+				"holder_seq", s.res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
 		}
 	}
 	switch plan.Note {
@@ -400,7 +395,6 @@ func (s *step) note(plan protocol.Plan) {
 	}
 }
 
-// nakCounter is the counter of a NAK reason.
 func (p *Pipeline) nakCounter(r protocol.NakReason) prometheus.Counter {
 	if int(r) < len(p.naks) {
 		return p.naks[r]
