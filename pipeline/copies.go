@@ -87,9 +87,8 @@ func (p *Pipeline) startCopies(ctx context.Context) func() {
 	}
 }
 
-// answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
-// rest at DEBUG, and the first success after a failure at INFO. A success sends the copies waiting for it; a
-// failure leaves them uncounted.
+// answer takes the server's answer to one increment, logging each change of state once. A success sends the copies
+// waiting for it; a failure leaves them uncounted.
 func (c *copies) answer(err error) {
 	c.mu.Lock()
 	c.probe = false

@@ -181,9 +181,8 @@ func (p *Pipeline) publishDown(err error, sent time.Duration) {
 	}
 }
 
-// ackFailed records an ack sent at sent (p.clock) that did not reach the consumer. Its envelope is redelivered and
-// finds its own claim, but a pipeline whose acks keep failing redelivers everything for ever: it is counted,
-// logged and makes the pipeline unready (unless superseded).
+// ackFailed records an ack sent at sent (p.clock) that did not reach the consumer: a pipeline whose acks keep
+// failing redelivers everything for ever, so it is counted, logged and makes the pipeline unready.
 func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
 	p.failed(&p.ackErr, &p.ackOK, err, sent)

@@ -23,9 +23,8 @@ type link struct {
 	recovering atomic.Bool  // reconnected, and the window has not answered a ping since
 }
 
-// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval, and at once
-// after a reconnect (what the last poll found before it no longer holds). The connection's changes are followed
-// apart from the polls, which can wait seconds for a server that is stopping.
+// statusLoop refreshes the status every StatusInterval, and at once after a reconnect. The connection's changes
+// are followed apart from the polls, which can wait seconds for a server that is stopping.
 func (p *Pipeline) statusLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.StatusInterval)
 	defer t.Stop()
@@ -85,7 +84,11 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		defer close(pinged.done)
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		pinged.buckets, pinged.err = p.pingWindow(wctx)
+		if w, ok := p.cfg.Window.(bucketPinger); ok {
+			pinged.buckets, pinged.err = w.PingEach(wctx)
+		} else {
+			pinged.err = p.cfg.Window.Ping(wctx)
+		}
 	}()
 	defer func() { <-pinged.done }()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -147,13 +150,6 @@ type windowPing struct {
 // from the ping's own reads.
 type bucketPinger interface {
 	PingEach(ctx context.Context) ([]kvwindow.BucketPing, error)
-}
-
-func (p *Pipeline) pingWindow(ctx context.Context) ([]kvwindow.BucketPing, error) {
-	if w, ok := p.cfg.Window.(bucketPinger); ok {
-		return w.PingEach(ctx)
-	}
-	return nil, p.cfg.Window.Ping(ctx)
 }
 
 // refreshStreams reads the three streams for the size gauges and the output's limits (maximum message size,
@@ -267,11 +263,9 @@ type watch struct {
 }
 
 // watchStream decides what the polls know of a stream after a read that ended at now: answered with the leader's
-// verdict cutOff (err nil), or failed with err (offline: the connection's failure, which says nothing about the
-// stream). A read that fails leaves the last answer's verdict standing: a leader cut off from its replicas steps
-// down after some 10s, and its server then answers without a leader (describing replicas it has not heard from as
-// heard, once it has stood for an election), and a stream whose leader is out of reach answers nothing at all;
-// neither says that the stream can make progress again. Only its leader's answer changes the verdict.
+// verdict cutOff (err nil), or failed with err (offline: the connection's, saying nothing of the stream). Only a
+// leader's answer changes the verdict: a leader cut off from its replicas steps down after some 10s and its server
+// then answers without a leader (describing unheard replicas as heard), or nothing at all.
 func watchStream(prev watch, cutOff string, err error, offline bool, now time.Duration) watch {
 	switch {
 	case err == nil:
@@ -411,9 +405,8 @@ func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, pre
 	}
 }
 
-// checkDupWindow records the output stream's duplicate window (an operator may edit it) and warns, once per
-// change, when it no longer covers the ack wait plus the hold bound: an unkeyed event republished then is stored
-// again.
+// checkDupWindow records the output stream's duplicate window and warns, once per change, when it no longer covers
+// the ack wait plus the hold bound: an unkeyed event republished then is stored again.
 func (p *Pipeline) checkDupWindow(dup time.Duration) {
 	prev := time.Duration(p.outDupWindow.Swap(int64(dup)))
 	p.m.dupWindow.Set(dup.Seconds())
