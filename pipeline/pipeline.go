@@ -191,8 +191,9 @@ func (rs *runState) stop() { rs.stopOnce.Do(func() { close(rs.stopping) }) }
 // Run consumes until ctx is cancelled (or the NATS connection is closed for good), then shuts down: it stops
 // pulling, hands back what was pulled but not started (NAK), lets in-flight envelopes finish for up to
 // ShutdownTimeout (what is not stored by then is handed back, never acknowledged; what is stored still sends its
-// record, release and ack, each bounded by its own timeout), waits for outstanding publishes and returns. With Config.Provision it first creates missing streams and the consumer, retrying while JetStream is
-// unreachable. Run returns nil after a cancellation; only one Run may be active at a time.
+// record, release and ack, each bounded by its own timeout), waits for outstanding publishes and returns. With
+// Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable.
+// Run returns nil after a cancellation; only one Run may be active at a time.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("pipeline: Run is already running")
