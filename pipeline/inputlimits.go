@@ -54,7 +54,8 @@ func seesAll(subjects, filters []string) bool {
 	return len(filters) == 0 || !slices.ContainsFunc(subjects, func(s string) bool { return !coveredBy(s, filters) })
 }
 
-// inputWatch is what the status polls found of the input stream's limits and its consumer.
+// inputWatch is what the status polls found of the input stream's limits and its consumer; Run's first read and
+// the poll may check at once.
 type inputWatch struct {
 	mu              sync.Mutex
 	problems        string    // the problems last warned about

@@ -301,7 +301,8 @@ func (w watch) describeCutOff(now time.Duration) string {
 		(now - w.answeredAt).Round(100*time.Millisecond), w.err)
 }
 
-// watches holds what the status polls know of each stream they read (watchStream).
+// watches holds what the status polls know of each stream they read (watchStream); the poll and Run's first read
+// may update it at once.
 type watches struct {
 	mu sync.Mutex
 	m  map[string]watch
