@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,9 +94,7 @@ func (p *Pipeline) newPullSub(handle func(*delivery), limits consumerLimits) (*p
 	sub.SetClosedHandler(func(string) { s.closer.Do(func() { close(s.closed) }) })
 	s.sub = sub
 	s.lastSeen.Store(int64(p.clock()))
-	s.mu.Lock()
-	s.topUp()
-	s.mu.Unlock()
+	s.request(0)
 	go s.watch()
 	return s, nil
 }
@@ -145,10 +144,7 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 	s.lastSeen.Store(int64(s.p.clock()))
 	if strings.HasPrefix(m.Reply, ackPrefix) {
 		s.accepted()
-		s.mu.Lock()
-		s.pending = max(s.pending-1, 0)
-		s.topUp()
-		s.mu.Unlock()
+		s.request(1)
 		stream, delivered, seq, stamp, ok := parseAckSubject(m.Reply)
 		if !ok {
 			s.p.log.Error("pipeline: delivery with an unreadable ack subject; left for redelivery", "reply", m.Reply, "subject", m.Subject)
@@ -173,14 +169,11 @@ func (s *pullSub) status(m *nats.Msg) {
 		return
 	case "404", "408": // a request expired (or found nothing): what it did not deliver is no longer requested
 		s.accepted()
-		s.mu.Lock()
-		if n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages")); err == nil && n > 0 {
-			s.pending = max(s.pending-n, 0)
-		} else {
-			s.pending = 0
+		n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+		if err != nil || n <= 0 {
+			n = allRequested
 		}
-		s.topUp()
-		s.mu.Unlock()
+		s.request(n)
 	case "409":
 		lower := strings.ToLower(descr)
 		switch {
@@ -188,7 +181,7 @@ func (s *pullSub) status(m *nats.Msg) {
 			s.fail(errConsumerDeleted)
 		case strings.Contains(lower, "leadership change"), strings.Contains(lower, "server shutdown"):
 			s.p.log.Debug("pipeline: pull requests ended by the server; pulling again", "status", code, "description", descr)
-			s.restart()
+			s.request(allRequested)
 		default:
 			s.refusedNow(code, descr)
 		}
@@ -219,7 +212,7 @@ func (s *pullSub) refusedNow(code, descr string) {
 	s.mu.Unlock()
 	if named {
 		s.setLimits(l, descr)
-		s.restart()
+		s.request(allRequested)
 	}
 }
 
@@ -245,12 +238,16 @@ func (s *pullSub) topUp() {
 	s.pending += n
 }
 
-func (s *pullSub) restart() {
+// request forgets got deliveries of the outstanding requests (allRequested: every one) and tops them up.
+func (s *pullSub) request(got int) {
 	s.mu.Lock()
-	s.pending = 0
+	s.pending = max(s.pending-got, 0)
 	s.topUp()
 	s.mu.Unlock()
 }
+
+// allRequested makes request forget every outstanding request: the server no longer holds them.
+const allRequested = math.MaxInt
 
 // watch pulls again when the server has been silent for two heartbeats while no handler call was running.
 func (s *pullSub) watch() {
@@ -269,7 +266,7 @@ func (s *pullSub) watch() {
 			return
 		case <-reconnected:
 			s.lastSeen.Store(int64(s.p.clock()))
-			s.restart()
+			s.request(allRequested)
 			continue
 		case <-t.C:
 		}
@@ -283,12 +280,10 @@ func (s *pullSub) watch() {
 		if silent := s.p.clock() - time.Duration(s.lastSeen.Load()); silent > 2*hb {
 			s.p.log.Debug("pipeline: no heartbeat from the consumer; pulling again", "silent", silent.Round(time.Millisecond))
 			s.lastSeen.Store(int64(s.p.clock()))
-			s.restart()
+			s.request(allRequested)
 			continue
 		}
-		s.mu.Lock()
-		s.topUp() // after a refusal or a "no responders"
-		s.mu.Unlock()
+		s.request(0) // after a refusal or a "no responders"
 	}
 }
 

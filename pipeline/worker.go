@@ -140,16 +140,13 @@ func (s *step) do(plan protocol.Plan) {
 	f := &s.f
 	switch plan.Do {
 	case protocol.Build:
-		var out *nats.Msg
+		if plan.Fallback && !plan.Keyed {
+			e.reason = ReasonWindowUnavailable
+		}
+		out := w.buildOutput(m.Header, m.Data, plan.Keyed)
+		f.Output.Built = protocol.BuiltUnkeyed
 		if plan.Keyed {
-			out = w.buildOutput(m.Header, m.Data, true)
 			f.Output.Built = protocol.BuiltKeyed
-		} else {
-			if plan.Fallback {
-				e.reason = ReasonWindowUnavailable
-			}
-			out = w.buildOutput(m.Header, m.Data, false)
-			f.Output.Built = protocol.BuiltUnkeyed
 		}
 		s.unstorable = p.unpublishable(out)
 		f.Output.Unstorable = s.unstorable != ""
