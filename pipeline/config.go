@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -20,19 +21,14 @@ import (
 // decide with an error wrapping kvwindow.ErrUnavailable.
 type Window interface {
 	Claim(ctx context.Context, c kvwindow.Claim, known kvwindow.Known) (kvwindow.Outcome, error)
-	// Release replaces c's claim on the key, only while it is still at revision rev (the caller's own claim), by
-	// a release marker naming c's envelope (mayBeStored: saying the event may be in the output). The pipeline
-	// calls it only for an event it claimed and then had to dead-letter because the output stream refused it for
-	// good, so that a well-formed copy of the event is admitted (and a later delivery of the same envelope is told
-	// DeadLettered instead of holding the key again).
+	// Release replaces c's claim, while still at revision rev, by a release marker naming c's envelope
+	// (mayBeStored: the event may be in the output), for an event claimed and then dead-lettered.
 	Release(ctx context.Context, c kvwindow.Claim, rev uint64, mayBeStored bool) (bool, error)
-	// MarkPublished records in the claim (still at revision rev) that its event was published, so that a later
-	// delivery finds Owned with Published and does not publish again, and a copy waiting for the holder (a
-	// Duplicate without Published) is acknowledged. The pipeline calls it after every keyed publish, before the ack.
+	// MarkPublished records in the claim (still at revision rev) that its event was published: a later delivery
+	// finds Owned with Published, a waiting copy Duplicate with Published.
 	MarkPublished(ctx context.Context, c kvwindow.Claim, rev uint64, firstClaimed time.Time) (newRev uint64, ok bool, err error)
-	// Get reads the live claim on the key from the stream leader. The pipeline calls it for a copy whose claim's
-	// holder has left the input stream, before acknowledging the copy: only a key still holding the claim the copy
-	// found shows that the holder left published (a holder that dead-letters releases its claim first).
+	// Get reads the live claim on the key from the stream leader: for a copy whose holder has left the input
+	// stream, a key still holding the claim it found shows that the holder left published.
 	Get(ctx context.Context, tenant, source, key string) (kvwindow.Entry, bool, error)
 	Ping(ctx context.Context) error
 }
@@ -59,8 +55,7 @@ const (
 // Config configures a Pipeline. Start from DefaultConfig (which also sets Provision) or leave fields zero for their
 // defaults.
 type Config struct {
-	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required. Its
-	// connection carries the pipeline's own pull subscription and the answers to its acks and publishes.
+	// JetStream is the handle used to consume, publish and (with Provision) create streams. Required.
 	JetStream jetstream.JetStream
 	// Window records claims. Required.
 	Window Window
@@ -88,43 +83,34 @@ type Config struct {
 	CopiesStream string
 
 	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
-	// changed). The zero value (false) only binds to what exists; DefaultConfig sets it to true.
+	// changed); DefaultConfig sets it.
 	Provision bool
 	// Replicas is the replication factor of streams and the consumer that Provision creates. Default 1.
 	Replicas int
-	// OutputMaxAge and DLQMaxAge are the age limits of the output and dead-letter streams that Provision creates
-	// (existing streams are not changed). Defaults 7 days and 30 days.
+	// OutputMaxAge and DLQMaxAge are the age limits of the output and dead-letter streams Provision creates.
+	// Defaults 7 days and 30 days.
 	OutputMaxAge, DLQMaxAge time.Duration
-	// OutputDuplicates is the duplicate window of the output stream Provision creates (an existing stream is never
-	// changed). Default max(2m, 4×AckWait); at least AckWait. A longer window catches a republish further apart
-	// from the first publish, at a cost in the server's memory: it keeps every Nats-Msg-Id published within the
-	// window (about 150–250 bytes each: docs/failures.md, "When never published twice holds").
+	// OutputDuplicates is the duplicate window of the output stream Provision creates. Default max(2m,
+	// 4×AckWait); at least AckWait. Its cost in the server's memory: docs/failures.md.
 	OutputDuplicates time.Duration
 	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
-	// envelopes (any retention but work-queue) starts: "all", "new", "seq:<n>" or "time:<RFC 3339>". Empty (the
-	// default): such a consumer is created only while the stream is empty; on a non-empty one Provision fails with
-	// ErrConsumerStart rather than deliver processed envelopes again. It is used only by Provision and when Run
-	// starts: a consumer deleted under the running pipeline is not created again from it (ErrConsumerStart). A
-	// work-queue input stream (what Provision creates) holds only unprocessed envelopes, so its consumer always
-	// starts at the first one, and ConsumerStart is ignored there (logged at warn).
+	// envelopes starts: "all", "new", "seq:<n>" or "time:<RFC 3339>" (see ErrConsumerStart); ignored, with a
+	// warning, on a work-queue stream.
 	ConsumerStart string
 	// MaxHold bounds how long a delivery may be held before it is published; past it the delivery is handed back
 	// (NAK) and its redelivery publishes. Zero (the default): half of the output stream's duplicate window.
 	MaxHold time.Duration
 	// MaxInFlight bounds the envelopes being processed at once. Default 1024.
 	MaxInFlight int
-	// MaxAckPending is the consumer's limit of delivered, unacknowledged envelopes: for the whole fleet, since every
-	// replica shares the consumer. Zero (the default): a consumer Provision creates gets DefaultFleet ×
-	// MaxInFlight, and an existing one is left as it is. Set, it is what Provision creates, and an existing
-	// consumer with another value has that one field updated (logged).
+	// MaxAckPending is the consumer's limit of unacknowledged envelopes, for the whole fleet. Zero (the default):
+	// ConsumerMaxAckPending at creation, an existing consumer left as it is; set, an existing consumer is updated.
 	MaxAckPending int
 	// AckWait is the consumer's ack wait when Provision creates it. Default 30s.
 	AckWait time.Duration
 	// PublishTimeout bounds the wait for JetStream's ack of one publish; a timeout is retried (NAK). Default 10s.
 	PublishTimeout time.Duration
 	// ForwardWhenWindowDown forwards envelopes unkeyed (reason window-unavailable) while the window cannot be
-	// reached, instead of holding them back. Off by default: a window outage then delays events, it never
-	// duplicates them.
+	// reached, instead of holding them back (the default: an outage delays events, never duplicates them).
 	ForwardWhenWindowDown bool
 
 	// Logger receives structured logs. Default slog.Default().
@@ -133,64 +119,30 @@ type Config struct {
 	Metrics *Metrics
 	// StatusInterval is how often the consumer's pending count and the window's health are refreshed. Default 2s.
 	StatusInterval time.Duration
-	// ShutdownTimeout bounds how long Run waits for in-flight envelopes once its context is cancelled. Default
-	// 30s.
+	// ShutdownTimeout bounds Run's wait for in-flight envelopes once its context is cancelled. Default 30s.
 	ShutdownTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults, including Provision: true. JetStream and Window still have to be set.
-func DefaultConfig() Config {
-	c := Config{Provision: true}.WithDefaults()
-	return c
-}
+func DefaultConfig() Config { return Config{Provision: true}.WithDefaults() }
 
 // WithDefaults returns c with zero-valued fields set to their defaults (booleans are left as they are).
 func (c Config) WithDefaults() Config {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
-	}
-	def(&c.InputStream, DefaultInputStream)
-	def(&c.InputPrefix, DefaultInputPrefix)
-	def(&c.OutputStream, DefaultOutputStream)
-	def(&c.OutputPrefix, DefaultOutputPrefix)
-	def(&c.DLQStream, DefaultDLQStream)
-	def(&c.DLQPrefix, DefaultDLQPrefix)
-	def(&c.Consumer, DefaultConsumer)
-	if c.DefaultTTL == 0 {
-		c.DefaultTTL = keys.DefaultTTL
-	}
-	if c.Replicas == 0 {
-		c.Replicas = DefaultReplicas
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.AckWait == 0 {
-		c.AckWait = DefaultAckWait
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.StatusInterval == 0 {
-		c.StatusInterval = DefaultStatusInterval
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
-	if c.OutputDuplicates == 0 {
-		c.OutputDuplicates = duplicateWindow(c.AckWait)
-	}
-	if c.OutputMaxAge == 0 {
-		c.OutputMaxAge = DefaultOutputMaxAge
-	}
-	if c.DLQMaxAge == 0 {
-		c.DLQMaxAge = DefaultDLQMaxAge
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.InputStream, c.InputPrefix = cmp.Or(c.InputStream, DefaultInputStream), cmp.Or(c.InputPrefix, DefaultInputPrefix)
+	c.OutputStream, c.OutputPrefix = cmp.Or(c.OutputStream, DefaultOutputStream), cmp.Or(c.OutputPrefix, DefaultOutputPrefix)
+	c.DLQStream, c.DLQPrefix = cmp.Or(c.DLQStream, DefaultDLQStream), cmp.Or(c.DLQPrefix, DefaultDLQPrefix)
+	c.Consumer = cmp.Or(c.Consumer, DefaultConsumer)
+	c.DefaultTTL = cmp.Or(c.DefaultTTL, keys.DefaultTTL)
+	c.Replicas = cmp.Or(c.Replicas, DefaultReplicas)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.AckWait = cmp.Or(c.AckWait, DefaultAckWait)
+	c.PublishTimeout = cmp.Or(c.PublishTimeout, DefaultPublishTimeout)
+	c.StatusInterval = cmp.Or(c.StatusInterval, DefaultStatusInterval)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.OutputDuplicates = cmp.Or(c.OutputDuplicates, duplicateWindow(c.AckWait))
+	c.OutputMaxAge = cmp.Or(c.OutputMaxAge, DefaultOutputMaxAge)
+	c.DLQMaxAge = cmp.Or(c.DLQMaxAge, DefaultDLQMaxAge)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Metrics == nil {
 		c.Metrics = NewMetrics(nil)
 	}
@@ -205,16 +157,17 @@ func (c Config) Validate() error {
 	if c.Window == nil {
 		return errors.New("pipeline: Window: is required")
 	}
-	for _, f := range []struct{ name, v string }{
+	names := []struct{ name, v string }{
 		{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
 		{"Consumer", c.Consumer},
-	} {
+	}
+	if c.CopiesStream != "" {
+		names = append(names, struct{ name, v string }{"CopiesStream", c.CopiesStream})
+	}
+	for _, f := range names {
 		if !validName(f.v) {
 			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
 		}
-	}
-	if c.CopiesStream != "" && !validName(c.CopiesStream) {
-		return fmt.Errorf("pipeline: CopiesStream: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", c.CopiesStream)
 	}
 	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || c.OutputStream == c.DLQStream {
 		return fmt.Errorf("pipeline: InputStream, OutputStream and DLQStream must differ, got %q, %q and %q",
@@ -238,35 +191,26 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	if c.DefaultTTL < time.Second {
-		return fmt.Errorf("pipeline: DefaultTTL: must be at least 1s, got %s", c.DefaultTTL)
-	}
-	if c.Replicas < 1 || c.Replicas > 5 {
-		return fmt.Errorf("pipeline: Replicas: must be between 1 and 5, got %d", c.Replicas)
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 1<<16 {
-		return fmt.Errorf("pipeline: MaxInFlight: must be between 1 and 65536, got %d", c.MaxInFlight)
-	}
-	if c.AckWait < time.Second {
-		return fmt.Errorf("pipeline: AckWait: must be at least 1s, got %s", c.AckWait)
-	}
-	if c.PublishTimeout <= 0 {
-		return fmt.Errorf("pipeline: PublishTimeout: must be positive, got %s", c.PublishTimeout)
-	}
-	if c.StatusInterval <= 0 {
-		return fmt.Errorf("pipeline: StatusInterval: must be positive, got %s", c.StatusInterval)
-	}
-	if c.ShutdownTimeout <= 0 {
-		return fmt.Errorf("pipeline: ShutdownTimeout: must be positive, got %s", c.ShutdownTimeout)
-	}
-	if c.OutputDuplicates < c.AckWait {
-		return fmt.Errorf("pipeline: OutputDuplicates: must be at least AckWait %s, got %s", c.AckWait, c.OutputDuplicates)
-	}
-	if c.OutputMaxAge < c.OutputDuplicates {
-		return fmt.Errorf("pipeline: OutputMaxAge: must be at least the output's duplicate window %s, got %s", c.OutputDuplicates, c.OutputMaxAge)
-	}
-	if c.DLQMaxAge < time.Minute {
-		return fmt.Errorf("pipeline: DLQMaxAge: must be at least 1m, got %s", c.DLQMaxAge)
+	for _, r := range []struct {
+		bad bool
+		msg string
+		v   any
+	}{
+		{c.DefaultTTL < time.Second, "DefaultTTL: must be at least 1s", c.DefaultTTL},
+		{c.Replicas < 1 || c.Replicas > 5, "Replicas: must be between 1 and 5", c.Replicas},
+		{c.MaxInFlight < 1 || c.MaxInFlight > 1<<16, "MaxInFlight: must be between 1 and 65536", c.MaxInFlight},
+		{c.AckWait < time.Second, "AckWait: must be at least 1s", c.AckWait},
+		{c.PublishTimeout <= 0, "PublishTimeout: must be positive", c.PublishTimeout},
+		{c.StatusInterval <= 0, "StatusInterval: must be positive", c.StatusInterval},
+		{c.ShutdownTimeout <= 0, "ShutdownTimeout: must be positive", c.ShutdownTimeout},
+		{c.OutputDuplicates < c.AckWait, "OutputDuplicates: must be at least AckWait " + c.AckWait.String(), c.OutputDuplicates},
+		{c.OutputMaxAge < c.OutputDuplicates, "OutputMaxAge: must be at least the output's duplicate window " +
+			c.OutputDuplicates.String(), c.OutputMaxAge},
+		{c.DLQMaxAge < time.Minute, "DLQMaxAge: must be at least 1m", c.DLQMaxAge},
+	} {
+		if r.bad {
+			return fmt.Errorf("pipeline: %s, got %v", r.msg, r.v)
+		}
 	}
 	if _, err := parseConsumerStart(c.ConsumerStart); err != nil {
 		return err
@@ -305,8 +249,7 @@ func validPrefix(s string) bool {
 	return true
 }
 
-// duplicateWindow is the output stream's duplicate window Provision uses: comfortably longer than the ack wait,
-// so that a republish after a lost ack (redelivered after AckWait) still collapses.
+// duplicateWindow is the default output duplicate window: a republish after a lost ack (AckWait) still collapses.
 func duplicateWindow(ackWait time.Duration) time.Duration {
 	return max(2*time.Minute, 4*ackWait)
 }
@@ -315,10 +258,11 @@ func duplicateWindow(ackWait time.Duration) time.Duration {
 // MaxInFlight envelopes delivered and unacknowledged, so a smaller limit would leave added replicas idle.
 const DefaultFleet = 10
 
-// maxAckPending is the consumer's MaxAckPending Provision uses.
-func maxAckPending(cfg Config) int {
+// ConsumerMaxAckPending is the MaxAckPending Provision creates the consumer with for cfg: cfg.MaxAckPending when
+// set, else room for DefaultFleet replicas of MaxInFlight each, at least 1000.
+func ConsumerMaxAckPending(cfg Config) int {
 	if cfg.MaxAckPending > 0 {
 		return cfg.MaxAckPending
 	}
-	return max(1000, DefaultFleet*cfg.MaxInFlight)
+	return max(1000, DefaultFleet*cmp.Or(cfg.MaxInFlight, DefaultMaxInFlight))
 }

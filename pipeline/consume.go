@@ -8,17 +8,15 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
 var errConnClosed = errors.New("pipeline: NATS connection closed")
 
-// consume binds the consumer and keeps a pull subscription on it until ctx is done. The subscription pulls again
-// after a reconnect, a leader change or missed heartbeats by itself; when it ends (consumer deleted, connection
-// closed), or the status poll finds the consumer deleted or created again, it is bound again. A consumer that
-// cannot serve the pipeline (checkConsumer: a filter leaving tenants out, say) is not bound, and readiness says
-// why. With Provision, a consumer or stream found missing (the consumer at a bind, a stream by a publish) is
-// created again, never from ConsumerStart (decideStart); without it, a deleted consumer leaves the pipeline unready
-// until an operator restores it.
+// consume binds the consumer and keeps a pull subscription on it until ctx is done, binding again when it ends or
+// the status poll finds the consumer deleted or created again. A consumer checkConsumer refuses is not bound, and
+// readiness says why. With Provision, a consumer or stream found missing is created again (decideStart); without
+// it, a deleted consumer leaves the pipeline unready until an operator restores it.
 func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 	nc := p.nc
 	handler := func(d *delivery) {
@@ -26,7 +24,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		case rs.work <- d:
 		case <-rs.stopping:
 			_ = p.nakMsg(d, 0)
-			p.nakShutdown.Inc()
+			p.naks[protocol.NakShutdown].Inc()
 		}
 	}
 	p.bindErr.Store(nil) // a previous run's
@@ -47,8 +45,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 				return nil
 			}
 			if p.cfg.Provision && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
-				// Deleted by an operator (or with its stream): create what is missing again. Provision refuses to
-				// create a consumer that would replay processed envelopes (ErrConsumerStart).
+				// Deleted by an operator (or with its stream): create what is missing again (or ErrConsumerStart).
 				if perr := p.reprovision(ctx); perr != nil {
 					err = perr
 				} else {
@@ -103,8 +100,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 					}
 				}
 				if p.rebind.Swap(false) {
-					// Another consumer under the name, or none, or the process was paused: drop what the client buffered
-					// (it is redelivered after the ack wait) and bind again.
+					// Another consumer under the name, or none, or the process was paused: drop what the client buffered.
 					sub.stop()
 					p.setBound(false)
 					p.log.Warn("pipeline: binding the consumer again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
@@ -127,8 +123,7 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 		return nil, err
 	}
 	info := c.CachedInfo()
-	// An operator may have created the consumer again under the running worker, with another filter, ack wait or
-	// delivery limit: it gets Provision's checks, and its warnings are logged once.
+	// An operator may have created the consumer again under the running worker: Provision's checks, warnings once.
 	warns, err := checkConsumer(p.cfg, info.Config)
 	if err != nil {
 		return nil, err
@@ -145,7 +140,6 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	return sub, err
 }
 
-// bindFailed records why the consumer cannot be bound, for readiness.
 func (p *Pipeline) bindFailed(err error) {
 	if p.offline(err) {
 		err = errors.New("not connected to NATS")
@@ -173,34 +167,28 @@ func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	return err
 }
 
-// consumerUsable reports whether the consumer as the status poll read it (c, its configuration) can serve the
-// pipeline; an operator may edit it (its filter, say) under the running worker, and the bind then refuses it.
 func (p *Pipeline) consumerUsable(c jetstream.ConsumerConfig) bool {
 	_, err := checkConsumer(p.cfg, c)
 	return err == nil
 }
 
-// consumerReadFailed is the status poll's consumer read failing with err (not the connection's): a consumer or
-// input stream not found while bound means it was deleted, perhaps while the connection was down, when no pull
-// request waited to hear of it; the pulls then only get "no responders". Bind again: that finds it missing and,
-// with Provision, creates it again.
+// consumerReadFailed is the status poll's consumer read failing with err (not the connection's): not found while
+// bound, it was deleted, perhaps while disconnected (the pulls then only get "no responders"): bind again.
 func (p *Pipeline) consumerReadFailed(err error) {
 	if p.bound.Load() && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
 		p.rebind.Store(true)
 	}
 }
 
-// streamMissing is a publish's failure err: one that says the stream is missing (no stream listens on the subject,
-// or the server says not found) asks the consume loop to provision again (with Provision).
+// streamMissing asks the consume loop to provision again when a publish's failure says its stream is missing.
 func (p *Pipeline) streamMissing(err error) {
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, jetstream.ErrStreamNotFound) {
 		p.missing.Store(true)
 	}
 }
 
-// pullTimes are the consume loop's pull expiry and heartbeat: short against the ack wait (and so against the output
-// stream's duplicate window), so that a pull request left open by a replica that stopped answering (paused, cut
-// off) stops taking deliveries soon.
+// pullTimes are the pull expiry and heartbeat: short against the ack wait, so that a pull request left open by a
+// replica that stopped answering (paused, cut off) stops taking deliveries soon.
 func pullTimes(ackWait time.Duration) (expiry, heartbeat time.Duration) {
 	expiry = min(15*time.Second, max(time.Second, ackWait/2))
 	heartbeat = max(500*time.Millisecond, expiry/4)

@@ -16,30 +16,24 @@ import (
 )
 
 // copies counts, beside the window, the copies each claim suppressed (Config.CopiesStream): one increment per copy
-// acknowledged as a duplicate, sent after the ack and never waited for. A count that fails is a count lost; it
-// never changes what happens to an envelope.
+// acknowledged as a duplicate, never waited for. A count that fails is lost; it never changes an envelope's fate.
 type copies struct {
 	c       atomic.Pointer[kvwindow.CopyCounter] // nil: not counting
 	log     *slog.Logger
 	stream  string
 	failing atomic.Bool // the last answer was a failure, which was logged: the next failures are not, until one succeeds
-	// proven says the last answer was a success. Until then (at the start, and after a failure) one increment is
-	// sent and the copies counted meanwhile wait for its answer (waiting): sent once it is stored, uncounted if it
-	// fails. The server refuses an increment the user may not publish only in an asynchronous -ERR, which the
-	// connection keeps as its last error — where an ack's refusal is read (ackRefusal) — so an increment per copy
-	// until the first answer is due (the publish timeout) would overwrite the acks' refusals of every pipeline on
-	// the connection; one increment overwrites one.
+	// proven says the last answer was a success. Until then one increment is sent and the copies counted
+	// meanwhile wait for its answer (waiting): a refused increment overwrites the connection's last error, where
+	// an ack's refusal is read (ackRefusal), and one increment overwrites it once rather than once per copy.
 	proven  atomic.Bool
 	mu      sync.Mutex
 	probe   bool        // an increment awaits the answer that shows whether counting works
 	waiting []copyCount // the copies counted while it does (at most copiesMaxPending)
-	// hold is the longest a delivery may have been held to be counted: half the counter stream's duplicate window,
-	// so that two deliveries of one copy, each counted within it of its receipt, are counted within it of each
-	// other and the stream keeps one.
+	// hold is the longest a delivery may have been held to be counted: half the counter stream's duplicate window
+	// (countable).
 	hold time.Duration
 	// retryAt is the p.clock() before which, while failing, no copy is counted: one increment per copiesRetry
-	// finds out whether counting works again, instead of one per duplicate (each a NATS asynchronous error when the
-	// user may not publish to the stream, three publishes when no stream captures it).
+	// finds out whether counting works again, instead of one per duplicate.
 	retryAt atomic.Int64
 }
 
@@ -49,15 +43,14 @@ const copiesRetry = 10 * time.Second
 // copiesMaxPending bounds the increments awaiting the server's answer; beyond it copies go uncounted.
 const copiesMaxPending = 4096
 
-// startCopies starts counting copies when Config.CopiesStream names a stream, after provisioning: it reads the
-// stream's duplicate window (a missing stream is logged now, once). The returned function ends the count.
+// startCopies starts counting copies when Config.CopiesStream names a stream, after provisioning, and returns the
+// function that ends the count.
 func (p *Pipeline) startCopies(ctx context.Context) func() {
 	if p.cfg.CopiesStream == "" {
 		return func() {}
 	}
 	p.copies.log, p.copies.stream = p.log, p.cfg.CopiesStream
-	// A previous Run's counter was closed with its increments' answers still to come, and they never will: the
-	// probe it awaited, and the copies waiting for it, end with it.
+	// A previous Run's counter was closed with its answers still to come, and they never will.
 	p.copies.mu.Lock()
 	p.copies.probe, p.copies.waiting = false, nil
 	p.copies.proven.Store(false)
@@ -94,9 +87,8 @@ func (p *Pipeline) startCopies(ctx context.Context) func() {
 	}
 }
 
-// answer takes the server's answer to one increment: the first failure after a success is logged at WARN, the
-// rest at DEBUG, and the first success after a failure at INFO. While failing, copies are counted only one per
-// copiesRetry (countCopy). A success sends the copies waiting for it; a failure leaves them uncounted.
+// answer takes the server's answer to one increment, logging each change of state once. A success sends the copies
+// waiting for it; a failure leaves them uncounted.
 func (c *copies) answer(err error) {
 	c.mu.Lock()
 	c.probe = false
@@ -105,13 +97,10 @@ func (c *copies) answer(err error) {
 	c.waiting = nil
 	c.mu.Unlock()
 	if err == nil {
-		// Sent at most the probe's round trip after their acks (the publish timeout when the server is slow), well
-		// within the counter stream's duplicate window.
+		// Sent at most the probe's round trip after their acks, well within the counter stream's duplicate window.
 		for _, cc := range waiting {
 			c.send(cc)
 		}
-	}
-	if err == nil {
 		if c.failing.Load() && c.failing.CompareAndSwap(true, false) {
 			c.log.Info("pipeline: counting the copies claims suppress again", "stream", c.stream)
 		}
@@ -129,8 +118,6 @@ func (c *copies) answer(err error) {
 	c.log.Debug("pipeline: copy not counted", "stream", c.stream, "err", err)
 }
 
-// countCopy counts the delivery, whose ack plan counted count and found ack, as a copy its claim suppressed when
-// countable says so.
 func (s *step) countCopy(count protocol.Count, ack protocol.AckResult) {
 	p, e := s.w.p, &s.w.e
 	c := p.copies.c.Load()
@@ -158,8 +145,8 @@ type copyCount struct {
 	holder, copy        kvwindow.Claimant
 }
 
-// wait keeps cc waiting while an increment awaits the answer that shows whether counting works (proven), and
-// reports whether it did; when none awaits one, cc is to be that increment (false).
+// wait keeps cc waiting while an increment awaits the answer that shows whether counting works, and reports
+// whether it did; when none awaits one, cc is to be that increment (false).
 func (c *copies) wait(cc copyCount) (waits bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -197,12 +184,10 @@ func (c *copies) send(cc copyCount) {
 }
 
 // countable reports whether a delivery is a copy to count: acknowledged as a duplicate with the server's
-// confirmation, of a claim whose holder is known, and held neither through a pause nor past the hold bound or
-// hold (half the counter stream's duplicate window). An ack that was not confirmed is not counted (a redelivery
-// may follow, and be counted then). A delivery of a copy is acknowledged no earlier than it was received, and a
-// second delivery of it is received before the first is acknowledged, so two deliveries both counted are counted
-// within hold of each other, inside the counter stream's duplicate window, and the stream keeps one (their
-// Nats-Msg-Id is the copy's envelope).
+// confirmation (else a redelivery may follow, and be counted then), of a claim whose holder is known, and held
+// neither through a pause nor past the hold bound or hold. A second delivery of a copy is received before the
+// first is acknowledged, so two deliveries both counted are counted within hold of each other, inside the counter
+// stream's duplicate window, and the stream keeps one (their Nats-Msg-Id is the copy's envelope).
 func countable(count protocol.Count, ack protocol.AckResult, holderSeq uint64, h protocol.Hold, hold time.Duration) bool {
 	h.Bound = min(h.Bound, hold)
 	return count == protocol.CountDuplicate && ack == protocol.AckConfirmed && holderSeq != 0 && !h.TooOld()
@@ -216,9 +201,8 @@ func copiesDuplicates(cfg Config) time.Duration {
 	return cfg.OutputDuplicates
 }
 
-// provisionCopies creates the counter stream when it is missing (cfg.Replicas, file storage; an age limit of the
-// longest claim TTL and an hour, a duplicate window of twice the hold bound). It never fails provisioning: the
-// count is a diagnosis, and without its stream the worker deduplicates as before.
+// provisionCopies creates the counter stream when it is missing (an age limit of the longest claim TTL and an hour,
+// a duplicate window of twice the hold bound). It never fails provisioning: the count is a diagnosis.
 func provisionCopies(ctx context.Context, js jetstream.JetStream, cfg Config) {
 	if cfg.CopiesStream == "" {
 		return

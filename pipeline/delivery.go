@@ -77,11 +77,8 @@ var (
 	nakBody = []byte("-NAK")
 )
 
-// ack acknowledges the delivery and waits for the server's answer (an ack with a reply subject is answered once
-// the consumer has taken it). It reports whether the ack is confirmed; err says why not: "no responders" when no
-// consumer serves the ack subject any more (deleted, or its stream) — an ack that would otherwise vanish without a
-// word —, a timeout when the answer did not come (refused by permissions, lost, a slow leader).
-// m is the caller's to reuse once ackMsg returns (natsreq.Mux.Request).
+// ackMsg acknowledges the delivery and waits for the server's answer: "no responders" when no consumer serves the
+// ack subject any more, a timeout when the answer did not come. m is the caller's to reuse once ackMsg returns.
 func (p *Pipeline) ackMsg(ctx context.Context, d *delivery, m *nats.Msg) error {
 	*m = nats.Msg{Subject: d.msg.Reply, Data: ackBody}
 	_, err := p.req.Request(ctx, m, p.ackTimeout())
@@ -105,9 +102,8 @@ func (p *Pipeline) nakMsg(d *delivery, delay time.Duration) error {
 	return p.nc.Publish(d.msg.Reply, b)
 }
 
-// inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp): one message-get
-// request to the stream's leader, no direct get (a replica could still hold a message the leader has removed).
-// Only a copy waiting for its claim's holder asks.
+// inputHolds reports whether the input stream still holds the envelope (seq, stored at stamp), asking the stream's
+// leader (a replica could still hold a message the leader has removed).
 func (p *Pipeline) inputHolds(ctx context.Context, seq uint64, stamp int64) (bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()

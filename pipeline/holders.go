@@ -8,11 +8,9 @@ import (
 )
 
 // holders knows the claims this process's own workers hold, and the last ones they finished, so that a copy that
-// finds its key claimed by an envelope of this replica waits for that envelope in memory — no NAK, no redelivery,
-// no lookup in the input stream — and a copy of an event this replica published a moment ago is acknowledged at
-// once. Copies of one event often arrive together (a provider's retries fanned out over the ingest fleet, an
-// envelope published twice by an ingest service), so most waits end here. It is only a shortcut: whatever it does
-// not know is decided through the window and the input stream.
+// finds its key claimed by an envelope of this replica waits for it in memory, and a copy of an event this replica
+// published a moment ago is acknowledged at once. Copies of one event often arrive together, so most waits end
+// here. It is only a shortcut: whatever it does not know is decided through the window and the input stream.
 type holders struct {
 	mu   sync.Mutex
 	m    map[string]*holding
@@ -31,18 +29,14 @@ type holding struct {
 	// done is made by the first copy that waits (most holdings have none: a channel for each would be a third of
 	// the bookkeeping's cost) and closed when the holder finishes.
 	done chan struct{}
-	// published, once finished: the event is stored in the output (its ack confirmed or the publish recorded in
-	// the claim, or at least stored). False: the holder handed the envelope back or dead-lettered it.
+	// published, once finished: the event is stored in the output. False: handed back or dead-lettered.
 	published bool
-	// rev, once finished: the revision of the holder's last write on the key (its claim, or its publish mark), 0
-	// when unknown (the mark found the key moved on, or was not tried).
+	// rev, once finished: the revision of the holder's last write on the key, 0 when unknown.
 	rev uint64
 }
 
-// closedChan is the wait of a holding already finished.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
-// finishedHoldings is how many finished holdings are remembered.
 const finishedHoldings = 4096
 
 func newHolders() *holders {
@@ -53,8 +47,7 @@ func holderKey(tenant, source, key string) string {
 	return tenant + "\x00" + source + "\x00" + key
 }
 
-// begin records that the envelope (seq, stamp) holds k's claim here, a claim whose TTL runs out no earlier than
-// expires (p.clock).
+// begin records that the envelope (seq, stamp) holds k's claim here, until expires (p.clock) at the latest.
 func (h *holders) begin(k string, seq uint64, stamp int64, expires time.Duration) *holding {
 	hd := &holding{seq: seq, stamp: stamp, expires: expires}
 	h.mu.Lock()
@@ -63,8 +56,6 @@ func (h *holders) begin(k string, seq uint64, stamp int64, expires time.Duration
 	return hd
 }
 
-// finish records the holder's outcome (and the revision its last write on the key has, 0 if unknown) and wakes
-// the copies waiting for it.
 func (h *holders) finish(k string, hd *holding, published bool, rev uint64) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -110,22 +101,14 @@ func (h *holders) lookup(k string, seq uint64, stamp int64) (*holding, <-chan st
 }
 
 // known is what a claim of k may be decided by without a read at now (p.clock): the last finished, published
-// holding of k here, with the revision of its last write (see kvwindow.Known), while its claim's TTL runs.
-// The zero Known when there is none. Within the TTL a copy of k is a duplicate of the event this process published
-// whatever the bucket holds now; past it, a key whose last revision is still that number can only be another
-// bucket's (the claim's expiry would have written a marker): the bucket was deleted and created again, and the
-// number matches by chance.
+// holding of k here (kvwindow.Known), while its claim's TTL runs; past it, a key still at that revision can only be
+// a re-created bucket's, matching by chance.
 func (h *holders) known(k string, now time.Duration) kvwindow.Known {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	// A holding still being decided is left to the claim's answer and the wait in memory.
 	hd := h.m[k]
-	if hd == nil {
-		return kvwindow.Known{}
-	}
-	if !hd.finished {
-		return kvwindow.Known{} // still being decided: the claim's answer and the wait in memory decide
-	}
-	if !hd.published || hd.rev == 0 || now >= hd.expires {
+	if hd == nil || !hd.finished || !hd.published || hd.rev == 0 || now >= hd.expires {
 		return kvwindow.Known{}
 	}
 	return kvwindow.Known{Revision: hd.rev, Claimant: kvwindow.Claimant{Seq: hd.seq, Stamp: hd.stamp}}

@@ -11,11 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// inputLimitProblems says which of the input stream's limits (sc, its configuration) delete envelopes the worker
-// has not processed: the server enforces them on unprocessed envelopes as on any message, after the ingest side
-// was told they were stored. An age limit deletes what waited longer (an outage, a backlog); a count or size limit
-// with discard old deletes the oldest to make room, as does a per-subject limit unless discard new applies per
-// subject. With discard new the server refuses the publish instead, which the publisher sees: not a problem here.
+// inputLimitProblems says which of the input stream's limits delete envelopes the worker has not processed, after
+// the ingest side was told they were stored: an age limit, a count or size limit with discard old, a per-subject
+// limit unless discard new applies per subject. (Discard new refuses the publish instead, which the publisher sees.)
 func inputLimitProblems(sc jetstream.StreamConfig) []string {
 	var out []string
 	if sc.MaxAge > 0 {
@@ -38,15 +36,11 @@ func inputLimitProblems(sc jetstream.StreamConfig) []string {
 
 // undeliveredGap is the envelopes the input stream no longer holds that its consumer never delivered: the n
 // sequences from from on, after the last the consumer is known to have delivered and before the stream's first
-// (first). That last is the highest of its Delivered.Stream as read now (delivered), the highest this worker saw it
-// deliver (high) and the last already counted (through): the delivered sequence can go back, when an operator resets
-// the consumer (nats consumer reset sets it without regard for the stream's first) or when a consumer's new leader
-// restores the one from before a purge (a purge advances it on the leader only), and neither loses what was
-// delivered before. It is sound only when first was read before delivered (a delivery between the reads cannot pass
-// for a drop) and the consumer is offered every message of the stream (seesAll): in a work-queue stream a message
-// is otherwise removed only once acknowledged, after its delivery. A consumer created later starts at the stream's
-// first message, so its delivered sequence is never below it. The server moves a consumer past what it finds gone
-// at its next delivery, so what drops while the consumer delivers may be missed: the count is a lower bound.
+// (first). That last is the highest of its Delivered.Stream read now (delivered), the highest this worker saw
+// (high) and the last already counted (through): the delivered sequence goes back on an operator's consumer reset
+// or when a new leader restores the one from before a purge, and neither loses what was delivered. It is sound
+// only when first was read before delivered and the consumer is offered every message of the stream (seesAll).
+// The server moves a consumer past what it finds gone at its next delivery, so the count is a lower bound.
 func undeliveredGap(first, delivered, high, through uint64) (from, n uint64) {
 	last := max(delivered, high, through)
 	if first > last+1 {
@@ -55,25 +49,22 @@ func undeliveredGap(first, delivered, high, through uint64) (from, n uint64) {
 	return 0, 0
 }
 
-// seesAll reports whether a consumer with filters (none: every subject) is offered every subject the stream
-// (subjects) stores.
+// seesAll reports whether a consumer with filters (none: every subject) is offered every subject the stream stores.
 func seesAll(subjects, filters []string) bool {
 	return len(filters) == 0 || !slices.ContainsFunc(subjects, func(s string) bool { return !coveredBy(s, filters) })
 }
 
-// inputWatch is what the status polls found of the input stream's limits and its consumer: the problems last
-// warned about; the last sequence counted as dropped in the stream created at created; the highest stream sequence
-// and the last consumer sequence the consumer created at consumerCreated was seen to deliver, and whether that
-// consumer sequence went back since the last check (a reset). Run's first read and the poll may check at once.
+// inputWatch is what the status polls found of the input stream's limits and its consumer; Run's first read and
+// the poll may check at once.
 type inputWatch struct {
 	mu              sync.Mutex
-	problems        string
-	created         time.Time
-	through         uint64
-	consumerCreated time.Time
-	high            uint64
-	consumerSeq     uint64
-	reset           bool
+	problems        string    // the problems last warned about
+	created         time.Time // the stream's creation
+	through         uint64    // the last sequence counted as dropped in it
+	consumerCreated time.Time // the consumer's creation
+	high            uint64    // the highest stream sequence it was seen to deliver
+	consumerSeq     uint64    // its last consumer sequence seen
+	reset           bool      // that sequence went back since the last check (a reset)
 	looked          bool
 }
 
@@ -97,9 +88,7 @@ func (w *inputWatch) observe(created time.Time, delivered jetstream.SequenceInfo
 }
 
 // checkInputLimits warns, once per change, about the input stream's limits that delete unprocessed envelopes
-// (inputLimitProblems; info, the stream as a status poll read it), and while there are any counts and logs the
-// envelopes INGEST no longer holds that its consumer never delivered (undeliveredGap, reading the consumer after
-// the stream; only when what the poll read of the consumer before the stream leaves a gap).
+// (info: the stream as a status poll read it), and while there are any counts and logs the undeliveredGap.
 func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamInfo) {
 	problems := inputLimitProblems(info.Config)
 	w := &p.inputWatch
@@ -123,8 +112,7 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	firstLook := !w.looked
 	w.looked = true
 	if w.reset {
-		// An operator reset the consumer: where it was set to is the operator's choice, and what lies before the
-		// stream's first is no loss to count.
+		// An operator reset the consumer: what lies before the stream's first is no loss to count.
 		w.reset, w.through = false, max(w.through+1, first, 1)-1 // a new stream's first is 0
 	}
 	// What the poll read of the consumer before the stream (high) only grows but by a reset: no gap after it, none
@@ -144,11 +132,7 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 		w.reset, w.through = false, max(w.through+1, first, 1)-1
 		return
 	}
-	filters := ci.Config.FilterSubjects
-	if ci.Config.FilterSubject != "" {
-		filters = append([]string{ci.Config.FilterSubject}, filters...)
-	}
-	if !seesAll(info.Config.Subjects, filters) {
+	if !seesAll(info.Config.Subjects, filtersOf(ci.Config)) {
 		return // another consumer may take the messages the gap holds
 	}
 	from, n := undeliveredGap(first, ci.Delivered.Stream, w.high, w.through)
@@ -157,9 +141,8 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	}
 	w.through = first - 1
 	if firstLook && ci.NumWaiting > 0 {
-		// Found at this worker's first look (read before it pulls) while other workers pull: the gap stays at the
-		// head of an idle stream until the next delivery, and those workers, watching when it opened, have counted
-		// it; counting it at every restart of a rolling deploy would page again for the same loss.
+		// Found at this worker's first look while other workers pull: they counted it when it opened, and counting
+		// it at every restart of a rolling deploy would page again for the same loss.
 		p.log.Info(fmt.Sprintf("pipeline: %s no longer holds %d envelopes its consumer never delivered; other workers "+
 			"pulling from it were watching and count them", p.cfg.InputStream, n),
 			"stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "dropped", n, "first_seq", from, "last_seq", first-1,

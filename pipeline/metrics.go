@@ -53,81 +53,51 @@ const (
 // holds (a second pipeline in the same process) is reused; any other registration error panics, like
 // prometheus.MustRegister.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
-	buckets := prometheus.ExponentialBuckets(0.00025, 2, 17) // 250µs .. ~16s: past the default 10s publish timeout
+	counter := func(name, help string) prometheus.Counter {
+		return promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help}))
+	}
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels))
+	}
+	gauge := func(name, help string) prometheus.Gauge {
+		return promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help}))
+	}
+	gaugeVec := func(name, help string, labels ...string) *prometheus.GaugeVec {
+		return promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels))
+	}
+	histogram := func(name, help string) prometheus.Histogram {
+		return promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help,
+			Buckets: prometheus.ExponentialBuckets(0.00025, 2, 17)})) // 250µs .. ~16s: past the default 10s publish timeout
+	}
 	return &Metrics{
-		envelopes: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dedupeworker_envelopes_total",
-			Help: "Envelopes finished (acknowledged), by source and outcome (unique, duplicate, unkeyed, dead-letter).",
-		}, []string{"source", "outcome"})),
-		unkeyed: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dedupeworker_unkeyed_total",
-			Help: "Envelopes forwarded without a key, by source and reason.",
-		}, []string{"source", "reason"})),
-		claimDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "dedupeworker_claim_duration_seconds",
-			Help:    "Duration of window claims.",
-			Buckets: buckets,
-		})),
-		publishDuration: promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "dedupeworker_publish_duration_seconds",
-			Help:    "Duration of publishes until JetStream acknowledged them.",
-			Buckets: buckets,
-		})),
-		inFlight: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_in_flight",
-			Help: "Envelopes being processed.",
-		})),
-		windowErrors: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dedupeworker_window_errors_total",
-			Help: "Claims that failed because the window could not be reached.",
-		})),
-		naks: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dedupeworker_naks_total",
-			Help: "Envelopes handed back for redelivery, by reason.",
-		}, []string{"reason"})),
-		sourcesWithoutDedupe: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_sources_without_dedupe",
-			Help: "Declared sources whose deliveries are never deduplicated.",
-		})),
-		consumerPending: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_consumer_pending",
-			Help: "Envelopes in the input stream not yet delivered to the consumer.",
-		})),
-		ready: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_ready",
-			Help: "1 when the pipeline is connected, bound to its consumer, the window is reachable and publishes and acks succeed.",
-		})),
-		ackFailures: promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "dedupeworker_ack_failures_total",
-			Help: "Acknowledgements that did not reach the consumer, by reason (refused: a permissions violation; error: not sent). Each such envelope is redelivered after the ack wait.",
-		}, []string{"reason"})),
-		stale: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dedupeworker_stale_deliveries_total",
-			Help: "Deliveries skipped because a later delivery of the same envelope holds its claim (a replica that was paused or lost its pull).",
-		})),
-		streamMessages: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dedupeworker_stream_messages",
-			Help: "Messages held by the input, output and dead-letter streams (refreshed by the status poll).",
-		}, []string{"stream"})),
-		possibleDuplicates: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dedupeworker_possible_duplicates_total",
-			Help: "Events published as a possible second copy (header Dedupe-Possible-Duplicate: true): an earlier delivery of the envelope may have stored the event longer ago than the output's duplicate window.",
-		})),
-		dupWindow: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_output_duplicate_window_seconds",
-			Help: "The output stream's duplicate window, as read by the status poll.",
-		})),
-		dupWindowShort: promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "dedupeworker_output_duplicate_window_short",
-			Help: "1 when the ack wait and the hold bound do not fit inside the output stream's duplicate window.",
-		})),
-		inputDropped: promreg.Register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "dedupeworker_input_dropped_total",
-			Help: "Envelopes the input stream no longer holds that its consumer never delivered (its limits, or an operator's purge or consumer reset), as the status poll saw them (a lower bound; each replica counts what it sees; a replica started while others pull leaves a gap it finds to them).",
-		})),
-		streamBytes: promreg.Register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "dedupeworker_stream_bytes",
-			Help: "Bytes held by the input, output and dead-letter streams (refreshed by the status poll).",
-		}, []string{"stream"})),
+		envelopes: counterVec("dedupeworker_envelopes_total",
+			"Envelopes finished (acknowledged), by source and outcome (unique, duplicate, unkeyed, dead-letter).", "source", "outcome"),
+		unkeyed:         counterVec("dedupeworker_unkeyed_total", "Envelopes forwarded without a key, by source and reason.", "source", "reason"),
+		claimDuration:   histogram("dedupeworker_claim_duration_seconds", "Duration of window claims."),
+		publishDuration: histogram("dedupeworker_publish_duration_seconds", "Duration of publishes until JetStream acknowledged them."),
+		inFlight:        gauge("dedupeworker_in_flight", "Envelopes being processed."),
+		windowErrors:    counter("dedupeworker_window_errors_total", "Claims that failed because the window could not be reached."),
+		naks:            counterVec("dedupeworker_naks_total", "Envelopes handed back for redelivery, by reason.", "reason"),
+		sourcesWithoutDedupe: gauge("dedupeworker_sources_without_dedupe",
+			"Declared sources whose deliveries are never deduplicated."),
+		consumerPending: gauge("dedupeworker_consumer_pending", "Envelopes in the input stream not yet delivered to the consumer."),
+		ready: gauge("dedupeworker_ready",
+			"1 when the pipeline is connected, bound to its consumer, the window is reachable and publishes and acks succeed."),
+		ackFailures: counterVec("dedupeworker_ack_failures_total",
+			"Acknowledgements that did not reach the consumer, by reason (refused: a permissions violation; error: not sent). Each such envelope is redelivered after the ack wait.",
+			"reason"),
+		stale: counter("dedupeworker_stale_deliveries_total",
+			"Deliveries skipped because a later delivery of the same envelope holds its claim (a replica that was paused or lost its pull)."),
+		streamMessages: gaugeVec("dedupeworker_stream_messages",
+			"Messages held by the input, output and dead-letter streams (refreshed by the status poll).", "stream"),
+		possibleDuplicates: counter("dedupeworker_possible_duplicates_total",
+			"Events published as a possible second copy (header Dedupe-Possible-Duplicate: true): an earlier delivery of the envelope may have stored the event longer ago than the output's duplicate window."),
+		dupWindow: gauge("dedupeworker_output_duplicate_window_seconds", "The output stream's duplicate window, as read by the status poll."),
+		dupWindowShort: gauge("dedupeworker_output_duplicate_window_short",
+			"1 when the ack wait and the hold bound do not fit inside the output stream's duplicate window."),
+		inputDropped: counter("dedupeworker_input_dropped_total",
+			"Envelopes the input stream no longer holds that its consumer never delivered (its limits, or an operator's purge or consumer reset), as the status poll saw them (a lower bound; each replica counts what it sees; a replica started while others pull leaves a gap it finds to them)."),
+		streamBytes: gaugeVec("dedupeworker_stream_bytes",
+			"Bytes held by the input, output and dead-letter streams (refreshed by the status poll).", "stream"),
 	}
 }

@@ -12,9 +12,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
-// publishResult is the protocol's name for a publish's answer: stored, refused for good (the output stream will
-// never take the message), cancelled by shutdown, or failed for now (full, unavailable, no answer in time).
-// publishResult classifies the answer to an output publish sent at sent (p.clock).
+// publishResult is the protocol's name for the answer to an output publish sent at sent (p.clock).
 func (w *worker) publishResult(err error, sent time.Duration) protocol.PublishResult {
 	switch {
 	case err == nil:
@@ -37,9 +35,8 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	sent := p.clock()
 	out := w.buildDeadLetter(m.Subject, m.Header, m.Data, reason, why)
 	err := w.publish(out)
-	// An envelope near the size limits may fit in the input stream but not beside the dead letter's own headers.
-	// Keep what fits rather than retry for ever: the sender's headers go, the body is cut, and the dead letter says
-	// so and names the envelope's sequence in the input stream, where the original still is.
+	// An envelope near the size limits may not fit beside the dead letter's own headers: keep what fits rather
+	// than retry for ever (buildTrimmedDeadLetter).
 	for _, keep := range []int{int(p.nc.MaxPayload()) - trimmedRoom, 0} {
 		if err == nil || !jserr.TooLarge(err) || w.ctx.Err() != nil || keep < 0 {
 			break
@@ -49,47 +46,22 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	}
 	switch {
 	case err == nil:
-		p.deadLetterUp()
+		p.cleared(&p.deadLetterErr, &p.deadLetterOK, "pipeline: dead letters stored again", p.cfg.DLQStream)
 		return protocol.PublishStored
 	case w.ctx.Err() != nil:
 		return protocol.PublishCancelled
 	}
 	p.log.Error("pipeline: dead letter not stored; handing the envelope back", "seq", w.e.seq, "subject", m.Subject,
 		"reason", reason, "error", why, "err", err)
-	p.deadLetterDown(err, sent)
+	// Readiness reports it as it reports failing output publishes: the envelope is handed back until the
+	// dead-letter stream takes it.
+	p.failed(&p.deadLetterErr, &p.deadLetterOK, err, sent)
 	p.streamMissing(err)
 	return protocol.PublishFailed
 }
 
-// deadLetterUp records a dead letter stored: every failure of one sent before now is superseded.
-func (p *Pipeline) deadLetterUp() {
-	answered(&p.deadLetterOK, p.clock())
-	for {
-		cur := p.deadLetterErr.Load()
-		if cur == nil || !superseded(cur.sent, p.deadLetterOK.Load()) {
-			return
-		}
-		if p.deadLetterErr.CompareAndSwap(cur, nil) {
-			p.log.Info("pipeline: dead letters stored again", "stream", p.cfg.DLQStream)
-			p.updateReady()
-			return
-		}
-	}
-}
-
-// deadLetterDown records a dead letter sent at sent (p.clock) that was not stored: readiness reports it as it
-// reports failing output publishes, since the envelope is handed back for ever until the dead-letter stream takes
-// it. A failure of the connection is readiness's already (offline).
-func (p *Pipeline) deadLetterDown(err error, sent time.Duration) {
-	if !p.offline(err) && stand(&p.deadLetterErr, &p.deadLetterOK, &failure{err: err, at: p.clock(), sent: sent}) {
-		p.updateReady()
-	}
-}
-
-// ack acknowledges the delivery and reports whether the server confirmed it. An ack that fails is counted and
-// makes the pipeline unready for a while; the outcome is durable, so the redelivery finds it (the claim's record,
-// the holder gone, or Nats-Msg-Id) and acks again. The ack is sent even during a shutdown (its outcome is
-// durable): its wait is bounded by the ack timeout alone.
+// ack acknowledges the delivery and reports whether the server confirmed it (ackFailed when not); the outcome is
+// durable, so the redelivery finds it and acks again. It is sent even during a shutdown.
 func (w *worker) ack(d *delivery) bool {
 	sent := w.p.clock()
 	err := w.p.ackMsg(w.durable, d, &w.ackOut)
@@ -119,9 +91,8 @@ func (w *worker) nak(d *delivery, delay time.Duration, c interface{ Inc() }) {
 	}
 }
 
-// publish sends out to JetStream and waits for its answer, at most PublishTimeout (natsreq.Publish: retries of "no
-// responders", the server's refusal as *jetstream.APIError). The message is written to the connection before the
-// wait, so out may be reused as soon as publish returns, whatever it returns.
+// publish sends out to JetStream and waits for its answer, at most PublishTimeout (natsreq.Publish). out may be
+// reused as soon as publish returns, whatever it returns.
 func (w *worker) publish(out *nats.Msg) error {
 	p := w.p
 	start := time.Now()

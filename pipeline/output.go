@@ -46,8 +46,7 @@ func headerSize(h nats.Header) int {
 }
 
 // headers resets the worker's outbound message to subject and body with the inbound headers minus reserved ones
-// (contract.ReservedOnEvent; contract.Reserved when keepIdempotency, for dead letters).
-// Value slices are shared with the inbound message (neither side modifies them).
+// (contract.Reserved when keepIdempotency, for dead letters), sharing their value slices.
 func (w *worker) headers(subject string, in nats.Header, body []byte, keepIdempotency bool) *nats.Msg {
 	out := &w.out.msg
 	h := out.Header
@@ -117,13 +116,11 @@ func (w *worker) buildOutput(in nats.Header, body []byte, keyed bool) *nats.Msg 
 	return &w.out.msg
 }
 
-// setOrigin records where an output came from: the input stream and the envelope's sequence in it.
 func (w *worker) setOrigin() {
 	w.set(5, contract.HeaderInputStream, w.p.cfg.InputStream)
 	w.set(6, contract.HeaderInputSeq, strconv.FormatUint(w.e.seq, 10))
 }
 
-// buildDuplicate builds the copy of a duplicate for "<duplicates prefix>.<tenant>.<source>".
 func (w *worker) buildDuplicate(in nats.Header, body []byte) *nats.Msg {
 	p, e := w.p, &w.e
 	w.headers(contract.Republish(p.cfg.DuplicatesPrefix, e.tail), in, body, false)
@@ -135,7 +132,6 @@ func (w *worker) buildDuplicate(in nats.Header, body []byte) *nats.Msg {
 	return &w.out.msg
 }
 
-// buildDeadLetter builds the dead letter for "<dlq prefix>.<reason>".
 func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, reason, why string) *nats.Msg {
 	p := w.p
 	out := w.headers(contract.DeadLetterSubject(p.cfg.DLQPrefix, reason), in, body, true)
@@ -148,6 +144,10 @@ func (w *worker) buildDeadLetter(subject string, in nats.Header, body []byte, re
 			}
 		}
 	}
+	return w.deadLetterHeaders(subject, why)
+}
+
+func (w *worker) deadLetterHeaders(subject, why string) *nats.Msg {
 	w.set(0, contract.HeaderError, why)
 	w.set(1, contract.HeaderSubject, subject)
 	w.set(2, contract.HeaderMsgID, w.seqID(contract.DeadLetterIDPrefix))
@@ -170,16 +170,12 @@ func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []b
 	}
 	kept := body[:min(len(body), keep)]
 	w.headers(contract.DeadLetterSubject(p.cfg.DLQPrefix, reason), nil, kept, true)
-	w.set(0, contract.HeaderError, why)
-	w.set(1, contract.HeaderSubject, subject)
-	w.set(2, contract.HeaderMsgID, w.seqID(contract.DeadLetterIDPrefix))
-	w.setOrigin()
+	w.deadLetterHeaders(subject, why)
 	w.set(4, contract.HeaderTruncated, fmt.Sprintf("sender headers (%d bytes) dropped; body %d of %d bytes kept; the original is message %d of stream %s",
 		hdrBytes, len(kept), len(body), w.e.seq, p.cfg.InputStream))
 	return &w.out.msg
 }
 
-// seqID is prefix followed by the envelope's identity.
 func (w *worker) seqID(prefix string) string {
 	b := append(w.buf[:0], prefix...)
 	b = w.envelopeID(b)

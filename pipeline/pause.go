@@ -6,10 +6,9 @@ import (
 	"time"
 )
 
-// tooOld says why a delivery received at received must not be published now ("" when it may): it has been held
-// longer than the hold bound, or the process was paused (stopped, frozen) since it was received. In both cases the
-// server may have redelivered it to another replica, which may have published it longer ago than the output
-// stream's duplicate window remembers.
+// tooOld says why a delivery received at received must not be published now ("" when it may): held past the hold
+// bound, or across a pause of the process, it may have been published by another replica longer ago than the
+// output stream's duplicate window remembers.
 func (p *Pipeline) tooOld(received time.Duration) string {
 	now := p.clock()
 	if held, bound := now-received, time.Duration(p.maxHold.Load()); held > bound {
@@ -24,9 +23,8 @@ func (p *Pipeline) tooOld(received time.Duration) string {
 	return ""
 }
 
-// holdBound is the longest a delivery may be held before it is published, given the output stream's duplicate
-// window: half of it, or MaxHold when set. A publish handed to the client within the bound is stored, or given
-// up, well inside the window, so a later delivery's publish under the same Nats-Msg-Id still collapses.
+// holdBound is the longest a delivery may be held before it is published: MaxHold, or half the output stream's
+// duplicate window, so that a later delivery's publish under the same Nats-Msg-Id still collapses.
 func (p *Pipeline) holdBound(dupWindow time.Duration) time.Duration {
 	if p.cfg.MaxHold > 0 {
 		return p.cfg.MaxHold
@@ -37,19 +35,16 @@ func (p *Pipeline) holdBound(dupWindow time.Duration) time.Duration {
 	return dupWindow / 2
 }
 
-// pauseThreshold is the gap between two ticks of the pause detector (every pauseTick) that counts as a pause of
-// the process rather than scheduling noise.
+// pauseThreshold is the gap between two ticks of the pause detector that counts as a pause of the process: at
+// least 2s, no scheduling hiccup even under the race detector (a false alarm only costs redeliveries).
 func (p *Pipeline) pauseThreshold() time.Duration {
-	// At least 2s: a tick delayed that long is no scheduling hiccup, even on a loaded machine under the race
-	// detector; a false alarm only costs redeliveries.
 	return min(5*time.Second, max(2*time.Second, time.Duration(p.maxHold.Load())/4))
 }
 
 const pauseTick = 100 * time.Millisecond
 
 // pauseLoop notices that the process was stopped (SIGSTOP, a frozen container): every delivery received before
-// the pause, or in the moments after it while the client hands over what it buffered meanwhile, is handed back
-// instead of published, and the consume loop binds again so that buffered deliveries are dropped.
+// or just after the pause is handed back instead of published, and the consume loop binds again.
 func (p *Pipeline) pauseLoop(ctx context.Context) {
 	t := time.NewTicker(pauseTick)
 	defer t.Stop()

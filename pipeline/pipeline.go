@@ -72,7 +72,7 @@ type Pipeline struct {
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
 	pauseTill atomic.Int64 // deliveries received before this p.clock() value lived through a pause: never published
 
-	nakWindow, nakPublish, nakDeadLetter, nakShutdown, nakHeld, nakHolder, nakRecord prometheus.Counter
+	naks [protocol.NakRecord + 1]prometheus.Counter // by protocol.NakReason (0: the window's)
 
 	holders *holders // claims held by this process's workers, and the last ones they published
 	// decide is the protocol the workers execute (protocol.Decide; a test may wrap it).
@@ -92,11 +92,11 @@ func (p *Pipeline) clock() time.Duration { return time.Since(p.epoch) }
 
 // sourceState is what the pipeline knows about one source label: the spec and the metric children, resolved once.
 type sourceState struct {
-	spec                                     keys.Spec
-	unique, duplicate, unkeyedN, deadLetters prometheus.Counter
-	reasons                                  map[keys.Reason]prometheus.Counter
-	label                                    string
-	m                                        *Metrics
+	spec     keys.Spec
+	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count (OutcomeUnique...)
+	reasons  map[keys.Reason]prometheus.Counter
+	label    string
+	m        *Metrics
 }
 
 func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
@@ -117,7 +117,6 @@ const (
 var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
 	ReasonUnverified, ReasonWindowUnavailable}
 
-// otherSource is the source label of an undeclared source.
 const otherSource = "other"
 
 // New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
@@ -128,22 +127,19 @@ func New(cfg Config) (*Pipeline, error) {
 		return nil, err
 	}
 	p := &Pipeline{
-		cfg:           cfg,
-		js:            cfg.JetStream,
-		nc:            cfg.JetStream.Conn(),
-		apiPrefix:     jsapi.Prefix(cfg.JetStream.Options()),
-		epoch:         time.Now(),
-		log:           cfg.Logger,
-		m:             cfg.Metrics,
-		sources:       make(map[string]*sourceState, len(cfg.Sources.Specs)),
-		nakWindow:     cfg.Metrics.naks.WithLabelValues(NakWindow),
-		nakPublish:    cfg.Metrics.naks.WithLabelValues(NakPublish),
-		nakDeadLetter: cfg.Metrics.naks.WithLabelValues(NakDeadLetter),
-		nakShutdown:   cfg.Metrics.naks.WithLabelValues(NakShutdown),
-		nakHeld:       cfg.Metrics.naks.WithLabelValues(NakHeld),
-		nakHolder:     cfg.Metrics.naks.WithLabelValues(NakHolderUndecided),
-		nakRecord:     cfg.Metrics.naks.WithLabelValues(NakRecord),
+		cfg:       cfg,
+		js:        cfg.JetStream,
+		nc:        cfg.JetStream.Conn(),
+		apiPrefix: jsapi.Prefix(cfg.JetStream.Options()),
+		epoch:     time.Now(),
+		log:       cfg.Logger,
+		m:         cfg.Metrics,
+		sources:   make(map[string]*sourceState, len(cfg.Sources.Specs)),
 	}
+	for r := protocol.NakShutdown; r <= protocol.NakRecord; r++ {
+		p.naks[r] = p.m.naks.WithLabelValues(r.String())
+	}
+	p.naks[0] = p.naks[protocol.NakWindow]
 	p.inputKeeps.Store(true)
 	p.holders = newHolders()
 	p.decide = protocol.Decide
@@ -152,15 +148,10 @@ func New(cfg Config) (*Pipeline, error) {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
-		s := &sourceState{
-			spec:        spec,
-			label:       label,
-			m:           p.m,
-			unique:      p.m.envelopes.WithLabelValues(label, OutcomeUnique),
-			duplicate:   p.m.envelopes.WithLabelValues(label, OutcomeDuplicate),
-			unkeyedN:    p.m.envelopes.WithLabelValues(label, OutcomeUnkeyed),
-			deadLetters: p.m.envelopes.WithLabelValues(label, OutcomeDeadLetter),
-			reasons:     make(map[keys.Reason]prometheus.Counter, len(allReasons)),
+		s := &sourceState{spec: spec, label: label, m: p.m, reasons: make(map[keys.Reason]prometheus.Counter, len(allReasons))}
+		for c, o := range map[protocol.Count]string{protocol.CountUnique: OutcomeUnique, protocol.CountDuplicate: OutcomeDuplicate,
+			protocol.CountUnkeyed: OutcomeUnkeyed, protocol.CountDeadLetter: OutcomeDeadLetter} {
+			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, o)
 		}
 		for _, r := range allReasons {
 			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
@@ -177,7 +168,6 @@ func New(cfg Config) (*Pipeline, error) {
 	return p, nil
 }
 
-// source returns the state of a source id: its own when declared, the shared "other" state otherwise.
 func (p *Pipeline) source(id string) *sourceState {
 	if s, ok := p.sources[id]; ok {
 		return s
@@ -200,9 +190,10 @@ func (rs *runState) stop() { rs.stopOnce.Do(func() { close(rs.stopping) }) }
 
 // Run consumes until ctx is cancelled (or the NATS connection is closed for good), then shuts down: it stops
 // pulling, hands back what was pulled but not started (NAK), lets in-flight envelopes finish for up to
-// ShutdownTimeout (what cannot finish is handed back, never acknowledged), waits for outstanding publishes and
-// returns. With Config.Provision it first creates missing streams and the consumer, retrying while JetStream is
-// unreachable. Run returns nil after a cancellation; only one Run may be active at a time.
+// ShutdownTimeout (what is not stored by then is handed back, never acknowledged; what is stored still sends its
+// record, release and ack, each bounded by its own timeout), waits for outstanding publishes and returns. With
+// Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable.
+// Run returns nil after a cancellation; only one Run may be active at a time.
 func (p *Pipeline) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("pipeline: Run is already running")

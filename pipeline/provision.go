@@ -17,44 +17,38 @@ import (
 )
 
 // ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
-// pipeline (a stream that does not capture the subjects, a consumer without explicit acks, delivering headers only,
-// or whose filter leaves out some tenants or sources). Provision never changes what exists: fix it, or delete it and let Provision create
-// it. A running pipeline refuses to bind such a consumer too (an operator's re-created one) and is not ready.
+// pipeline (checkConsumer). Provision never changes what exists: fix it, or delete it and let Provision create it.
+// A running pipeline refuses to bind such a consumer too, and is not ready.
 var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incompatible")
 
 // ErrConsumerStart is wrapped by Provision's error when the consumer is missing and the input stream keeps
-// envelopes that were already processed (retention other than work-queue): creating the consumer there would
-// deliver them again and, once the output's duplicate window has passed, publish again every event whose claim is
-// still live. Config.ConsumerStart says where to start instead, when the pipeline starts: a consumer deleted under
-// a running pipeline is never created again from it (the setting, left in place, would replay what was processed
-// since), and the pipeline stays unready with this error until it is restarted with the setting brought up to date.
+// processed envelopes (not work-queue): creating it would deliver them again and republish every event whose claim
+// is still live. Config.ConsumerStart says where to start, only when the pipeline starts (decideStart): a consumer
+// deleted under a running pipeline leaves it unready with this error until a restart with the setting up to date.
 var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 
 // Provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
 // storage, cfg.Replicas) and the durable pull consumer on the input stream. Existing streams and consumers are
 // never changed: one that cannot work is an error wrapping ErrIncompatible, one that works but differs from what
-// Provision would create (a shorter duplicate window, another ack wait, a delivery limit) is logged at warn.
+// Provision would create is logged at warn.
 //
 // What it creates:
-//   - InputStream: subjects "<InputPrefix>.>", work-queue retention: an envelope is removed once acknowledged, so
-//     the stream never keeps what was processed and a consumer created again delivers only what was not.
+//   - InputStream: subjects "<InputPrefix>.>", work-queue retention: the stream never keeps what was processed, and
+//     a consumer created again delivers only what was not.
 //   - OutputStream: subjects "<OutputPrefix>.>" (and "<DuplicatesPrefix>.>" when set), duplicate window
-//     OutputDuplicates (default max(2m, 4×AckWait)), so that republishing one envelope collapses into one message; age limit OutputMaxAge.
+//     OutputDuplicates, so that republishing one envelope collapses into one message; age limit OutputMaxAge.
 //   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
-//   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, MaxAckPending (default max(1000,
-//     10×MaxInFlight): room for a fleet of ten replicas), no filter when the stream's only subject is "<InputPrefix>.>" (else that filter), deliver
-//     all — on an input stream that keeps processed envelopes, only as ConsumerStart says (ErrConsumerStart); on a
-//     work-queue stream ConsumerStart is ignored (logged at warn).
-//   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies).
-//     Never an error: without it the copies go uncounted (logged at warn), and deduplication is the same.
+//   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, ConsumerMaxAckPending, filtered only
+//     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
+//   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies);
+//     never an error (the copies go uncounted, logged at warn).
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	_, err := provision(ctx, js, cfg, false)
 	return err
 }
 
-// provision is Provision; recreate says the worker is running and found something missing (the consumer, a
-// stream), rather than starting: ConsumerStart is then never used (decideStart). It returns the creation time of
-// the consumer it checked or created.
+// provision is Provision; recreate says the running worker found something missing (decideStart). It returns the
+// creation time of the consumer it checked or created.
 func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate bool) (time.Time, error) {
 	if js != nil {
 		cfg.JetStream = js
@@ -72,8 +66,8 @@ func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate
 	return ensureConsumer(ctx, js, cfg, input, recreate)
 }
 
-// ensureStreams creates the input, output and dead-letter streams that are missing and checks those that exist
-// (cfg with defaults); it returns the input stream's info.
+// ensureStreams creates the missing input, output and dead-letter streams and checks those that exist; it returns
+// the input stream's info.
 func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*jetstream.StreamInfo, error) {
 	log := cfg.Logger
 	outSubjects := []string{contract.All(cfg.OutputPrefix)}
@@ -135,10 +129,6 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 	return input, nil
 }
 
-// ConsumerMaxAckPending is the MaxAckPending Provision creates the consumer with for cfg (defaults applied):
-// cfg.MaxAckPending when set, else room for DefaultFleet replicas of MaxInFlight each, at least 1000.
-func ConsumerMaxAckPending(cfg Config) int { return maxAckPending(cfg.WithDefaults()) }
-
 func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger, want jetstream.StreamConfig) (*jetstream.StreamInfo, error) {
 	s, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -166,12 +156,11 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
-		MaxAckPending: maxAckPending(cfg),
+		MaxAckPending: ConsumerMaxAckPending(cfg),
 		Replicas:      cfg.Replicas,
 	}
 	// A filter equal to the stream's own subjects adds nothing, and nats-server 2.15.2's filtered consumers never
-	// deliver some subjects the stream stores (a token holding byte 0x7f): such envelopes would be stuck, neither
-	// processed nor dead-lettered. Without a filter every stored envelope is delivered.
+	// deliver some subjects the stream stores (a token holding byte 0x7f): such envelopes would be stuck.
 	if subj := input.Config.Subjects; len(subj) != 1 || subj[0] != contract.All(cfg.InputPrefix) {
 		want.FilterSubject = contract.All(cfg.InputPrefix)
 	}
@@ -204,8 +193,7 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		return time.Time{}, err
 	}
 	if cfg.MaxAckPending > 0 && got.MaxAckPending != cfg.MaxAckPending {
-		// The one field the worker changes on an existing consumer, and only when told to: the server updates it
-		// in place, and a fleet that grew needs it.
+		// The one field the worker changes on an existing consumer, when told to: a fleet that grew needs it.
 		upd := got
 		upd.MaxAckPending = cfg.MaxAckPending
 		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, upd); err != nil {
@@ -237,12 +225,9 @@ func logConsumerWarnings(cfg Config, warns []consumerWarning) {
 	}
 }
 
-// checkConsumer decides whether an existing consumer (got, its configuration) can serve the pipeline: err, wrapping
-// ErrIncompatible, when it cannot — a push consumer, acks other than explicit, headers only (the envelopes' bodies
-// would be lost: events published empty, their envelopes acknowledged), a filter that leaves out some of the
-// subjects "<InputPrefix>.<tenant>.<source>" (their envelopes would never be delivered and, in a work-queue stream,
-// stay there for ever) — and what works but is worth a warning (any filter among them). Provision checks the consumer it finds,
-// and the consume loop every consumer it binds, an operator's re-created one included.
+// checkConsumer decides whether an existing consumer (got) can serve the pipeline — err, wrapping ErrIncompatible,
+// for a push consumer, acks other than explicit, headers only, or a filter leaving out some tenants or sources —
+// and what works but is worth a warning. Provision checks the consumer it finds, the consume loop every one it binds.
 func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning, error) {
 	where := cfg.InputStream + " > " + cfg.Consumer
 	if got.DeliverSubject != "" {
@@ -256,26 +241,18 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 			"published empty, the envelopes acknowledged and gone); unset it (nats consumer edit) or delete the consumer and "+
 			"let the worker create it (DEDUPE_PROVISION=true)", ErrIncompatible, where)
 	}
-	filters := got.FilterSubjects
-	if got.FilterSubject != "" {
-		filters = append([]string{got.FilterSubject}, filters...)
-	}
+	filters := filtersOf(got)
 	if need := cfg.InputPrefix + ".*.*"; len(filters) > 0 && !coveredBy(need, filters) {
-		quoted := make([]string, len(filters))
-		for i, f := range filters {
-			quoted[i] = strconv.Quote(f)
-		}
 		return nil, fmt.Errorf("%w: consumer %s filters on %s, which does not cover %s: envelopes of the other tenants or "+
 			"sources would never be delivered and, in a work-queue stream, would stay there for ever; remove the filter "+
 			"(nats consumer edit %s %s) or delete the consumer and let the worker create it (DEDUPE_PROVISION=true)",
-			ErrIncompatible, where, strings.Join(quoted, ", "), need, cfg.InputStream, cfg.Consumer)
+			ErrIncompatible, where, quoteAll(filters), need, cfg.InputStream, cfg.Consumer)
 	}
 	var warns []consumerWarning
 	warn := func(msg string, args ...any) { warns = append(warns, consumerWarning{msg, args}) }
 	if len(filters) > 0 && (got.FilterSubject != contract.All(cfg.InputPrefix) || len(got.FilterSubjects) > 0) {
-		// Provision creates the filter "<InputPrefix>.>" (in FilterSubject) only when the stream stores subjects outside
-		// it (ensureConsumer), and then it cannot do without: warning of it at every bind would tell of nothing to
-		// mend. Any other filter adds nothing the worker needs and costs envelopes.
+		// The filter Provision creates ("<InputPrefix>.>", only when the stream stores subjects outside it) cannot be
+		// done without: no warning. Any other adds nothing the worker needs and costs envelopes.
 		warn("filters on "+strings.Join(filters, ", ")+": nats-server 2.15.2 never delivers to a filtered consumer some subjects "+
 			"the stream stores (a token with byte 0x7f), which stay there unprocessed; unless the stream stores subjects "+
 			"outside "+contract.All(cfg.InputPrefix)+", remove the filter (nats consumer edit) or re-create the consumer",
@@ -288,8 +265,7 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 	if got.AckWait != cfg.AckWait {
 		warn("ack wait differs from the configured one", "ack_wait", got.AckWait, "configured", cfg.AckWait)
 	}
-	// A pull request over one of the consumer's request limits is refused every time: the worker cuts its requests
-	// down to them (pull.go), at a cost in throughput worth knowing.
+	// The worker cuts its pull requests down to the consumer's request limits, at a cost in throughput worth knowing.
 	if _, clamped := shapePull(cfg.MaxInFlight, cfg.AckWait, limitsOf(got)); clamped != "" {
 		warn("limits pull requests; the worker's are cut down to them: "+clamped+"; raise them (nats consumer edit) for full throughput",
 			"max_request_batch", got.MaxRequestBatch, "max_request_expires", got.MaxRequestExpires, "max_waiting", got.MaxWaiting)
@@ -306,8 +282,7 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 	return warns, nil
 }
 
-// conflictError is an error whose text explains it all, wrapping ErrIncompatible (it is never retried) and the
-// server's error.
+// conflictError is an error whose text explains it all, wrapping ErrIncompatible (never retried) and the cause.
 type conflictError struct {
 	msg   string
 	cause error
@@ -316,9 +291,8 @@ type conflictError struct {
 func (e *conflictError) Error() string   { return e.msg }
 func (e *conflictError) Unwrap() []error { return []error{ErrIncompatible, e.cause} }
 
-// workQueueConflict explains the server's refusal to create the consumer on a work-queue input stream: another
-// consumer already reads its subjects (the consumer was renamed, DEDUPE_CONSUMER changed), and a work-queue stream
-// delivers each message to one consumer only. It names the consumers there, as far as they can be listed.
+// workQueueConflict explains the server's refusal to create the consumer on a work-queue input stream that another
+// consumer already reads (DEDUPE_CONSUMER changed), naming the consumers there as far as they can be listed.
 func workQueueConflict(ctx context.Context, js jetstream.JetStream, cfg Config, cause error) error {
 	var names []string
 	if s, err := js.Stream(ctx, cfg.InputStream); err == nil {
@@ -333,23 +307,26 @@ func workQueueConflict(ctx context.Context, js jetstream.JetStream, cfg Config, 
 		}
 	}
 	slices.Sort(names)
-	msg := fmt.Sprintf("pipeline: consumer %q: %s is a work-queue stream and ", cfg.Consumer, cfg.InputStream)
+	who, old, set := "another consumer already reads it (nats consumer ls "+cfg.InputStream+")", "NAME", "DEDUPE_CONSUMER to its name"
 	switch len(names) {
 	case 0:
-		msg += fmt.Sprintf("another consumer already reads it (nats consumer ls %s); a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", cfg.InputStream, cfg.InputStream)
 	case 1:
-		msg += fmt.Sprintf("consumer %q already reads it; a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s %s) or set DEDUPE_CONSUMER=%s", names[0], cfg.InputStream, names[0], names[0])
+		who, old, set = fmt.Sprintf("consumer %q already reads it", names[0]), names[0], "DEDUPE_CONSUMER="+names[0]
 	default:
-		quoted := make([]string, len(names))
-		for i, n := range names {
-			quoted[i] = strconv.Quote(n)
-		}
-		msg += fmt.Sprintf("consumers %s already read it; a work-queue stream allows one consumer per subject — "+
-			"delete the old one (nats consumer rm %s NAME) or set DEDUPE_CONSUMER to its name", strings.Join(quoted, ", "), cfg.InputStream)
+		who = "consumers " + quoteAll(names) + " already read it"
 	}
-	return &conflictError{msg: msg, cause: cause}
+	return &conflictError{cause: cause, msg: fmt.Sprintf("pipeline: consumer %q: %s is a work-queue stream and %s; a work-queue "+
+		"stream allows one consumer per subject — delete the old one (nats consumer rm %s %s) or set %s",
+		cfg.Consumer, cfg.InputStream, who, cfg.InputStream, old, set)}
+}
+
+// quoteAll is ss quoted, joined by commas.
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // startDecision is where a consumer created now starts (decideStart).
@@ -364,11 +341,9 @@ const (
 )
 
 // decideStart decides where a missing consumer is created to start. A work-queue stream holds only unprocessed
-// envelopes: the consumer starts at the first, whatever ConsumerStart says (a "new" or "seq:" there would skip
-// unprocessed ones, and the server refuses some). A stream that keeps processed envelopes needs ConsumerStart
-// unless it is empty, and only when the worker starts (recreate false): a setting left in place from an earlier
-// start, used when the consumer is deleted under the running worker, would replay what was processed since (or
-// skip what was not).
+// envelopes: the consumer starts at the first, whatever ConsumerStart says. A stream that keeps processed envelopes
+// needs ConsumerStart unless it is empty, and only when the worker starts (recreate false): a setting left in
+// place from an earlier start would replay what was processed since (or skip what was not).
 func decideStart(set, workQueue, empty, recreate bool) startDecision {
 	switch {
 	case workQueue && set:
@@ -443,6 +418,14 @@ func parseConsumerStart(s string) (*jetstream.ConsumerConfig, error) {
 		return &jetstream.ConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &t}, nil
 	}
 	return nil, bad("unknown form")
+}
+
+// filtersOf is a consumer's filter subjects, whichever field holds them (none: every subject).
+func filtersOf(c jetstream.ConsumerConfig) []string {
+	if c.FilterSubject != "" {
+		return append([]string{c.FilterSubject}, c.FilterSubjects...)
+	}
+	return c.FilterSubjects
 }
 
 // coveredBy reports whether every subject matching pattern also matches one of filters.

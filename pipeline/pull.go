@@ -3,6 +3,7 @@ package pipeline
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,19 +15,16 @@ import (
 	"github.com/dedupeworker/dedupeworker/contract"
 )
 
-// The pipeline pulls from its consumer itself rather than through the jetstream package's Consume. The client
-// library tells a delivery from a server status message by its shape alone — an empty body and a Status header —
-// so an envelope of that shape (any publisher to the input subjects can send one) is dropped or stops the consume
-// loop, is never acknowledged and, stored in a work-queue stream, starves every tenant on each redelivery. Here a
-// message is a delivery exactly when its reply subject is an ack subject ($JS.ACK.…), which the server sets on
-// every delivery and on no status message; the handler then deals with such an envelope like any other.
+// The pipeline pulls from its consumer itself rather than through the jetstream package's Consume, which tells a
+// delivery from a server status message by its shape alone (an empty body and a Status header): an envelope of
+// that shape would be dropped or stop the loop, never acknowledged, and starve every tenant of a work-queue stream.
+// Here a message is a delivery exactly when its reply subject is an ack subject, set on no status message.
 
 // errConsumerDeleted ends a pull subscription whose consumer the server reports deleted.
 var errConsumerDeleted = errors.New("pipeline: the consumer was deleted")
 
 // pullHealth is what the consumer's answers to the pull requests say, kept across pull subscriptions for
-// readiness: a consumer that refuses every request, or drops them, leaves the pipeline unable to consume while
-// everything else looks fine.
+// readiness: a consumer that refuses or drops every request leaves the pipeline unable to consume.
 type pullHealth struct {
 	answered atomic.Int64            // p.clock() of the last sign a request was accepted: a delivery, a heartbeat, an expiry
 	refusal  atomic.Pointer[failure] // the last refusal (nil: none since the pipeline started)
@@ -52,9 +50,7 @@ func (h *pullHealth) stuck(now time.Duration) error {
 
 // pullSub is one pull subscription on the consumer. It keeps up to batch deliveries requested: a new request for
 // what is missing whenever half the batch has arrived or expired, and a fresh start whenever the server has been
-// silent for two heartbeats (a leader change, a restart, a reconnect: the server forgot the requests). Its
-// requests are cut down to the consumer's limits (shapePull), read when the consumer is bound, at every status
-// poll, and from a refusal that names one.
+// silent for two heartbeats (it forgot the requests). Its requests are cut down to the consumer's limits.
 type pullSub struct {
 	p       *Pipeline
 	nc      *nats.Conn
@@ -98,15 +94,13 @@ func (p *Pipeline) newPullSub(handle func(*delivery), limits consumerLimits) (*p
 	sub.SetClosedHandler(func(string) { s.closer.Do(func() { close(s.closed) }) })
 	s.sub = sub
 	s.lastSeen.Store(int64(p.clock()))
-	s.mu.Lock()
-	s.topUp()
-	s.mu.Unlock()
+	s.request(0)
 	go s.watch()
 	return s, nil
 }
 
-// setLimits cuts the requests down to the consumer's limits l (from its configuration, or from a refusal: why)
-// and logs what changed. The requests sent from now on follow; those waiting are left to expire or fill.
+// setLimits cuts the requests sent from now on down to the consumer's limits l (from its configuration, or from a
+// refusal: why) and logs what changed.
 func (s *pullSub) setLimits(l consumerLimits, why string) {
 	p := s.p
 	shape, clamped := shapePull(p.cfg.MaxInFlight, p.cfg.AckWait, l)
@@ -135,14 +129,12 @@ func (s *pullSub) setLimits(l consumerLimits, why string) {
 	}
 }
 
-// heartbeat is the idle heartbeat the requests ask for now.
 func (s *pullSub) heartbeat() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.shape.heartbeat
 }
 
-// accepted records a sign that the server accepts the requests.
 func (s *pullSub) accepted() { s.p.pulls.answered.Store(int64(s.p.clock())) }
 
 // refused records a refusal of the requests, for readiness to report once it persists.
@@ -152,10 +144,7 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 	s.lastSeen.Store(int64(s.p.clock()))
 	if strings.HasPrefix(m.Reply, ackPrefix) {
 		s.accepted()
-		s.mu.Lock()
-		s.pending = max(s.pending-1, 0)
-		s.topUp()
-		s.mu.Unlock()
+		s.request(1)
 		stream, delivered, seq, stamp, ok := parseAckSubject(m.Reply)
 		if !ok {
 			s.p.log.Error("pipeline: delivery with an unreadable ack subject; left for redelivery", "reply", m.Reply, "subject", m.Subject)
@@ -171,7 +160,6 @@ func (s *pullSub) onMsg(m *nats.Msg) {
 	s.status(m)
 }
 
-// status handles what the server says about our pull requests.
 func (s *pullSub) status(m *nats.Msg) {
 	code := m.Header.Get(contract.NATSStatus)
 	descr := m.Header.Get(contract.NATSDescription)
@@ -181,14 +169,11 @@ func (s *pullSub) status(m *nats.Msg) {
 		return
 	case "404", "408": // a request expired (or found nothing): what it did not deliver is no longer requested
 		s.accepted()
-		s.mu.Lock()
-		if n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages")); err == nil && n > 0 {
-			s.pending = max(s.pending-n, 0)
-		} else {
-			s.pending = 0
+		n, err := strconv.Atoi(m.Header.Get("Nats-Pending-Messages"))
+		if err != nil || n <= 0 {
+			n = allRequested
 		}
-		s.topUp()
-		s.mu.Unlock()
+		s.request(n)
 	case "409":
 		lower := strings.ToLower(descr)
 		switch {
@@ -196,7 +181,7 @@ func (s *pullSub) status(m *nats.Msg) {
 			s.fail(errConsumerDeleted)
 		case strings.Contains(lower, "leadership change"), strings.Contains(lower, "server shutdown"):
 			s.p.log.Debug("pipeline: pull requests ended by the server; pulling again", "status", code, "description", descr)
-			s.restart()
+			s.request(allRequested)
 		default:
 			s.refusedNow(code, descr)
 		}
@@ -211,10 +196,9 @@ func (s *pullSub) status(m *nats.Msg) {
 	}
 }
 
-// refusedNow handles a refused request: Exceeded MaxRequestBatch or MaxRequestExpires (edited since the last
-// status poll read the limits), a request the consumer does not take (400: a priority group it requires) and the
-// like. A refusal that names a limit cuts the requests down to it at once; any other is tried again on the next
-// heartbeat check (binding again would only repeat it), and readiness reports it once it persists.
+// refusedNow handles a refused request. A refusal that names a limit (edited since the last status poll) cuts the
+// requests down to it at once; any other is tried again on the next heartbeat check (binding again would only
+// repeat it), and readiness reports it once it persists.
 func (s *pullSub) refusedNow(code, descr string) {
 	p := s.p
 	if ok, n := s.refusals.allow(); ok {
@@ -228,7 +212,7 @@ func (s *pullSub) refusedNow(code, descr string) {
 	s.mu.Unlock()
 	if named {
 		s.setLimits(l, descr)
-		s.restart()
+		s.request(allRequested)
 	}
 }
 
@@ -254,13 +238,16 @@ func (s *pullSub) topUp() {
 	s.pending += n
 }
 
-// restart forgets every outstanding request and requests a whole batch.
-func (s *pullSub) restart() {
+// request forgets got deliveries of the outstanding requests (allRequested: every one) and tops them up.
+func (s *pullSub) request(got int) {
 	s.mu.Lock()
-	s.pending = 0
+	s.pending = max(s.pending-got, 0)
 	s.topUp()
 	s.mu.Unlock()
 }
+
+// allRequested makes request forget every outstanding request: the server no longer holds them.
+const allRequested = math.MaxInt
 
 // watch pulls again when the server has been silent for two heartbeats while no handler call was running.
 func (s *pullSub) watch() {
@@ -279,7 +266,7 @@ func (s *pullSub) watch() {
 			return
 		case <-reconnected:
 			s.lastSeen.Store(int64(s.p.clock()))
-			s.restart()
+			s.request(allRequested)
 			continue
 		case <-t.C:
 		}
@@ -293,12 +280,10 @@ func (s *pullSub) watch() {
 		if silent := s.p.clock() - time.Duration(s.lastSeen.Load()); silent > 2*hb {
 			s.p.log.Debug("pipeline: no heartbeat from the consumer; pulling again", "silent", silent.Round(time.Millisecond))
 			s.lastSeen.Store(int64(s.p.clock()))
-			s.restart()
+			s.request(allRequested)
 			continue
 		}
-		s.mu.Lock()
-		s.topUp() // after a refusal or a "no responders"
-		s.mu.Unlock()
+		s.request(0) // after a refusal or a "no responders"
 	}
 }
 
@@ -309,8 +294,7 @@ func (s *pullSub) fail(err error) {
 	}
 }
 
-// stop ends the subscription at once: deliveries buffered in the client are dropped (redelivered after the ack
-// wait).
+// stop ends the subscription at once: deliveries buffered in the client are dropped (redelivered).
 func (s *pullSub) stop() {
 	s.stopper.Do(func() { close(s.stopped) })
 	_ = s.sub.Unsubscribe()

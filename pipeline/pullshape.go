@@ -9,8 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// consumerLimits are what the consumer accepts of one pull request, as its configuration states them (0: no
-// limit). An operator or a tool may create or edit the consumer with any of them; a request over one is refused
+// consumerLimits are what the consumer accepts of one pull request (0: no limit); a request over one is refused
 // (409) every time it is sent.
 type consumerLimits struct {
 	maxBatch   int           // MaxRequestBatch: deliveries one request may ask for
@@ -22,7 +21,6 @@ func limitsOf(c jetstream.ConsumerConfig) consumerLimits {
 	return consumerLimits{maxBatch: max(c.MaxRequestBatch, 0), maxExpires: max(c.MaxRequestExpires, 0), maxWaiting: max(c.MaxWaiting, 0)}
 }
 
-// pullShape is what the pull requests ask for.
 type pullShape struct {
 	batch     int           // deliveries requested at most at once
 	expiry    time.Duration // how long one request waits
@@ -60,43 +58,33 @@ func shapePull(maxInFlight int, ackWait time.Duration, l consumerLimits) (s pull
 // limitFromRefusal reads the limit a 409 refusal names ("Exceeded MaxRequestBatch of 10", "Exceeded
 // MaxRequestExpires of 1s") into l; ok is false when the description names none of them.
 func limitFromRefusal(descr string, l consumerLimits) (consumerLimits, bool) {
-	for _, f := range []struct {
-		prefix string
-		set    func(string) bool
-	}{
-		{"exceeded maxrequestbatch of ", func(v string) bool {
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return false
-			}
-			l.maxBatch = n
-			return true
-		}},
-		{"exceeded maxrequestexpires of ", func(v string) bool {
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return false
-			}
-			l.maxExpires = d
-			return true
-		}},
-	} {
-		if rest, ok := strings.CutPrefix(strings.ToLower(strings.TrimSpace(descr)), f.prefix); ok {
-			return l, f.set(strings.TrimSpace(rest))
+	d := strings.ToLower(strings.TrimSpace(descr))
+	if v, ok := strings.CutPrefix(d, "exceeded maxrequestbatch of "); ok {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n <= 0 {
+			return l, false
 		}
+		l.maxBatch = n
+		return l, true
+	}
+	if v, ok := strings.CutPrefix(d, "exceeded maxrequestexpires of "); ok {
+		e, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil || e <= 0 {
+			return l, false
+		}
+		l.maxExpires = e
+		return l, true
 	}
 	return l, false
 }
 
-// pullStuckAfter is how long the consumer may leave the pull requests without a sign of acceptance (a delivery, a
-// heartbeat, a request expiring) before readiness reports the pulls stuck: four heartbeats (a request that was
-// refused is sent again at the next heartbeat tick, one that was dropped after two heartbeats of silence, and the
-// first heartbeat of an accepted one comes one heartbeat later), at least 5s. 15s at the default ack wait of 30s.
+// pullStuckAfter is how long the consumer may leave the pull requests without a sign of acceptance before
+// readiness reports the pulls stuck: four heartbeats (a dropped request is sent again after two heartbeats of
+// silence, and its first heartbeat comes one later), at least 5s.
 func pullStuckAfter(heartbeat time.Duration) time.Duration { return max(4*heartbeat, 5*time.Second) }
 
-// pullsStuck decides whether the pulls are stuck: no sign of acceptance for longer than bound since answered,
-// while the handler is not holding deliveries itself (busy). refusal is the last refusal since then (nil:
-// the requests went unanswered). It returns nil when they are not stuck.
+// pullsStuck decides whether the pulls are stuck (nil: not): no sign of acceptance for longer than bound since
+// answered, while the handler is not busy. refusal is the last refusal (nil: none).
 func pullsStuck(now, answered time.Duration, busy bool, refusal *failure, bound time.Duration, l consumerLimits) error {
 	if busy || now-answered <= bound {
 		return nil

@@ -14,17 +14,11 @@ import (
 )
 
 // Ready reports whether the pipeline can make progress: Run is running, the NATS connection is up, the consumer
-// is bound, accepts the pull requests (a refusal or silence longer than four heartbeats, at least 5s, is not
-// ready) and answers, the leaders of the consumer, of the input and output streams and of the window's buckets
-// have their quorum (as the last answer of each described its replicas: leaderCutOff; a read unanswered, or
-// answered without a leader, changes nothing), the input and output streams and the buckets have not gone
-// without a leader's answer for 2s (streamSilence), and the window is reachable. It only reads state kept up to
-// date by Run (claims, the consume loop, and a status poll every StatusInterval), so it is cheap enough for every
-// /readyz request.
-func (p *Pipeline) Ready(ctx context.Context) error {
-	_ = ctx
-	return p.readiness()
-}
+// is bound, accepts the pull requests (pullStuckAfter) and answers, the leaders of the consumer, the input and
+// output streams and the window's buckets have their quorum (leaderCutOff) and answer (streamSilence), the window
+// is reachable, and publishes, dead letters and acks have not failed lately (failureQuiet). It only reads state
+// that Run keeps up to date, so it is cheap enough for every /readyz request.
+func (p *Pipeline) Ready(context.Context) error { return p.readiness() }
 
 func (p *Pipeline) readiness() error {
 	if !p.running.Load() {
@@ -81,9 +75,8 @@ func (p *Pipeline) readiness() error {
 	return nil
 }
 
-// windowReason says why the window cannot be used. A bucket that does not answer (rather than refuses) is one
-// whose server is stopping or still recovering its streams, or whose stream has no leader: that passes by
-// itself, and right after a reconnect it is the server rebuilding the bucket's state (seconds per million keys).
+// windowReason says why the window cannot be used. A bucket that does not answer (rather than refuses) passes by
+// itself; right after a reconnect it is the server rebuilding the bucket's state (seconds per million keys).
 func (p *Pipeline) windowReason(err error) error {
 	bucket, quiet := kvwindow.NotAnswering(err)
 	if !quiet {
@@ -107,10 +100,9 @@ func (p *Pipeline) windowReason(err error) error {
 func (p *Pipeline) failureQuiet() time.Duration { return max(10*time.Second, 2*p.cfg.StatusInterval) }
 
 // superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
-// kind was answered at lastOK (p.clock; 0: never), after it was sent. A publish or an ack that waits out its
-// timeout across a leader change fails after the ones sent behind it have gone through; counting it would leave a
-// pipeline that has just drained everything unready for failureQuiet, with nothing left to clear it. A failure
-// of a request sent after the last answer counts: the output or the consumer has not answered since.
+// kind was answered at lastOK (p.clock; 0: never) after it was sent. A publish or an ack that waits out its
+// timeout across a leader change fails after the ones behind it went through; counting it would leave a drained
+// pipeline unready for failureQuiet, with nothing left to clear it.
 func superseded(sent time.Duration, lastOK int64) bool {
 	return lastOK != 0 && time.Duration(lastOK) >= sent
 }
@@ -153,47 +145,47 @@ func stand(last *atomic.Pointer[failure], ok *atomic.Int64, f *failure) (changed
 // then keep the pipeline unready until none has failed for failureQuiet.
 func (p *Pipeline) ackUp() { answered(&p.ackOK, p.clock()) }
 
-// publishUp records an output publish JetStream stored: the output answers, and every failure of a publish sent
-// before now is superseded.
 func (p *Pipeline) publishUp() {
-	answered(&p.publishOK, p.clock())
+	p.cleared(&p.publishErr, &p.publishOK, "pipeline: publishes succeed again", p.cfg.OutputStream)
+}
+
+// cleared records an answer of a kind whose failures last and ok keep (stand), and clears a failure it supersedes.
+func (p *Pipeline) cleared(last *atomic.Pointer[failure], ok *atomic.Int64, msg, stream string) {
+	answered(ok, p.clock())
 	for {
-		cur := p.publishErr.Load()
-		if cur == nil || !superseded(cur.sent, p.publishOK.Load()) {
+		cur := last.Load()
+		if cur == nil || !superseded(cur.sent, ok.Load()) {
 			return
 		}
-		if p.publishErr.CompareAndSwap(cur, nil) {
-			p.log.Info("pipeline: publishes succeed again", "stream", p.cfg.OutputStream)
+		if last.CompareAndSwap(cur, nil) {
+			p.log.Info(msg, "stream", stream)
 			p.updateReady()
 			return
 		}
 	}
 }
 
-// publishDown records an output publish sent at sent (p.clock) that failed with err. A failure that a later
-// answer superseded does not count (superseded).
-func (p *Pipeline) publishDown(err error, sent time.Duration) {
-	// A publish the client could not send while disconnected is the connection's failure, which readiness reports
-	// as long as it lasts; it must not keep the pipeline unready for failureQuiet after the reconnect.
-	if !p.offline(err) && stand(&p.publishErr, &p.publishOK, &failure{err: err, at: p.clock(), sent: sent}) {
+// failed records a request of a kind whose failures last and ok keep, sent at sent (p.clock), that failed with
+// err (stand). A request not sent while disconnected is the connection's failure, reported as long as it lasts.
+func (p *Pipeline) failed(last *atomic.Pointer[failure], ok *atomic.Int64, err error, sent time.Duration) {
+	if !p.offline(err) && stand(last, ok, &failure{err: err, at: p.clock(), sent: sent}) {
 		p.updateReady()
 	}
+}
+
+func (p *Pipeline) publishDown(err error, sent time.Duration) {
+	p.failed(&p.publishErr, &p.publishOK, err, sent)
 	if ok, n := p.publishLog.allow(); ok {
 		p.log.Warn("pipeline: publish failed; envelopes are handed back (NAK with backoff)",
 			"stream", p.cfg.OutputStream, "err", err, "failures_since_last_log", n)
 	}
 }
 
-// ackFailed records an acknowledgement that did not reach the consumer. The envelope is redelivered after the ack
-// wait and finds its own claim, so nothing is lost or doubled, but a pipeline whose acks keep failing redelivers
-// everything for ever: it is counted, logged and makes the pipeline unready.
-// The ack was sent at sent (p.clock): a failure that a later answer superseded is counted and logged but leaves
-// readiness alone (superseded).
+// ackFailed records an ack sent at sent (p.clock) that did not reach the consumer: a pipeline whose acks keep
+// failing redelivers everything for ever, so it is counted, logged and makes the pipeline unready.
 func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
-	if !p.offline(err) && stand(&p.ackErr, &p.ackOK, &failure{err: err, at: p.clock(), sent: sent}) {
-		p.updateReady()
-	}
+	p.failed(&p.ackErr, &p.ackOK, err, sent)
 	if ok, n := p.ackLog.allow(); ok {
 		p.log.Error("pipeline: acknowledgement failed; the envelope will be redelivered after the ack wait",
 			"reason", reason, "err", err, "failures_since_last_log", n)
@@ -201,12 +193,9 @@ func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 }
 
 // ackRefusal returns the server's refusal of the ack of d, when the connection's last error is one. The server
-// refuses a publish it does not permit (a permissions violation on $JS.ACK.>) only in an asynchronous -ERR that
-// names the subject, never with an answer: a refused ack is an ack left without an answer. The connection keeps
-// the -ERR as its last error, so the pipeline reads it there and leaves the connection's error handler to its
-// owner; a refusal of another consumer's acks (another pipeline on the connection) is not this delivery's. Any
-// other refusal on the connection replaces it there: the copies count sends one increment at a time until one is
-// stored (copies.proven), so that a counter stream the user may not publish to replaces it once per try.
+// refuses a publish it does not permit ($JS.ACK.>) only in an asynchronous -ERR naming the subject, which the
+// connection keeps as its last error: read there, the connection's error handler stays its owner's. Any other
+// refusal replaces it there, hence the copies count's one increment at a time until one is stored (copies.proven).
 func (p *Pipeline) ackRefusal(d *delivery) error {
 	err := p.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {
@@ -223,16 +212,18 @@ func (p *Pipeline) ackRefusal(d *delivery) error {
 }
 
 // updateReady sets dedupeworker_ready from the state as it is now. Every change calls it after storing itself; the
-// lock makes the last call's read come after every change that called it, so the gauge ends on the latest answer
-// (unlocked, a call that read before another's change could write its older answer last).
+// lock makes the gauge end on the latest answer (unlocked, an older read could be written last).
 func (p *Pipeline) updateReady() {
 	p.readyMu.Lock()
 	defer p.readyMu.Unlock()
-	if p.readiness() == nil {
-		p.m.ready.Set(1)
-	} else {
-		p.m.ready.Set(0)
+	p.m.ready.Set(oneIf(p.readiness() == nil))
+}
+
+func oneIf(b bool) float64 {
+	if b {
+		return 1
 	}
+	return 0
 }
 
 func (p *Pipeline) setBound(b bool) {
@@ -241,7 +232,6 @@ func (p *Pipeline) setBound(b bool) {
 	}
 }
 
-// windowUp records that the status poll's Ping found every bucket reachable: whatever window error stood is over.
 func (p *Pipeline) windowUp() {
 	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
 		p.log.Info("pipeline: window reachable again")
@@ -249,8 +239,7 @@ func (p *Pipeline) windowUp() {
 	}
 }
 
-// claimUp records a claim the window took: it clears the standing window error only when the claim's success
-// disproves it (claimClears).
+// claimUp records a claim the window took, clearing the window error it disproves (claimClears).
 func (p *Pipeline) claimUp() {
 	for {
 		cur := p.windowErr.Load()
@@ -265,12 +254,9 @@ func (p *Pipeline) claimUp() {
 	}
 }
 
-// claimClears decides whether a claim that succeeded clears the window error err. An age limit it does not: with
-// the longest claim TTL not known to the window (kvwindow.Config.MaxTTL unset) the bucket takes the claims its
-// age limit can hold and refuses the longer ones, while the poll's Ping reports the limit until it is lifted;
-// cleared by every short claim, it would leave the worker ready and unready by turns between polls. Nor a lost
-// bucket: in a sharded window the claims of the other shards succeed while the lost one refuses its keys until a
-// restart.
+// claimClears decides whether a claim that succeeded clears the window error err. Not an age limit (the bucket
+// takes the short claims and refuses the longer ones, and the poll's Ping reports it: cleared by every short
+// claim, readiness would flap between polls), nor a lost bucket (the other shards of a sharded window succeed).
 func claimClears(err error) bool {
 	return !errors.Is(err, kvwindow.ErrAgeLimit) && !errors.Is(err, kvwindow.ErrWindowLost)
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 )
 
-// waitFor waits up to d for ch to be closed.
 func waitFor(ch <-chan struct{}, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -23,10 +23,8 @@ type link struct {
 	recovering atomic.Bool  // reconnected, and the window has not answered a ping since
 }
 
-// statusLoop refreshes the consumer's pending count and the window's health every StatusInterval, and at once
-// after a reconnect: what the last poll found before it (requests that could not leave the client, a server that
-// was stopping) no longer holds, and readiness should not report it for another StatusInterval. The connection's
-// changes are followed apart from the polls, which can wait seconds for a server that is stopping.
+// statusLoop refreshes the status every StatusInterval, and at once after a reconnect. The connection's changes
+// are followed apart from the polls, which can wait seconds for a server that is stopping.
 func (p *Pipeline) statusLoop(ctx context.Context) {
 	t := time.NewTicker(p.cfg.StatusInterval)
 	defer t.Stop()
@@ -70,9 +68,8 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 	p.updateReady()                     // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
 }
 
-// offline reports whether err is the connection's, not the server's (jserr.Offline). Readiness reports the
-// connection itself; such an error says nothing about the consumer, the window or the output stream, and must not
-// outlive the outage in what readiness says.
+// offline reports whether err is the connection's, not the server's (jserr.Offline): readiness reports the
+// connection itself, and such an error must not outlive the outage in what it says.
 func (p *Pipeline) offline(err error) bool { return jserr.Offline(p.nc, err) }
 
 func (p *Pipeline) refreshStatus(ctx context.Context) {
@@ -87,7 +84,11 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		defer close(pinged.done)
 		wctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
-		pinged.buckets, pinged.err = p.pingWindow(wctx)
+		if w, ok := p.cfg.Window.(bucketPinger); ok {
+			pinged.buckets, pinged.err = w.PingEach(wctx)
+		} else {
+			pinged.err = p.cfg.Window.Ping(wctx)
+		}
 	}()
 	defer func() { <-pinged.done }()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
@@ -138,35 +139,23 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	p.updateReady()
 }
 
-// windowPing is the status poll's ping of the window, done once done is closed: what it found of each bucket's
-// stream (a window that pings bucket by bucket: bucketPinger; else none) and what it makes of them.
+// windowPing is the status poll's ping of the window, done once done is closed.
 type windowPing struct {
 	done    chan struct{}
 	buckets []kvwindow.BucketPing
 	err     error
 }
 
-// bucketPinger is a window that pings bucket by bucket, with what each read says of its bucket's stream
-// (*kvwindow.Window): the poll learns the buckets' leaders from the ping's own reads, one request per bucket.
+// bucketPinger is a window that pings bucket by bucket (*kvwindow.Window): the poll learns the buckets' leaders
+// from the ping's own reads.
 type bucketPinger interface {
 	PingEach(ctx context.Context) ([]kvwindow.BucketPing, error)
 }
 
-// pingWindow pings the window, bucket by bucket when it can.
-func (p *Pipeline) pingWindow(ctx context.Context) ([]kvwindow.BucketPing, error) {
-	if w, ok := p.cfg.Window.(bucketPinger); ok {
-		return w.PingEach(ctx)
-	}
-	return nil, p.cfg.Window.Ping(ctx)
-}
-
-// refreshStreams reads the three streams' state for the size gauges, and the output stream's limits: its maximum
-// message size (checked before a claim) and its duplicate window (the hold bound derives from it). With the state
-// of the window's buckets' streams as the window's ping read them (pinged, nil for none), it records what the
-// reads say of the leaders of the input and output streams and of the buckets (watchStream) and returns what
-// readiness reports: the leaders cut off from their replicas, as the last answer of each described them
-// (leaderCutOff), and the streams that have had no leader to answer for streamSilence (watch.silence), or are
-// missing.
+// refreshStreams reads the three streams for the size gauges and the output's limits (maximum message size,
+// duplicate window), and with the buckets' streams as the window's ping read them (pinged, nil for none) returns
+// what readiness reports of their leaders: cut off from their replicas (leaderCutOff), silent for streamSilence
+// (watch.silence), or missing.
 func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutOff, silent []string) {
 	// The reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole timeout,
 	// and the poll should not wait for each in turn.
@@ -243,8 +232,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutO
 		if info == nil || i >= 3 {
 			continue
 		}
-		// The limits are stored before the gauges are set: a scrape that shows this poll's figures proves the
-		// worker acts on this poll's limits too.
+		// The limits are stored before the gauges: a scrape showing this poll's figures proves they are acted on.
 		if name == p.cfg.InputStream {
 			p.inputKeeps.Store(info.Config.Retention != jetstream.WorkQueuePolicy)
 			p.checkInputLimits(ctx, info)
@@ -260,11 +248,9 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutO
 	return cutOff, silent
 }
 
-// streamSilence is how long the reads of a stream must have gone without its leader's answer, with none between,
-// for readiness to report it: the read's own timeout, so that one slow read, or an election over within a poll (a
-// leader's step-down), is never reported, and the next poll's failure is. The election after a leader crashed
-// (some 4–9s of the replicas' election timeouts) is reported: the stream stores nothing meanwhile,
-// and claims and publishes wait for it.
+// streamSilence is how long a stream's reads must have gone unanswered by its leader for readiness to report it:
+// the read's own timeout, so that one slow read or a step-down within a poll is not reported, while the election
+// after a leader crashed (some 4–9s) is: the stream stores nothing meanwhile.
 const streamSilence = 2 * time.Second
 
 // watch is what the status polls know of one stream's leader: the verdict of the last read its leader answered,
@@ -277,11 +263,9 @@ type watch struct {
 }
 
 // watchStream decides what the polls know of a stream after a read that ended at now: answered with the leader's
-// verdict cutOff (err nil), or failed with err (offline: the connection's failure, which says nothing about the
-// stream). A read that fails leaves the last answer's verdict standing: a leader cut off from its replicas steps
-// down after some 10s, and its server then answers without a leader (describing replicas it has not heard from as
-// heard, once it has stood for an election), and a stream whose leader is out of reach answers nothing at all;
-// neither says that the stream can make progress again. Only its leader's answer changes the verdict.
+// verdict cutOff (err nil), or failed with err (offline: the connection's, saying nothing of the stream). Only a
+// leader's answer changes the verdict: a leader cut off from its replicas steps down after some 10s and its server
+// then answers without a leader (describing unheard replicas as heard), or nothing at all.
 func watchStream(prev watch, cutOff string, err error, offline bool, now time.Duration) watch {
 	switch {
 	case err == nil:
@@ -317,14 +301,13 @@ func (w watch) describeCutOff(now time.Duration) string {
 		(now - w.answeredAt).Round(100*time.Millisecond), w.err)
 }
 
-// watches holds what the status polls know of each stream they read (watchStream). The poll and Run's first read
+// watches holds what the status polls know of each stream they read (watchStream); the poll and Run's first read
 // may update it at once.
 type watches struct {
 	mu sync.Mutex
 	m  map[string]watch
 }
 
-// next records the read of stream name that ended at now and returns what is known of it after it.
 func (ws *watches) next(name, cutOff string, err error, offline bool, now time.Duration) watch {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
@@ -336,8 +319,8 @@ func (ws *watches) next(name, cutOff string, err error, offline bool, now time.D
 	return w
 }
 
-// missingReason says why readiness reports a stream the status poll found missing: ours (the input, output or
-// dead-letter stream, which Provision creates again under the running worker) or a window's bucket.
+// missingReason says why readiness reports a stream the status poll found missing: ours (Provision creates it
+// again) or a window's bucket.
 func missingReason(ours, provision bool) string {
 	switch {
 	case !ours:
@@ -348,21 +331,18 @@ func missingReason(ours, provision bool) string {
 	return "missing (deleted under the running worker): create it again, or restart a worker with DEDUPE_PROVISION=true"
 }
 
-// forget drops what is known of stream name: it was found deleted.
 func (ws *watches) forget(name string) {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	delete(ws.m, name)
 }
 
-// quorumSeen is how recently the leader of a replicated consumer or stream must have heard from a replica for the
-// replica to count towards its quorum: three of the leader's one-second heartbeats. A leader cut off from its
-// replicas (a network partition) goes on answering info requests and pulls, with heartbeats, for some 10s or more
-// before it steps down; what it says of its replicas tells it at once.
+// quorumSeen is how recently a replicated leader must have heard from a replica for it to count towards its
+// quorum: three one-second heartbeats. A leader cut off from its replicas goes on answering for some 10s before it
+// steps down; what it says of its replicas tells it at once.
 const quorumSeen = 3 * time.Second
 
-// leaderCutOff says why the leader of a replicated consumer or stream, as its own answer describes its replicas,
-// cannot make progress ("" when it can): it has heard from too few of them within quorumSeen to have a quorum.
+// leaderCutOff says why a replicated leader, as its answer describes its replicas, has no quorum ("" when it has).
 func leaderCutOff(ci *jetstream.ClusterInfo) string {
 	if ci == nil || len(ci.Replicas) == 0 {
 		return ""
@@ -390,62 +370,50 @@ func leaderCutOff(ci *jetstream.ClusterInfo) string {
 // errNoLeader is a read of a replicated stream answered by a server that knows no leader of it.
 var errNoLeader = errors.New("the stream has no leader")
 
-// leaderless reports whether the answer about a replicated stream names no leader: an election under way, or none
-// possible (its servers cut off from each other). What such an answer says of the replicas is no leader's view.
+// leaderless reports whether the answer about a replicated stream names no leader (an election under way, or
+// none possible): what it says of the replicas is no leader's view.
 func leaderless(ci *jetstream.ClusterInfo) bool {
 	return ci != nil && ci.Leader == "" && len(ci.Replicas) > 0
 }
 
-// quorumChanged records what the status poll found of leaders cut off from their replicas (nil: none) for
-// readiness, and logs the changes.
+// quorumChanged records the leaders the status poll found cut off from their replicas (nil: none).
 func (p *Pipeline) quorumChanged(cutOff []string) {
-	if len(cutOff) == 0 {
-		if p.quorumErr.Swap(nil) != nil {
-			p.log.Info("pipeline: the consumer's and streams' leaders have their quorum again")
-			p.updateReady()
-		}
-		return
-	}
-	err := fmt.Errorf("pipeline: the NATS server this worker uses is cut off from its cluster's majority (a network "+
-		"partition, or the other servers down); nothing it leads can make progress until it rejoins them: %s",
-		strings.Join(cutOff, "; "))
-	if p.quorumErr.Swap(&err) == nil {
-		p.log.Warn("pipeline: lost quorum", "err", err)
-		p.updateReady()
-	}
+	p.pollFound(&p.quorumErr, cutOff, "pipeline: the NATS server this worker uses is cut off from its cluster's majority (a "+
+		"network partition, or the other servers down); nothing it leads can make progress until it rejoins them: ",
+		"pipeline: lost quorum", "pipeline: the consumer's and streams' leaders have their quorum again")
 }
 
-// silenceChanged records what the status poll found of streams whose leader has not answered (watch.silence; nil:
-// none) for readiness, and logs the changes.
+// silenceChanged records the streams the status poll found without a leader's answer (watch.silence; nil: none).
 func (p *Pipeline) silenceChanged(silent []string) {
-	if len(silent) == 0 {
-		if p.silentErr.Swap(nil) != nil {
-			p.log.Info("pipeline: the streams' leaders answer again")
+	p.pollFound(&p.silentErr, silent, "pipeline: ", "pipeline: no answer from a stream's leader",
+		"pipeline: the streams' leaders answer again")
+}
+
+// pollFound makes the problems a status poll found (nil: none) the standing error in last, prefixed, logging down
+// when they appear and up when they are gone.
+func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, prefix, down, up string) {
+	if len(problems) == 0 {
+		if last.Swap(nil) != nil {
+			p.log.Info(up)
 			p.updateReady()
 		}
 		return
 	}
-	err := fmt.Errorf("pipeline: %s", strings.Join(silent, "; "))
-	if p.silentErr.Swap(&err) == nil {
-		p.log.Warn("pipeline: no answer from a stream's leader", "err", err)
+	err := errors.New(prefix + strings.Join(problems, "; "))
+	if last.Swap(&err) == nil {
+		p.log.Warn(down, "err", err)
 		p.updateReady()
 	}
 }
 
-// checkDupWindow records the output stream's duplicate window as it is now (an operator may edit it at any time)
-// and warns, once per change, when a redelivery after a lost ack (the ack wait) of a delivery held up to the hold
-// bound would no longer be caught by it: such a republish then relies on the claim's record alone, and an unkeyed
-// event is stored again.
+// checkDupWindow records the output stream's duplicate window and warns, once per change, when it no longer covers
+// the ack wait plus the hold bound: an unkeyed event republished then is stored again.
 func (p *Pipeline) checkDupWindow(dup time.Duration) {
 	prev := time.Duration(p.outDupWindow.Swap(int64(dup)))
 	p.m.dupWindow.Set(dup.Seconds())
 	need := p.cfg.AckWait + time.Duration(p.maxHold.Load())
 	short := dup < need
-	if short {
-		p.m.dupWindowShort.Set(1)
-	} else {
-		p.m.dupWindowShort.Set(0)
-	}
+	p.m.dupWindowShort.Set(oneIf(short))
 	if dup == prev {
 		return
 	}
@@ -458,10 +426,9 @@ func (p *Pipeline) checkDupWindow(dup time.Duration) {
 	}
 }
 
-// outputLimitNow reports whether an event of size bytes is over the output stream's maximum message size (limit) as
-// the stream states it now. The status poll's copy may be older than an operator's raise (nats stream edit, then dlq
-// replay at once): an event is never dead-lettered on that copy alone. The read also refreshes the copy; when it
-// fails the answer is no, and the server refuses the publish if the event is too large after all.
+// outputLimitNow reports whether an event of size bytes is over the output stream's maximum message size as the
+// stream states it now: the status poll's copy may predate an operator's raise, and never dead-letters an event
+// alone. A failed read answers no (the server still refuses an event too large).
 func (p *Pipeline) outputLimitNow(size int64) (limit int64, over bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -8,15 +8,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
 
-// outMsg is one outbound message with the storage of the header values the worker sets. Once handed to the client
-// library it belongs to the library until JetStream answered; a worker that stops waiting takes a fresh one, so
-// that a message the library still holds never shares a buffer with the next envelope.
+// outMsg is one outbound message with the storage of the header values the worker sets. It belongs to the client
+// library until JetStream answered; a worker that stops waiting takes a fresh one.
 type outMsg struct {
 	msg  nats.Msg
 	vals [9]string
@@ -24,9 +24,7 @@ type outMsg struct {
 
 func newOutMsg() *outMsg { return &outMsg{msg: nats.Msg{Header: make(nats.Header, 16)}} }
 
-// worker executes the protocol's plans for one envelope at a time. Its buffers (the outbound message and header
-// map, the value slices) are reused from one envelope to the next once JetStream has answered the publish that
-// used them.
+// worker executes the protocol's plans for one envelope at a time, reusing its buffers from one to the next.
 type worker struct {
 	p   *Pipeline
 	ctx context.Context
@@ -56,7 +54,7 @@ func (w *worker) loop(rs *runState) {
 }
 
 // step is one delivery being handled: the facts the protocol decides on, and what the executor needs to carry
-// out the next plan (the claim it holds, the revision of its last write on the key, why a dead letter is written).
+// out the next plan.
 type step struct {
 	w     *worker
 	d     *delivery
@@ -77,8 +75,7 @@ type step struct {
 }
 
 // handle takes one envelope through inspection and then the protocol's plans, one step at a time, until the plan
-// is to stop. The protocol ends every delivery in exactly one Ack or NAK, or — for a stale delivery, one that a
-// later delivery of the same envelope has taken over — in nothing: that later delivery decides.
+// is to stop.
 func (w *worker) handle(d *delivery) {
 	p := w.p
 	p.m.inFlight.Inc()
@@ -109,7 +106,7 @@ func (w *worker) handle(d *delivery) {
 			// rather than loop; the redelivery starts again.
 			p.log.Error("pipeline: the protocol did not stop; handing the envelope back", "seq", e.seq, "step", plan.String())
 			if !s.f.Naked && s.f.Ack == protocol.NotAcked {
-				w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+				w.nak(d, protocol.NakDelay(d.delivered), p.naks[protocol.NakWindow])
 			}
 			break
 		}
@@ -127,8 +124,7 @@ func (w *worker) handle(d *delivery) {
 // maxSteps bounds the steps of one delivery: the longest plan sequence is about a dozen.
 const maxSteps = 32
 
-// hold is how long a delivery received at received has been held, against the hold bound, and whether the
-// process was paused since (see tooOld).
+// hold is how long a delivery received at received has been held, against the hold bound (tooOld).
 func (p *Pipeline) hold(received time.Duration) protocol.Hold {
 	now := p.clock()
 	last := time.Duration(p.lastTick.Load())
@@ -139,22 +135,18 @@ func (p *Pipeline) hold(received time.Duration) protocol.Hold {
 	}
 }
 
-// do carries out one plan and writes its result into the facts.
 func (s *step) do(plan protocol.Plan) {
 	w, p, e, d, m := s.w, s.w.p, &s.w.e, s.d, s.d.msg
 	f := &s.f
 	switch plan.Do {
 	case protocol.Build:
-		var out *nats.Msg
+		if plan.Fallback && !plan.Keyed {
+			e.reason = ReasonWindowUnavailable
+		}
+		out := w.buildOutput(m.Header, m.Data, plan.Keyed)
+		f.Output.Built = protocol.BuiltUnkeyed
 		if plan.Keyed {
-			out = w.buildOutput(m.Header, m.Data, true)
 			f.Output.Built = protocol.BuiltKeyed
-		} else {
-			if plan.Fallback {
-				e.reason = ReasonWindowUnavailable
-			}
-			out = w.buildOutput(m.Header, m.Data, false)
-			f.Output.Built = protocol.BuiltUnkeyed
 		}
 		s.unstorable = p.unpublishable(out)
 		f.Output.Unstorable = s.unstorable != ""
@@ -246,14 +238,13 @@ func (s *step) do(plan protocol.Plan) {
 		f.Naked = true
 	default:
 		p.log.Error("pipeline: the protocol asked for an unknown step; handing the envelope back", "step", plan.Do)
-		w.nak(d, protocol.NakDelay(d.delivered), p.nakWindow)
+		w.nak(d, protocol.NakDelay(d.delivered), p.naks[protocol.NakWindow])
 		f.Naked = true
 	}
 }
 
 // doClaim claims the envelope's key and writes the window's answer into the facts. A delivery that wins or takes
-// over the claim is made known to this process's other workers while it holds it (holders), so that a copy
-// arriving meanwhile waits for it here.
+// over the claim is made known to this process's other workers while it holds it (holders).
 func (s *step) doClaim() {
 	w, p, e, d := s.w, s.w.p, &s.w.e, s.d
 	f := &s.f
@@ -282,19 +273,9 @@ func (s *step) doClaim() {
 	if !res.FirstClaimed.IsZero() {
 		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
 	}
-	switch res.Status {
-	case kvwindow.Won:
-		f.Claim.Status = protocol.Won
-	case kvwindow.Owned:
-		f.Claim.Status = protocol.Owned
-	case kvwindow.Duplicate:
-		f.Claim.Status = protocol.Duplicate
-	case kvwindow.Stale:
-		f.Claim.Status = protocol.Stale
-	case kvwindow.DeadLettered:
-		f.Claim.Status = protocol.DeadLettered
-	default:
-		f.Claim.Status = protocol.ClaimUnknown
+	f.Claim.Status = protocol.ClaimUnknown
+	if uint(res.Status) < uint(len(claimStatus)) && res.Status != 0 {
+		f.Claim.Status = claimStatus[res.Status]
 	}
 	if res.Status == kvwindow.Won || res.Status == kvwindow.Owned {
 		s.rev = res.Revision
@@ -303,6 +284,9 @@ func (s *step) doClaim() {
 		}
 	}
 }
+
+var claimStatus = [...]protocol.ClaimStatus{kvwindow.Won: protocol.Won, kvwindow.Owned: protocol.Owned,
+	kvwindow.Duplicate: protocol.Duplicate, kvwindow.Stale: protocol.Stale, kvwindow.DeadLettered: protocol.DeadLettered}
 
 // waitHolder waits, bounded, for the holder of a Duplicate's claim if one of this process's workers holds it.
 func (s *step) waitHolder() protocol.HolderResult {
@@ -340,22 +324,19 @@ func (s *step) deadReason(why protocol.Dead) (string, string) {
 	return contract.DeadOutputReject, fmt.Sprintf("output stream %s refused the event: %v", s.w.p.cfg.OutputStream, s.publishErr)
 }
 
-// count counts an acknowledged envelope.
 func (s *step) count(c protocol.Count) {
 	p, e := s.w.p, &s.w.e
+	if c != 0 && int(c) < len(e.src.outcomes) {
+		e.src.outcomes[c].Inc()
+	}
 	switch c {
-	case protocol.CountUnique:
-		e.src.unique.Inc()
 	case protocol.CountUnkeyed:
-		e.src.unkeyedN.Inc()
 		e.src.reason(e.reason).Inc()
 	case protocol.CountDuplicate:
-		e.src.duplicate.Inc()
 		if p.log.Enabled(s.w.ctx, slog.LevelDebug) {
 			p.log.Debug("pipeline: duplicate", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key)
 		}
 	case protocol.CountDeadLetter:
-		e.src.deadLetters.Inc()
 		p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", s.d.msg.Subject, "reason", s.dead, "error", s.deadWhy)
 	}
 }
@@ -376,12 +357,12 @@ func (s *step) note(plan protocol.Plan) {
 				"seq", e.seq, "delivered", d.delivered, "tenant", e.tenant, "source", e.source, "key", e.key)
 		}
 	case protocol.Nak:
-		switch plan.Nak {
-		case protocol.NakHolder:
-			if ok, n := p.holderLog.allow(); ok {
-				p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
-					"holder_seq", s.res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
-			}
+		if plan.Nak != protocol.NakHolder {
+			break
+		}
+		if ok, n := p.holderLog.allow(); ok {
+			p.log.Info("pipeline: copy handed back until the envelope holding its claim is published", "seq", e.seq,
+				"holder_seq", s.res.HolderSeq, "tenant", e.tenant, "source", e.source, "key", e.key, "since_last_log", n)
 		}
 	}
 	switch plan.Note {
@@ -411,29 +392,14 @@ func (s *step) note(plan protocol.Plan) {
 	}
 }
 
-// nakCounter is the counter of a NAK reason.
-func (p *Pipeline) nakCounter(r protocol.NakReason) interface{ Inc() } {
-	switch r {
-	case protocol.NakShutdown:
-		return p.nakShutdown
-	case protocol.NakPublish:
-		return p.nakPublish
-	case protocol.NakDeadLetter:
-		return p.nakDeadLetter
-	case protocol.NakHeld:
-		return p.nakHeld
-	case protocol.NakHolder:
-		return p.nakHolder
-	case protocol.NakRecord:
-		return p.nakRecord
+func (p *Pipeline) nakCounter(r protocol.NakReason) prometheus.Counter {
+	if int(r) < len(p.naks) {
+		return p.naks[r]
 	}
-	return p.nakWindow
+	return p.naks[protocol.NakWindow]
 }
 
-// claimFailed says what a claim that returned err tells the protocol: cancelled (the worker is stopping), invalid
-// (never claimable), lost (the bucket is gone, or its age limit cannot hold the claim: no decision until an
-// operator acts, and never forwarded around), or unavailable (the window could not decide; with
-// ForwardWhenWindowDown the envelope may go out unkeyed).
+// claimFailed says what a claim that returned err tells the protocol (protocol.ClaimStatus).
 func claimFailed(cancelled bool, err error) protocol.ClaimStatus {
 	switch {
 	case cancelled:
