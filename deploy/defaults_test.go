@@ -52,7 +52,7 @@ func TestScaledObjectFitsMaxAckPending(t *testing.T) {
 		t.Errorf("DEDUPE_MAX_IN_FLIGHT unset gives %d, want the documented default 1024", inFlight)
 	}
 
-	// What the worker gives the consumer (pipeline's maxAckPending): the setting, else DefaultFleet × in-flight.
+	// What the worker gives the consumer (pipeline.ConsumerMaxAckPending): the setting, else DefaultFleet × in-flight.
 	maxAckPending, from := cfg.MaxAckPending, "DEDUPE_MAX_ACK_PENDING"
 	if maxAckPending == 0 {
 		maxAckPending = max(1000, pipeline.DefaultFleet*inFlight)
