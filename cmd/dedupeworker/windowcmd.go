@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -81,34 +83,14 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 
-	cfg, log, err := loadSettings(stderr)
+	b, err := bindWindow(ctx, conn, 0, stderr)
 	if err != nil {
 		return err
 	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
-	if err != nil {
-		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return failErr(err)
-	}
+	defer b.nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
-	w, err := kvwindow.NewManager(ctx, js, windowConfig(cfg))
-	if err != nil {
-		// kvwindow's own message suggests enabling provisioning, which these commands never do. A sharded
-		// window has no bucket named DEDUPE_BUCKET itself: its own error names the shard at fault.
-		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); cfg.WindowShards <= 1 && errors.Is(serr, jetstream.ErrStreamNotFound) {
-			return failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no worker has started on this window yet, or "+
-				"the bucket was deleted with its claims (OPERATIONS.md, \"The window bucket was lost or re-created\"); check "+
-				"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
-				"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
-		}
-		return failErr(err)
-	}
+	w := b.w
 	if sub == "get" {
 		e, ok, err := w.Get(ctx, tg.tenant, tg.source, tg.key)
 		if err != nil {
@@ -123,7 +105,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: bucket})
 		}
-		return writeJSON(stdout, windowClaimJSON(ctx, js, e, kvwindow.CopiesStream(cfg.Bucket), time.Now()))
+		return writeJSON(stdout, windowClaimJSON(ctx, b.js, e, kvwindow.CopiesStream(b.cfg.Bucket), time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -311,4 +293,46 @@ func isAre(names []string) string {
 		return names[0] + " is"
 	}
 	return joinFlags(names) + " are"
+}
+
+// boundWindow is what a window command works with: the settings, the connection (closed by the caller) and the
+// window.
+type boundWindow struct {
+	cfg config.Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	w   *kvwindow.Manager
+}
+
+// bindWindow loads the settings, connects and binds to the window, each of its requests bounded by timeout (0:
+// the window's default). It never creates a bucket: a missing bucket is an error worth seeing.
+func bindWindow(ctx context.Context, conn *connFlags, timeout time.Duration, stderr io.Writer) (*boundWindow, error) {
+	cfg, log, err := loadSettings(stderr)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
+	if err != nil {
+		return nil, err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
+	}
+	b := &boundWindow{cfg: cfg, nc: nc}
+	if b.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, failErr(err)
+	}
+	wcfg := windowConfig(cfg)
+	wcfg.Timeout = timeout
+	if b.w, err = kvwindow.NewManager(ctx, b.js, wcfg); err == nil {
+		return b, nil
+	}
+	defer nc.Close()
+	// kvwindow's own message suggests enabling provisioning, which these commands never do. A sharded window has
+	// no bucket named DEDUPE_BUCKET itself: its own error names the shard at fault.
+	if _, serr := b.js.Stream(ctx, "KV_"+cfg.Bucket); cfg.WindowShards <= 1 && errors.Is(serr, jetstream.ErrStreamNotFound) {
+		return nil, failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no worker has started on this window yet, or "+
+			"the bucket was deleted with its claims (OPERATIONS.md, \"The window bucket was lost or re-created\"); check "+
+			"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
+			"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
+	}
+	return nil, failErr(err)
 }

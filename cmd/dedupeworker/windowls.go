@@ -2,14 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -53,13 +48,13 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window ls", 0, stderr)
+	b, err := bindWindow(ctx, conn, 0, stderr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer b.nc.Close()
 	// With a bucket lost, List gives the other buckets' claims and an error naming it: both are shown.
-	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
+	entries, next, err := b.w.List(ctx, *tenant, *source, *from, *limit)
 	now := time.Now()
 	for _, e := range entries {
 		if werr := writeJSON(stdout, windowEntryJSON(e, now)); werr != nil {
@@ -75,28 +70,4 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failErr(err)
 	}
 	return nil
-}
-
-// bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
-// bucket), each of its requests bounded by timeout (0: the window's default). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string, timeout time.Duration, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
-	cfg, log, err := loadSettings(stderr)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
-	if err != nil {
-		return nil, cfg, nil, failErr(err)
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		var w *kvwindow.Manager
-		wcfg := windowConfig(cfg)
-		wcfg.Timeout = timeout
-		if w, err = kvwindow.NewManager(ctx, js, wcfg); err == nil {
-			return w, cfg, nc, nil
-		}
-	}
-	nc.Close()
-	return nil, cfg, nil, failErr(fmt.Errorf("%s: %w", what, err))
 }

@@ -51,11 +51,12 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	// Each request is bounded by --timeout; the whole, by the buckets' count of them (and rebalance's elections).
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, *timeout, stderr)
+	b, err := bindWindow(ctx, conn, *timeout, stderr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer b.nc.Close()
+	w := b.w
 	if sub == "rebalance" {
 		moves, err := w.Rebalance(ctx, yes)
 		if *asJSON {
