@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -209,25 +208,13 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 	natsCfg.Name, natsCfg.Logger = "dedupeworker-ingest", log
 	// A service, started together with NATS (or with the worker and its embedded server): wait as long as run does.
 	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
-	in.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
-	nc, err := natsconn.ConnectContext(ctx, natsCfg)
+	nc, js, perr, err := connectRole(ctx, natsCfg, cfg.InputStream, log, &in.status, func(nc *nats.Conn) { in.checkLimits(nc.MaxPayload()) })
 	if err != nil {
-		return nil, nil, failErr(err)
+		return nil, nc, err
 	}
-	server := natsconn.Redact(nc.ConnectedUrlRedacted())
-	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, nc, failErr(fmt.Errorf("jetstream: %w", err))
-	}
-	in.checkLimits(nc.MaxPayload())
-	in.status.wait("asking JetStream at %s", server)
-	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	if serr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &in.status); errors.Is(serr, errJetStreamOff) {
-		return nil, nc, failErr(serr)
-	} else if serr != nil && ctx.Err() == nil {
+	if perr != nil && ctx.Err() == nil {
 		log.Warn("input stream not found yet: deliveries are answered 503 until it exists (the worker creates it)",
-			"stream", cfg.InputStream, "err", serr)
+			"stream", cfg.InputStream, "err", perr)
 	}
 
 	var window receiver.ReplayWindow
@@ -281,19 +268,8 @@ func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwi
 	wcfg := replayWindowConfig(in.cfg)
 	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
 	wcfg.MaxTTL = in.policy.GuardTTL()
-	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
-	for {
-		window, err := kvwindow.New(ctx, js, wcfg)
-		if err == nil || ctx.Err() != nil {
-			return window, err
-		}
-		wait := bo.Next()
-		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
-		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
-		if backoff.Wait(ctx, wait) != nil {
-			return nil, err
-		}
-	}
+	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, "replay guard: its bucket cannot be opened yet",
+		"the replay guard's bucket", func() (*kvwindow.Window, error) { return kvwindow.New(ctx, js, wcfg) }, nil)
 }
 
 // checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are

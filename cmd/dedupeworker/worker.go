@@ -139,28 +139,16 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 	// published the event longer ago than the output's duplicate window.
 	natsCfg.PauseFence = natsconn.DefaultPauseFence
 	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
-	w.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
-	w.nc, err = natsconn.ConnectContext(ctx, natsCfg)
-	if err != nil {
-		return failErr(err)
+	var js jetstream.JetStream
+	var perr error
+	if w.nc, js, perr, err = connectRole(ctx, natsCfg, cfg.InputStream, log, &w.status, nil); err != nil {
+		return err
 	}
-	server := natsconn.Redact(w.nc.ConnectedUrlRedacted())
-	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		return failErr(fmt.Errorf("jetstream: %w", err))
-	}
-	w.status.wait("asking JetStream at %s", server)
-	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	perr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status)
-	if errors.Is(perr, errJetStreamOff) {
-		return failErr(perr)
-	} // anything else (no INGEST yet, a slow answer) is for provisioning and the window to meet
 	if w.natsFromCLI != "" && cfg.Provision && errors.Is(perr, jetstream.ErrStreamNotFound) {
 		// The nats CLI's configuration points at whatever server a person last used: say where the streams go.
 		log.Warn("creating the worker's streams, window bucket and consumer on the server "+w.natsFromCLI+" names, "+
 			"not one the worker's settings name (set DEDUPE_NATS_URL to choose, or DEDUPE_PROVISION=false)",
-			"server", server, "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
+			"server", natsconn.Redact(w.nc.ConnectedUrlRedacted()), "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
 			"bucket", cfg.Bucket)
 	}
 
@@ -214,19 +202,30 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	cfg.MaxTTL = longestTTL(w.sources, w.cfg.DefaultTTL)
+	return openRetrying(ctx, w.log, &w.status, cfg.Bucket, "dedupe window not reachable yet", "the dedupe window",
+		func() (*kvwindow.Window, error) {
+			missing, published := w.windowBefore(ctx, js, cfg)
+			window, err := kvwindow.New(ctx, js, cfg)
+			if err == nil {
+				w.logCreatedBuckets(missing, published)
+			}
+			return window, err
+		}, func(err error) bool { return errors.Is(err, kvwindow.ErrUnavailable) })
+}
+
+// openRetrying opens a window with open until it succeeds, retry (nil: always) refuses its error, or ctx ends,
+// waiting with backoff in between; each wait is logged and is the start's step for /readyz.
+func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket, warn, what string,
+	open func() (*kvwindow.Window, error), retry func(error) bool) (*kvwindow.Window, error) {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		missing, published := w.windowBefore(ctx, js, cfg)
-		window, err := kvwindow.New(ctx, js, cfg)
-		if err == nil {
-			w.logCreatedBuckets(missing, published)
-		}
-		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
+		window, err := open()
+		if err == nil || (retry != nil && !retry(err)) || ctx.Err() != nil {
 			return window, err
 		}
 		wait := bo.Next()
-		w.log.Warn("dedupe window not reachable yet; retrying", "bucket", cfg.Bucket, "in", wait, "err", err)
-		w.status.wait("waiting for the dedupe window %s: %v", cfg.Bucket, err)
+		log.Warn(warn+"; retrying", "bucket", bucket, "in", wait, "err", err)
+		st.wait("waiting for %s %s: %v", what, bucket, err)
 		if backoff.Wait(ctx, wait) != nil {
 			return nil, err
 		}
