@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -269,10 +270,6 @@ type dlqTable struct {
 	started bool
 }
 
-func newDlqTable(w io.Writer, now time.Time, extra string) *dlqTable {
-	return &dlqTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now, extra: extra}
-}
-
 func (t *dlqTable) row(dl *deadLetter, extra string) {
 	if !t.started {
 		t.started = true
@@ -298,8 +295,6 @@ func (t *dlqTable) row(dl *deadLetter, extra string) {
 	fmt.Fprintln(t.tw, dlqCell(why, 160))
 }
 
-func (t *dlqTable) flush() error { return t.tw.Flush() }
-
 // notes is where a dlq command writes its closing lines: standard error with --json, whose standard output holds
 // only the objects.
 func (o dlqOptions) notes(stdout, stderr io.Writer) io.Writer {
@@ -320,13 +315,8 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 		fmt.Fprintln(stdout, dlqCountLine(name, counts))
 		empty = len(counts) == 0
 	}
-	table := newDlqTable(stdout, now, "")
-	n, next, err := r.scanLimited(ctx, o, table, func(dl *deadLetter) (bool, error) {
-		if o.asJSON {
-			return true, writeJSON(stdout, dl.record(now))
-		}
-		table.row(dl, "")
-		return true, nil
+	n, next, err := r.scanLimited(ctx, o, stdout, now, "", func(dl *deadLetter) (any, string, bool) {
+		return dl.record(now), "", true
 	})
 	if err != nil {
 		return failErr(err)
@@ -344,18 +334,13 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 // dlqCountLine summarises the stream: "DEDUPE_DLQ holds 5 dead letters: bad-tenant 1, output-reject 4".
 func dlqCountLine(stream string, counts map[string]uint64) string {
 	var total uint64
-	reasons := make([]string, 0, len(counts))
-	for r, n := range counts {
-		total += n
-		reasons = append(reasons, r)
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		total += counts[r]
+		parts = append(parts, fmt.Sprintf("%s %d", r, counts[r]))
 	}
 	if total == 0 {
 		return stream + " holds no dead letters"
-	}
-	slices.Sort(reasons)
-	parts := make([]string, len(reasons))
-	for i, r := range reasons {
-		parts[i] = fmt.Sprintf("%s %d", r, counts[r])
 	}
 	return fmt.Sprintf("%s holds %d dead %s: %s", stream, total, plural(total, "letter", "letters"), strings.Join(parts, ", "))
 }
@@ -419,12 +404,7 @@ func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 		return err
 	}
 	fmt.Fprintln(stdout, "headers:")
-	names := make([]string, 0, len(dl.header))
-	for k := range dl.header {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(dl.header)) {
 		for _, v := range dl.header[k] {
 			fmt.Fprintf(stdout, "  %s: %s\n", dlqCell(k, 0), dlqCell(v, 0))
 		}

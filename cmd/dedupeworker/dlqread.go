@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -133,18 +135,26 @@ func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLet
 	return nil
 }
 
-// scanLimited is scan of o's selection for at most o.limit dead letters (0: all), flushing table at the end: n
-// were passed to fn, and next is the sequence of the first one past the limit (0: none was).
-func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, table *dlqTable, fn func(*deadLetter) (bool, error)) (n int, next uint64, err error) {
+// scanLimited is scan of o's selection for at most o.limit dead letters (0: all), writing to w what fn returns
+// for each: rec with --json, else a row of the table (cell in its column extra, when it has one). n were passed to
+// fn, and next is the sequence of the first one past the limit (0: none was); fn returns more false to stop.
+func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, w io.Writer, now time.Time, extra string,
+	fn func(*deadLetter) (rec any, cell string, more bool)) (n int, next uint64, err error) {
+	table := &dlqTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now, extra: extra}
 	err = r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
 		if o.limit > 0 && n == o.limit {
 			next = dl.seq
 			return false, nil
 		}
 		n++
-		return fn(dl)
+		rec, cell, more := fn(dl)
+		if o.asJSON {
+			return more, writeJSON(w, rec)
+		}
+		table.row(dl, cell)
+		return more, nil
 	})
-	if ferr := table.flush(); err == nil {
+	if ferr := table.tw.Flush(); err == nil {
 		err = ferr
 	}
 	return n, next, err

@@ -27,7 +27,7 @@ const (
 	dlqFailed        = "failed"         // not replayed, or replayed and not removed (detail says which)
 )
 
-// dlqReplayRecord is one dead letter as dlq replay --json prints it.
+// dlqReplayRecord is one dead letter as dlq replay and dlq rm --json print it: the dead letter and what became of it.
 type dlqReplayRecord struct {
 	dlqRecord
 	Result    string `json:"result"`
@@ -60,7 +60,6 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	if rp.input, rp.inputErr = rp.js.Stream(ctx, rp.inputStream); rp.inputErr != nil && rp.opts.yes {
 		return failErr(fmt.Errorf("dlq replay: input stream %s: %w (check DEDUPE_INPUT_STREAM)", rp.inputStream, rp.inputErr))
 	}
-	table := newDlqTable(stdout, rp.now, "RESULT")
 	var (
 		tally     = map[string]int{}
 		notes     []string // one line per dead letter not replayed (or to be refused)
@@ -68,7 +67,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		stoppedAt error
 		silent    = 0 // publishes in a row without an answer
 	)
-	n, next, err := rp.r.scanLimited(ctx, rp.opts, table, func(dl *deadLetter) (bool, error) {
+	n, next, err := rp.r.scanLimited(ctx, rp.opts, stdout, rp.now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := rp.one(ctx, dl)
 		tally[rec.Result]++
 		if rec.Detail != "" && rec.Result != dlqReplayed {
@@ -77,20 +76,13 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if rec.Result == dlqRefused || rec.Result == dlqFailed {
 			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
 		}
-		if rp.opts.asJSON {
-			if err := writeJSON(stdout, rec); err != nil {
-				return false, err
-			}
-		} else {
-			result := rec.Result
-			if rec.IngestSeq > 0 {
-				result += fmt.Sprintf(" (%s %d)", rp.inputStream, rec.IngestSeq)
-			}
-			table.row(dl, result)
+		result := rec.Result
+		if rec.IngestSeq > 0 {
+			result += fmt.Sprintf(" (%s %d)", rp.inputStream, rec.IngestSeq)
 		}
 		if ctx.Err() != nil {
 			stoppedAt = fmt.Errorf("interrupted after dead letter %d: %w", dl.seq, ctx.Err())
-			return false, nil
+			return rec, result, false
 		}
 		if rec.unanswered {
 			silent++
@@ -100,9 +92,9 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if silent == dlqMaxUnanswered {
 			stoppedAt = fmt.Errorf("stopped after dead letter %d: %d publishes in a row got no answer (may this user "+
 				"publish on the input subjects? is stream %s available?)", dl.seq, silent, rp.inputStream)
-			return false, nil
+			return rec, result, false
 		}
-		return true, nil
+		return rec, result, true
 	})
 	out := rp.opts.notes(stdout, stderr)
 	for _, l := range notes {

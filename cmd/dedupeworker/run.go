@@ -130,7 +130,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 
 // packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what
 // a person reads names the command or the setting instead.
-var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): `)
+var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): )+`)
 
 // commandError is an error as a command prints it: the command first ("window get: "), no Go package names.
 type commandError struct {
@@ -148,14 +148,7 @@ func commandErr(cmd string, err error) error {
 	if err == nil || errors.Is(err, errHelpShown) || errors.As(err, &h) {
 		return err
 	}
-	msg := err.Error()
-	for {
-		next := packagePrefix.ReplaceAllString(msg, "$1")
-		if next == msg {
-			break
-		}
-		msg = next
-	}
+	msg := packagePrefix.ReplaceAllString(err.Error(), "$1")
 	base, _, _ := strings.Cut(cmd, " ")
 	switch {
 	case strings.HasPrefix(msg, cmd+": "), strings.HasPrefix(msg, cmd+" "):
