@@ -44,11 +44,8 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("config", configUsage, stderr)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("config: unexpected argument %q", fs.Arg(0))
 	}
 	cfg, _, err := loadSettings(stderr)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -180,7 +181,7 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 
 	if (p.cert == "") != (p.key == "") {
 		return natsconn.Config{}, false, bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
-			p.cert, orNone(p.certFrom), p.key, orNone(p.keyFrom))
+			p.cert, cmp.Or(p.certFrom, "none"), p.key, cmp.Or(p.keyFrom, "none"))
 	}
 	for _, file := range []struct{ path, from string }{
 		{p.creds, p.credsFrom}, {p.nkey, p.nkeyFrom}, {p.ca, p.caFrom}, {p.cert, p.certFrom}, {p.key, p.keyFrom},
@@ -276,13 +277,6 @@ func cliLayer(name string) (connParts, error) {
 func ifSet(v, from string) string {
 	if v == "" {
 		return ""
-	}
-	return from
-}
-
-func orNone(from string) string {
-	if from == "" {
-		return "none"
 	}
 	return from
 }

@@ -53,6 +53,17 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	}
 }
 
+// parseFlagsOnly is parseFlags for a command that takes no argument besides its flags.
+func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
 const keyUsage = `Usage: dedupeworker key --dedupe SPEC [--tenant T] [--source S] [-H 'Name: value']... [--max-json-bytes N] [--body FILE]
 
 Prints the event key a delivery would get, as one JSON object:
@@ -71,11 +82,8 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	bodyFile := fs.String("body", "-", "file holding the request body; - for standard input")
 	var headers listFlag
 	fs.Var(&headers, "H", "request header 'Name: value' (repeatable, in order)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("key: unexpected argument %q", fs.Arg(0))
 	}
 	if *spec == "" {
 		return usageErr("key: --dedupe is required")
@@ -84,11 +92,8 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if !keys.ValidID(*tenant) {
-		return usageErr("key: --tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	}
-	if !keys.ValidID(*source) {
-		return usageErr("key: --source %q: must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	if err := checkIDs("key", *tenant, *source, false); err != nil {
+		return err
 	}
 	if *maxJSON < 1 {
 		return usageErr("key: --max-json-bytes: must be positive, got %d", *maxJSON)
@@ -167,6 +172,16 @@ func runHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintln(stdout, out)
 	return err
+}
+
+// checkIDs checks --tenant and --source (each may be empty when optional) as cmd's usage error.
+func checkIDs(cmd, tenant, source string, optional bool) error {
+	for _, id := range [][2]string{{"--tenant", tenant}, {"--source", source}} {
+		if (id[1] != "" || !optional) && !keys.ValidID(id[1]) {
+			return usageErr("%s: %s %q: must be 1-64 characters of [A-Za-z0-9_-]", cmd, id[0], id[1])
+		}
+	}
+	return nil
 }
 
 // readInput reads a whole file, or standard input for "" and "-".

@@ -37,11 +37,8 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 		fmt.Fprint(w, "\nFlags (the connection flags go over the settings above, NATS_* variables and nats CLI contexts):\n")
 		printFlags(w, fs)
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return nil, err
-	}
-	if fs.NArg() > 0 {
-		return nil, usageErr("%s: unexpected argument %q", name, fs.Arg(0))
 	}
 	cfg, log, err := loadSettings(stderr)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
@@ -47,15 +48,10 @@ func readBuildInfo() buildInfo {
 			}
 		}
 	}
-	if buildVersion != "" {
-		b.Version = buildVersion
-	}
 	if buildRevision != "" {
 		b.Revision, b.Modified = buildRevision, ""
 	}
-	if buildTime != "" {
-		b.Time = buildTime
-	}
+	b.Version, b.Time = cmp.Or(buildVersion, b.Version), cmp.Or(buildTime, b.Time)
 	return b
 }
 
@@ -69,22 +65,14 @@ version. "unknown" means the build recorded nothing (built with -buildvcs=false,
 
 func runVersion(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("version", versionUsage, stderr)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("version: unexpected argument %q", fs.Arg(0))
 	}
 	return writeVersion(stdout, readBuildInfo())
 }
 
 func writeVersion(w io.Writer, b buildInfo) error {
-	orUnknown := func(s string) string {
-		if s == "" {
-			return "unknown"
-		}
-		return s
-	}
+	orUnknown := func(s string) string { return cmp.Or(s, "unknown") }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "dedupeworker %s\n", b.Version)
 	fmt.Fprintf(tw, "revision\t%s\n", orUnknown(b.Revision))

@@ -189,11 +189,8 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		all = fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
 		yes = fs.Bool("yes", false, "confirm --all")
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return windowTarget{}, err
-	}
-	if fs.NArg() > 0 {
-		return windowTarget{}, usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -206,11 +203,8 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	bad := func(format string, a ...any) error {
 		return usageErr("window %s: %s", sub, fmt.Sprintf(format, a...))
 	}
-	if *tenant != "" && !keys.ValidID(*tenant) {
-		return windowTarget{}, bad("--tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	}
-	if *source != "" && !keys.ValidID(*source) {
-		return windowTarget{}, bad("--source %q: must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	if err := checkIDs("window "+sub, *tenant, *source, true); err != nil {
+		return windowTarget{}, err
 	}
 
 	if *all {
@@ -226,17 +220,16 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		}
 		return windowTarget{tenant: *tenant, source: *source, all: true}, nil
 	}
+	var miss []string // of --tenant and --source
+	if *tenant == "" {
+		miss = append(miss, "--tenant")
+	}
+	if *source == "" {
+		miss = append(miss, "--source")
+	}
 	switch len(forms) {
 	case 0:
-		var miss []string
-		if *tenant == "" {
-			miss = append(miss, "--tenant")
-		}
-		if *source == "" {
-			miss = append(miss, "--source")
-		}
-		miss = append(miss, "--key")
-		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(miss))
+		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(append(miss, "--key")))
 	case 1:
 	default:
 		return windowTarget{}, bad("%s exclude each other: give one", joinFlags(forms))
@@ -262,13 +255,6 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		if k, err = keys.ParseHeaderValue(*dedupeKey); err != nil {
 			return windowTarget{}, bad("--dedupe-key: %v", err)
 		}
-	}
-	var miss []string
-	if *tenant == "" {
-		miss = append(miss, "--tenant")
-	}
-	if *source == "" {
-		miss = append(miss, "--source")
 	}
 	switch {
 	case len(miss) > 0:

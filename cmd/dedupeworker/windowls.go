@@ -5,7 +5,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -29,18 +28,16 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	from := fs.Uint64("from", 0, "first revision to list (the next of a previous page)")
 	timeout := fs.Duration("timeout", 30*time.Second, "longest the page may take")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" {
+		return usageErr("window ls: --tenant is required")
+	}
+	if err := checkIDs("window ls", *tenant, *source, true); err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("window ls: unexpected argument %q", fs.Arg(0))
-	case *tenant == "":
-		return usageErr("window ls: --tenant is required")
-	case !keys.ValidID(*tenant):
-		return usageErr("window ls: --tenant %q must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	case *source != "" && !keys.ValidID(*source):
-		return usageErr("window ls: --source %q must be 1-64 characters of [A-Za-z0-9_-]", *source)
 	case *limit < 1 || *limit > kvwindow.MaxList:
 		return usageErr("window ls: --limit must be between 1 and %d, got %d", kvwindow.MaxList, *limit)
 	case *timeout <= 0:

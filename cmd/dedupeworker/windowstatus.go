@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -39,11 +40,8 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	}
 	timeout := fs.Duration("timeout", kvwindow.DefaultTimeout, "longest each request to a bucket may take")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
 	if *timeout <= 0 {
 		return usageErr("window %s: --timeout must be positive, got %s", sub, *timeout)
@@ -191,20 +189,12 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	var keys, bytes uint64
 	var lost []kvwindow.BucketStatus
 	for _, b := range status {
-		leader := b.Leader
-		if leader == "" {
-			leader = "-"
-		}
 		if b.Lost != "" {
 			lost = append(lost, b)
 			fmt.Fprintf(tw, "%s\tLOST\t-\t-\t-\t-\n", b.Bucket)
 			continue
 		}
-		replicas := replicaCell(b.Bucket, b.Replicas, health)
-		if replicas == "" {
-			replicas = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Bucket, leader, replicas, b.Keys, human(b.Bytes), human(b.MemoryEstimate))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Bucket, cmp.Or(b.Leader, "-"), cmp.Or(replicaCell(b.Bucket, b.Replicas, health), "-"), b.Keys, human(b.Bytes), human(b.MemoryEstimate))
 		keys += b.Keys
 		bytes += b.Bytes
 	}
