@@ -205,7 +205,7 @@ func TestDlqSubjectMatch(t *testing.T) {
 		{"other.>", "ingest.acme.gh", false},
 	}
 	for _, tc := range cases {
-		if got := dlqSubjectMatch(tc.pattern, tc.subject); got != tc.want {
+		if got := dlqCaptures([]string{tc.pattern}, tc.subject); got != tc.want {
 			t.Errorf("%q ~ %q: %v", tc.pattern, tc.subject, got)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -284,26 +285,5 @@ func dlqReplayHeaders(h nats.Header) nats.Header {
 
 // dlqCaptures reports whether a stream with these subjects stores subject.
 func dlqCaptures(subjects []string, subject string) bool {
-	for _, pattern := range subjects {
-		if dlqSubjectMatch(pattern, subject) {
-			return true
-		}
-	}
-	return false
-}
-
-// dlqSubjectMatch matches a subject against a NATS subject pattern ("*" one token, ">" one or more at the end).
-func dlqSubjectMatch(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range pt {
-		switch {
-		case p == ">":
-			return len(st) > i
-		case i >= len(st):
-			return false
-		case p != "*" && p != st[i]:
-			return false
-		}
-	}
-	return len(pt) == len(st)
+	return slices.ContainsFunc(subjects, func(filter string) bool { return server.SubjectMatchesFilter(subject, filter) })
 }
