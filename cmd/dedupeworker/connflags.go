@@ -5,6 +5,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -73,6 +74,17 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 		return nil, failErr(err)
 	}
 	return conn, nil
+}
+
+// connectCommand loads the settings and connects as name: the start of every command that talks to NATS but
+// run and ingest. Errors are *exitError already, as connect's.
+func (f *connFlags) connectCommand(ctx context.Context, name string, stderr io.Writer) (config.Config, *nats.Conn, error) {
+	cfg, log, err := loadSettings(stderr)
+	if err != nil {
+		return cfg, nil, err
+	}
+	nc, err := f.connect(ctx, cfg, name, log)
+	return cfg, nc, err
 }
 
 // embeddedFlagOrigin is where run --embedded says its server came from.

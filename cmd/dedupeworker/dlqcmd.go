@@ -88,33 +88,20 @@ type dlqOptions struct {
 }
 
 func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, dlqUsage)
-		return usageErr("dlq: a subcommand is required: ls, show, replay or rm")
+	subs := []string{"ls", "show", "replay", "rm"}
+	sub, err := pickSubcommand("dlq", dlqUsage, subs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
-	switch sub {
-	case "ls", "show", "replay", "rm":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, dlqUsage)
-		return errHelpShown
-	default:
-		return usageErr("dlq: unknown subcommand %q (ls, show, replay or rm)", sub)
-	}
-	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, []string{"ls", "show", "replay", "rm"}), stderr)
+	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, subs), stderr)
 	conn := addConnFlags(fs)
 	opts, err := parseDlqArgs(sub, fs, args[1:])
 	if err != nil {
 		return err
 	}
-
-	cfg, log, err := loadSettings(stderr)
+	cfg, nc, err := conn.connectCommand(ctx, "dedupeworker dlq", stderr)
 	if err != nil {
 		return err
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker dlq", log)
-	if err != nil {
-		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(dlqRequestTimeout))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -126,6 +127,23 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
+}
+
+// pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's usage
+// is printed.
+func pickSubcommand(cmd, usage string, subs, args []string, stderr io.Writer) (string, error) {
+	list := strings.Join(subs[:len(subs)-1], ", ") + " or " + subs[len(subs)-1]
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage)
+		return "", usageErr("%s: a subcommand is required: %s", cmd, list)
+	case isHelpArg(args[0]):
+		fmt.Fprint(stderr, usage)
+		return "", errHelpShown
+	case !slices.Contains(subs, args[0]):
+		return "", usageErr("%s: unknown subcommand %q (%s)", cmd, args[0], list)
+	}
+	return args[0], nil
 }
 
 // packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what

@@ -59,22 +59,14 @@ type windowTarget struct {
 }
 
 func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, windowUsage)
-		return usageErr("window: a subcommand is required: get, ls, status, rebalance or forget")
-	}
-	sub := args[0]
-	switch sub {
-	case "ls":
+	sub, err := pickSubcommand("window", windowUsage, []string{"get", "ls", "status", "rebalance", "forget"}, args, stderr)
+	switch {
+	case err != nil:
+		return err
+	case sub == "ls":
 		return runWindowList(ctx, args[1:], stdout, stderr)
-	case "status", "rebalance":
+	case sub == "status", sub == "rebalance":
 		return runWindowStatus(ctx, sub, args[1:], stdout, stderr)
-	case "get", "forget":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, windowUsage)
-		return errHelpShown
-	default:
-		return usageErr("window: unknown subcommand %q (get, ls, status, rebalance or forget)", sub)
 	}
 	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil), stderr)
 	conn := addConnFlags(fs)
@@ -293,13 +285,9 @@ type boundWindow struct {
 // bindWindow loads the settings, connects and binds to the window, each of its requests bounded by timeout (0:
 // the window's default). It never creates a bucket: a missing bucket is an error worth seeing.
 func bindWindow(ctx context.Context, conn *connFlags, timeout time.Duration, stderr io.Writer) (*boundWindow, error) {
-	cfg, log, err := loadSettings(stderr)
+	cfg, nc, err := conn.connectCommand(ctx, "dedupeworker window", stderr)
 	if err != nil {
 		return nil, err
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
-	if err != nil {
-		return nil, err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}
 	b := &boundWindow{cfg: cfg, nc: nc}
 	if b.js, err = jetstream.New(nc); err != nil {
