@@ -140,25 +140,19 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 			}
 			return err
 		})
-		def, what := 100, "list at most `N` dead letters (0: all)"
-		switch sub {
-		case "replay":
-			def, what = 0, "replay at most `N` dead letters (0: all)"
-		case "rm":
-			def, what = 0, "remove at most `N` dead letters (0: all)"
+		verb := map[string]string{"ls": "list", "replay": "replay", "rm": "remove"}[sub]
+		fs.IntVar(&o.limit, "limit", map[string]int{"ls": 100}[sub], verb+" at most `N` dead letters (0: all)")
+		if sub != "ls" {
+			fs.BoolVar(&o.yes, "yes", false, verb+" (without it: a dry run)")
 		}
-		fs.IntVar(&o.limit, "limit", def, what)
 	}
 	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per line")
-	if sub == "show" {
+	switch sub {
+	case "show":
 		fs.BoolVar(&o.body, "body", false, "write only the body, raw, to standard output")
-	}
-	if sub == "rm" {
-		fs.BoolVar(&o.yes, "yes", false, "remove (without it: a dry run)")
+	case "rm":
 		fs.BoolVar(&o.all, "all", false, "every dead letter (needed when no selection is given)")
-	}
-	if sub == "replay" {
-		fs.BoolVar(&o.yes, "yes", false, "replay (without it: a dry run)")
+	case "replay":
 		fs.BoolVar(&o.truncatedOK, "truncated-ok", false, "replay truncated dead letters too (what was kept of them)")
 		fs.BoolVar(&o.force, "force", false, "replay dead letters that can only fail again too (bad-subject, bad-tenant, bad-source, control-header)")
 	}
