@@ -8,6 +8,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // roleStart is what each long-running role (run, ingest) reads before it starts, in the same order and with the
@@ -65,4 +67,13 @@ func logPresetSources(log *slog.Logger, cfg config.Config, what string, attrs ..
 		return
 	}
 	log.Info("no sources configured: "+what, attrs...)
+}
+
+// newRoleRegistry is the registry of a long-running role (run, ingest): the Go runtime, the process and the
+// build. It exists before the role connects, so that /metrics answers from the start.
+func newRoleRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		buildInfoGauge(readBuildInfo()))
+	return reg
 }

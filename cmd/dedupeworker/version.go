@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"text/tabwriter"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Set with -ldflags "-X main.buildVersion=… -X main.buildRevision=… -X main.buildTime=…" where the build has no
@@ -80,4 +82,18 @@ func writeVersion(w io.Writer, b buildInfo) error {
 	fmt.Fprintf(tw, "modified\t%s\n", orUnknown(b.Modified))
 	fmt.Fprintf(tw, "go\t%s\n", b.GoVersion)
 	return tw.Flush()
+}
+
+// buildInfoGauge is dedupeworker_build_info: always 1, labelled with what `dedupeworker version` prints, the
+// -ldflags values included, which collectors.NewBuildInfoCollector (go_build_info) lacks in the Docker image
+// (built without .git: "(devel)" and no revision).
+func buildInfoGauge(b buildInfo) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dedupeworker_build_info",
+		Help: "Always 1: the build that runs, as `dedupeworker version` prints it (version, VCS revision, Go version).",
+		// "unknown" as `dedupeworker version` says; an empty label would read as no label at all.
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": cmp.Or(b.Revision, "unknown"), "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

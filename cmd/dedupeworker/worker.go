@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -372,4 +373,25 @@ func (w *worker) shutdown() error {
 func windowConfig(c config.Config) kvwindow.Config {
 	placement, _ := config.ParsePlacement(c.WindowPlacement) // checked by config.Validate
 	return kvwindow.Config{Bucket: c.Bucket, Shards: c.WindowShards, Placement: placement}
+}
+
+// copiesStream is the counter stream the worker counts copies in: none with DEDUPE_COUNT_COPIES=false.
+func copiesStream(cfg config.Config) string {
+	if !cfg.CountCopies {
+		return ""
+	}
+	return kvwindow.CopiesStream(cfg.Bucket)
+}
+
+// longestTTL is the longest claim TTL the worker writes: the longest dedupe TTL of the sources that dedupe, def
+// (DEDUPE_DEFAULT_TTL) for those that set none; 0 when none dedupes. The window's buckets must hold a claim that
+// long (kvwindow.Config.MaxTTL).
+func longestTTL(sources keys.Sources, def time.Duration) time.Duration {
+	var ttl time.Duration
+	for id, spec := range sources.Specs {
+		if !slices.Contains(sources.WithoutDedupe, id) {
+			ttl = max(ttl, spec.TTL(def))
+		}
+	}
+	return ttl
 }
