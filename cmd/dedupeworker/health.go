@@ -59,24 +59,18 @@ func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.D
 		_, _ = io.WriteString(w, text+"\n")
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/readyz", "/metrics":
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET, HEAD")
-				plain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
-				return
-			}
-		default:
+		switch path := r.URL.Path; {
+		case path != "/healthz" && path != "/readyz" && path != "/metrics":
 			w.Header().Set("Retry-After", retry)
 			plain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
-			return
-		}
-		switch r.URL.Path {
-		case "/healthz":
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			plain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
+		case path == "/healthz":
 			plain(w, http.StatusOK, "ok")
-		case "/readyz":
+		case path == "/readyz":
 			plain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
-		case "/metrics":
+		default:
 			metrics.ServeHTTP(w, r)
 		}
 	})
@@ -88,8 +82,7 @@ func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.D
 // when the last server closes its side.
 type handoff struct {
 	ln     net.Listener
-	mu     sync.Mutex
-	cur    *handoffListener
+	cur    atomic.Pointer[handoffListener]
 	failed chan struct{} // closed when ln's Accept failed for good (err)
 	err    error
 }
@@ -106,16 +99,8 @@ func newHandoff(ln net.Listener) (*handoff, net.Listener) {
 // shuts down on its own.
 func (h *handoff) next() net.Listener {
 	l := &handoffListener{h: h, conns: make(chan net.Conn), closed: make(chan struct{})}
-	h.mu.Lock()
-	h.cur = l
-	h.mu.Unlock()
+	h.cur.Store(l)
 	return l
-}
-
-func (h *handoff) current() *handoffListener {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cur
 }
 
 func (h *handoff) accept() {
@@ -142,12 +127,12 @@ func (h *handoff) accept() {
 // it on to its successor, and with none c is closed.
 func (h *handoff) deliver(c net.Conn) {
 	for {
-		l := h.current()
+		l := h.cur.Load()
 		select {
 		case l.conns <- c:
 			return
 		case <-l.closed:
-			if h.current() == l {
+			if h.cur.Load() == l {
 				_ = c.Close()
 				return
 			}
@@ -184,7 +169,7 @@ func (l *handoffListener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.closed)
-		if l.h.current() == l {
+		if l.h.cur.Load() == l {
 			err = l.h.ln.Close()
 		}
 	})
