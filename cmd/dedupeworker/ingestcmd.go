@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
-	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
@@ -61,8 +59,7 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	cfg, log, sources, fromPresets := rs.cfg, rs.log, rs.sources, rs.fromPresets
-	natsCfg, embeddedNATS := rs.natsCfg, rs.embeddedNATS
+	cfg, sources, fromPresets := rs.cfg, rs.sources, rs.fromPresets
 	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
 		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
 	})
@@ -78,26 +75,20 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
-	in := &ingest{cfg: cfg, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
-	return in.run(ctx, fromPresets)
+	return (&ingest{roleStart: rs, policy: policy, secrets: secrets}).run(ctx)
 }
 
 // ingest owns the parts of a running receiver: the NATS connection and, inside Receiver.Serve, the HTTP server.
 // They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
 // the connection drains.
 type ingest struct {
-	cfg     config.Config
-	log     *slog.Logger
+	*roleStart
 	policy  *receiver.Policy
 	secrets *receiver.Secrets
-
-	natsCfg      natsconn.Config
-	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
-
-	status startStatus // /readyz until the receiver takes the address over: the step the start waits for
 }
 
-func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
+func (in *ingest) run(ctx context.Context) (err error) {
+	fromPresets := in.fromPresets
 	cfg, log := in.cfg, in.log
 	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
 	if fromPresets {

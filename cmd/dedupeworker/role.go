@@ -13,7 +13,7 @@ import (
 )
 
 // roleStart is what each long-running role (run, ingest) reads before it starts, in the same order and with the
-// same exit statuses: flags, settings, logger, where to connect, the sources document.
+// same exit statuses (flags, settings, logger, where to connect, the sources document), and where its start stands.
 type roleStart struct {
 	cfg          config.Config
 	log          *slog.Logger
@@ -22,6 +22,7 @@ type roleStart struct {
 	natsFromCLI  string // where the server URL came from when that is the nats CLI's configuration (NATS_URL, a context)
 	sources      keys.Sources
 	fromPresets  bool
+	status       startStatus // /readyz while the role starts: the step it waits for, then (run) the pipeline's readiness
 }
 
 // startRole parses the role's flags (the connection flags and nothing else) and reads its settings and sources.

@@ -40,20 +40,12 @@ func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS,
-		natsFromCLI: rs.natsFromCLI}
-	return w.run(ctx, rs.fromPresets)
+	return (&worker{roleStart: rs}).run(ctx)
 }
 
 // worker owns every long-lived part of a running worker and shuts them down in the reverse order of start.
 type worker struct {
-	cfg     config.Config
-	log     *slog.Logger
-	sources keys.Sources
-
-	natsCfg      natsconn.Config // where and how to connect (connFlags.resolve)
-	embeddedNATS bool            // no NATS server configured anywhere: start the embedded one
-	natsFromCLI  string          // the server came from NATS_URL or a nats CLI context (roleStart.natsFromCLI)
+	*roleStart
 
 	srv      *embedded.Server
 	nc       *nats.Conn
@@ -61,13 +53,12 @@ type worker struct {
 	pipe     *pipeline.Pipeline
 	httpSrv  *http.Server
 	httpDone chan error
-	status   startStatus // /readyz: the step the start waits for, then the pipeline's readiness
 }
 
-func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
+func (w *worker) run(ctx context.Context) (err error) {
 	cfg, log := w.cfg, w.log
 	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
-	if fromPresets {
+	if w.fromPresets {
 		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
 	}
 	for _, id := range w.sources.WithoutDedupe {
