@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
 	"slices"
@@ -90,10 +89,7 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 // configSettings lists every setting in the order of `dedupeworker help`, with the value in force (secrets
 // redacted, durations as the docs write them) and where it came from; lookup is os.LookupEnv.
 func configSettings(cfg config.Config, lookup func(string) (string, bool)) []configSetting {
-	values := map[string]slog.Value{}
-	for _, a := range cfg.Attrs("") {
-		values[a.Key] = a.Value
-	}
+	values := attrsByName(cfg, "")
 	derived := inForce(cfg, config.RoleRun)
 	maps.Copy(derived, inForce(cfg, config.RoleIngest))
 	var out []configSetting

@@ -130,14 +130,7 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 	var def config.Config
 	// A prefix that no variable carries reads no variable: what is left is every default.
 	_ = envconfig.Process("DEDUPEWORKER_DEFAULTS_ONLY", &def)
-	byName := func(c config.Config) map[string]slog.Value {
-		m := map[string]slog.Value{}
-		for _, a := range c.Attrs(role) {
-			m[a.Key] = a.Value
-		}
-		return m
-	}
-	cur, defs := byName(cfg), byName(def)
+	cur, defs := attrsByName(cfg, role), attrsByName(def, role)
 	var out []slog.Attr
 	for _, name := range config.RoleVariables(role) {
 		v, set := cur[name]
@@ -151,6 +144,15 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 		}
 	}
 	return out
+}
+
+// attrsByName are the settings of role (all with "") as c.Attrs gives them, by variable name.
+func attrsByName(c config.Config, role string) map[string]slog.Value {
+	m := map[string]slog.Value{}
+	for _, a := range c.Attrs(role) {
+		m[a.Key] = a.Value
+	}
+	return m
 }
 
 // loadSettings reads the settings of every command that talks to NATS, builds its logger from them

@@ -173,17 +173,14 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 1 {
 		return usageErr("sources check: at most one FILE")
 	}
-	file, inline := os.Getenv("DEDUPE_SOURCES_FILE"), os.Getenv("DEDUPE_SOURCES")
-	var o sourcesOrigin
+	// The two variables alone, not config.Load: a file is checked whatever the other settings say.
+	env := config.Config{SourcesFile: os.Getenv("DEDUPE_SOURCES_FILE"), Sources: os.Getenv("DEDUPE_SOURCES")}
+	o, _ := configuredSources(env)
 	switch {
 	case fs.NArg() == 1:
 		o = sourcesOrigin{path: fs.Arg(0)}
-	case file != "" && inline != "":
+	case env.SourcesFile != "" && env.Sources != "":
 		return usageErr("config: DEDUPE_SOURCES: set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
-	case file != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: file}
-	case inline != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES", inline: inline}
 	}
 	def := keys.DefaultTTL
 	if v := os.Getenv("DEDUPE_DEFAULT_TTL"); v != "" {
