@@ -52,28 +52,30 @@ func (s *startStatus) check(ctx context.Context) error {
 func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.Duration) http.Handler {
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	retry := fmt.Sprint(int64((retryAfter + time.Second - 1) / time.Second))
-	plain := func(w http.ResponseWriter, status int, text string) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, text+"\n")
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch path := r.URL.Path; {
 		case path != "/healthz" && path != "/readyz" && path != "/metrics":
 			w.Header().Set("Retry-After", retry)
-			plain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
+			writePlain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
 		case r.Method != http.MethodGet && r.Method != http.MethodHead:
 			w.Header().Set("Allow", "GET, HEAD")
-			plain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
+			writePlain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
 		case path == "/healthz":
-			plain(w, http.StatusOK, "ok")
+			writePlain(w, http.StatusOK, "ok")
 		case path == "/readyz":
-			plain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
+			writePlain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
 		default:
 			metrics.ServeHTTP(w, r)
 		}
 	})
+}
+
+// writePlain answers status with one line of text.
+func writePlain(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text+"\n")
 }
 
 // handoff passes the connections of one listener to one server after another: first the one that answers while

@@ -285,20 +285,15 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(rw, "ok\n")
-	})
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { writePlain(rw, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := w.status.check(ctx); err != nil {
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(rw, "not ready: "+err.Error()+"\n")
+			writePlain(rw, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
-		_, _ = io.WriteString(rw, "ready\n")
+		writePlain(rw, http.StatusOK, "ready")
 	})
 	if w.cfg.Pprof {
 		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
