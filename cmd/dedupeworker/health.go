@@ -17,10 +17,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 )
 
-// startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, the role's own
-// readiness. Both roles listen before their first step, so that a start that hangs (NATS unreachable, the window
-// not answering) shows in the probes, in /readyz's reason and in dedupeworker_ready, rather than as a port that
-// does not answer.
+// startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, its readiness.
+// Both roles listen before their first step, so that a start that hangs shows in the probes, not as a dead port.
 type startStatus struct {
 	waiting atomic.Pointer[string]
 	ready   atomic.Pointer[func(context.Context) error]

@@ -78,9 +78,8 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return (&ingest{roleStart: rs, policy: policy, secrets: secrets}).run(ctx)
 }
 
-// ingest owns the parts of a running receiver: the NATS connection and, inside Receiver.Serve, the HTTP server.
-// They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
-// the connection drains.
+// ingest owns a running receiver's NATS connection and (inside Receiver.Serve) HTTP server; HTTP stops first, its
+// requests finishing up to their PubAck, then the connection drains.
 type ingest struct {
 	*roleStart
 	policy  *receiver.Policy

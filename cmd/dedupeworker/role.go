@@ -59,9 +59,8 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 	return rs, nil
 }
 
-// logPresetSources says that every preset became a source: at INFO when no sources document is configured (the
-// quickstart), at WARN when one is but declares no source (an empty file, an empty ConfigMap), which deploys every
-// preset where the operator most likely meant a list of their own.
+// logPresetSources says that every preset became a source: at INFO with no sources document (the quickstart), at
+// WARN when one declares no source (an empty ConfigMap), where the operator most likely meant a list of their own.
 func logPresetSources(log *slog.Logger, cfg config.Config, what string, attrs ...any) {
 	if o, ok := configuredSources(cfg); ok {
 		log.Warn(o.String()+" declares no source: "+what+", as with no sources document at all", attrs...)

@@ -69,8 +69,8 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-// run is the whole program; main only wires the process to it, and tests call it directly. Help (`help CMD`,
-// `CMD -h`) goes to stdout with exit status 0; errors go to stderr.
+// run is the whole program; main only wires the process to it. Help goes to stdout with exit status 0; errors go
+// to stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	defer func() {
 		var h *helpRequest

@@ -33,9 +33,7 @@ func (o sourcesOrigin) String() string {
 	return o.variable + " " + o.path
 }
 
-// read reads and parses the document. Errors name the origin and then the place in the document
-// ("DEDUPE_SOURCES_FILE /etc/x.yaml: sources.orders.dedupe.json: segment 2 is empty in \"data..id\"", "…: yaml:
-// line 7: did not find expected key").
+// read reads and parses the document; errors name the origin, then the place in the document.
 func (o sourcesOrigin) read() (keys.Sources, error) {
 	doc := []byte(o.inline)
 	if o.path != "" {
@@ -57,9 +55,8 @@ func (o sourcesOrigin) read() (keys.Sources, error) {
 	return src, nil
 }
 
-// checkVerify checks the document's verify blocks as ingest reads them (receiver.CheckVerify), each error in the
-// form of read's, with the line of the block: "DEDUPE_SOURCES_FILE /etc/x.yaml: line 7:
-// sources.orders.verify.algorithm: not a known algorithm (…)".
+// checkVerify checks the document's verify blocks as ingest reads them, each error placed as read's, with the
+// line of the block (placeSourceError).
 func (o sourcesOrigin) checkVerify(src keys.Sources) error {
 	err := receiver.CheckVerify(src)
 	if err == nil {
@@ -76,9 +73,8 @@ func (o sourcesOrigin) checkVerify(src keys.Sources) error {
 	return errors.Join(errs...)
 }
 
-// placePolicyErrors gives each of receiver.NewPolicy's errors about a declared source (*receiver.SourceError) the
-// document and line it is on, as checkVerify does; its others (about secrets) name their variable or file
-// already and are kept.
+// placePolicyErrors places each of receiver.NewPolicy's errors about a declared source as checkVerify does; its
+// others (about secrets) name their variable or file already.
 func (o sourcesOrigin) placePolicyErrors(err error) error {
 	var errs []error
 	for _, e := range unwrapAll(err) {

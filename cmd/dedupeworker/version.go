@@ -29,9 +29,7 @@ type buildInfo struct {
 	GoVersion string
 }
 
-// readBuildInfo reads runtime/debug.ReadBuildInfo (main module version; vcs.revision, vcs.time and vcs.modified
-// when the toolchain stamped them, which go build does by default inside a git checkout), then the -ldflags
-// values.
+// readBuildInfo reads what the toolchain stamped (vcs.* inside a git checkout), then the -ldflags values.
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: "(devel)", GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {

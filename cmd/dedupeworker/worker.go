@@ -87,12 +87,9 @@ func (w *worker) run(ctx context.Context) (err error) {
 		return err
 	}
 	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		// A stream or consumer that cannot serve these settings (DEDUPE_CONSUMER renamed on a work-queue INGEST,
-		// DEDUPE_INPUT_PREFIX outside the stream's subjects) is a configuration conflict: Run returns it only from
-		// its first provisioning, without retrying, and a restart meets it again until the settings or the stream
-		// change.
-		// So is a missing consumer on an input stream that keeps processed envelopes: it waits for
-		// DEDUPE_CONSUMER_START to say where to begin.
+		// A stream or consumer that cannot serve these settings, or a missing consumer on a stream that keeps
+		// processed envelopes (DEDUPE_CONSUMER_START must say where to begin), is a configuration conflict that a
+		// restart meets again until the settings or the stream change.
 		if errors.Is(err, pipeline.ErrIncompatible) || errors.Is(err, pipeline.ErrConsumerStart) {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -312,9 +309,9 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	return nil
 }
 
-// shutdown stops, in order: the HTTP server, the window (its answer subscription: the pipeline, which claimed
-// through it, has returned), the NATS connection (draining pending publishes and acks), the embedded server. The pipeline has already returned, within pipelineShutdownBudget; these steps share what is
-// left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
+// shutdown stops, in order: the HTTP server, the window (the pipeline, which claimed through it, has returned
+// within pipelineShutdownBudget), the NATS connection (draining publishes and acks), the embedded server, within
+// what is left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
 func (w *worker) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout-pipelineShutdownBudget(w.cfg.ShutdownTimeout))
 	defer cancel()
