@@ -189,28 +189,19 @@ func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
 // nats.go takes "Status: 404" for "no message" (a scan would stop there and hide every later dead letter), 503 for
 // "no responders" and anything else for an error. The API's JSON answer carries the headers encoded, as data.
 func streamGet(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, nextBySubject string) (*jetstream.RawStreamMsg, error) {
-	req, err := json.Marshal(struct {
+	req, _ := json.Marshal(struct { // a number and a string: never fails
 		Seq        uint64 `json:"seq"`
 		NextBySubj string `json:"next_by_subj,omitempty"`
 	}{seq, nextBySubject})
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, dlqRequestTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, dlqRequestTimeout)
+	defer cancel()
 	reply, err := js.Conn().RequestWithContext(ctx, jsapi.Prefix(js.Options())+"STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
+	if err == nil {
+		m, perr := natsreq.ParseStoredMsg(reply.Data)
+		if perr == nil || perr == jetstream.ErrMsgNotFound { // the latter returned itself
+			return m, perr
+		}
+		err = perr
 	}
-	m, err := natsreq.ParseStoredMsg(reply.Data)
-	switch {
-	case err == jetstream.ErrMsgNotFound: // returned itself
-		return nil, err
-	case err != nil:
-		return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
-	}
-	return m, nil
+	return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
 }
