@@ -166,13 +166,12 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 1 {
-		return usageErr("sources check: at most one FILE")
-	}
 	// The two variables alone, not config.Load: a file is checked whatever the other settings say.
 	env := config.Config{SourcesFile: os.Getenv("DEDUPE_SOURCES_FILE"), Sources: os.Getenv("DEDUPE_SOURCES")}
 	o, _ := configuredSources(env)
 	switch {
+	case fs.NArg() > 1:
+		return usageErr("sources check: at most one FILE")
 	case fs.NArg() == 1:
 		o = sourcesOrigin{path: fs.Arg(0)}
 	case env.SourcesFile != "" && env.Sources != "":
@@ -212,15 +211,9 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "warning: line %d: sources.%s: %s\n", w.Line, w.Source, w.Text)
 	}
 	if len(src.WithoutDedupe) > 0 {
-		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))
+		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", src.WithoutDedupe)
 	}
-	var unverified []string
-	for _, id := range src.IDs() {
-		if _, ok := src.Verify[id]; !ok {
-			unverified = append(unverified, id)
-		}
-	}
-	if len(unverified) > 0 {
+	if unverified := slices.DeleteFunc(src.IDs(), func(id string) bool { _, ok := src.Verify[id]; return ok }); len(unverified) > 0 {
 		fmt.Fprintf(stdout, "sources without a verify block (dedupeworker ingest refuses the file until each has one, verify: none for unsigned deliveries; the worker needs none): %v\n", unverified)
 	}
 	return nil
