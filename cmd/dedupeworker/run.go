@@ -132,7 +132,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's usage
 // is printed.
 func pickSubcommand(cmd, usage string, subs, args []string, stderr io.Writer) (string, error) {
-	list := strings.Join(subs[:len(subs)-1], ", ") + " or " + subs[len(subs)-1]
+	list := joinWords(subs, "or")
 	switch {
 	case len(args) == 0:
 		fmt.Fprint(stderr, usage)

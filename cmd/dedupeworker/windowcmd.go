@@ -202,7 +202,7 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	if *all {
 		switch {
 		case len(forms) > 0:
-			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
+			return windowTarget{}, bad("%s exclude each other", joinWords(append([]string{"--all"}, forms...), "and"))
 		case *tenant == "":
 			return windowTarget{}, bad("--all needs --tenant")
 		case !*yes && *source != "":
@@ -224,7 +224,7 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(append(miss, "--key")))
 	case 1:
 	default:
-		return windowTarget{}, bad("%s exclude each other: give one", joinFlags(forms))
+		return windowTarget{}, bad("%s exclude each other: give one", joinWords(forms, "and"))
 	}
 
 	if set["idempotency-key"] {
@@ -257,20 +257,20 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	return windowTarget{tenant: *tenant, source: *source, key: k}, nil
 }
 
-// joinFlags lists flag names in prose: "--a and --b", "--a, --b and --c".
-func joinFlags(names []string) string {
-	if len(names) <= 1 {
-		return strings.Join(names, "")
+// joinWords lists words in prose, the last two joined by conj: "a, b or c".
+func joinWords(words []string, conj string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
 }
 
-// isAre is joinFlags with its verb: "--a is", "--a and --b are".
+// isAre is joinWords with its verb: "--a is", "--a and --b are".
 func isAre(names []string) string {
 	if len(names) == 1 {
 		return names[0] + " is"
 	}
-	return joinFlags(names) + " are"
+	return joinWords(names, "and") + " are"
 }
 
 // boundWindow is what a window command works with: the settings, the connection (closed by the caller) and the
