@@ -112,19 +112,13 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return failErr(fmt.Errorf("key: %w", err))
 	}
 	key, reason := keys.Extractor{MaxJSONBytes: *maxJSON}.Extract(s, hl, body)
-	var out any
 	if reason != keys.ReasonNone {
-		out = struct {
-			Key    *string `json:"key"`
-			Reason string  `json:"reason"`
-		}{nil, string(reason)}
-	} else {
-		out = struct {
-			Key            string `json:"key"`
-			IdempotencyKey string `json:"idempotency_key"`
-		}{key, keys.IdempotencyHeader(*tenant, *source, key)}
+		return writeJSON(stdout, map[string]any{"key": nil, "reason": reason})
 	}
-	return writeJSON(stdout, out)
+	return writeJSON(stdout, struct {
+		Key            string `json:"key"`
+		IdempotencyKey string `json:"idempotency_key"`
+	}{key, keys.IdempotencyHeader(*tenant, *source, key)})
 }
 
 const hashUsage = `Usage: dedupeworker hash [--only PATH]... [--except PATH]... [--type TYPE] [--canonical] [FILE]

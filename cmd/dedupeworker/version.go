@@ -72,12 +72,11 @@ func runVersion(args []string, stdout, stderr io.Writer) error {
 }
 
 func writeVersion(w io.Writer, b buildInfo) error {
-	orUnknown := func(s string) string { return cmp.Or(s, "unknown") }
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "dedupeworker %s\n", b.Version)
-	fmt.Fprintf(tw, "revision\t%s\n", orUnknown(b.Revision))
-	fmt.Fprintf(tw, "time\t%s\n", orUnknown(b.Time))
-	fmt.Fprintf(tw, "modified\t%s\n", orUnknown(b.Modified))
+	for _, f := range [][2]string{{"revision", b.Revision}, {"time", b.Time}, {"modified", b.Modified}} {
+		fmt.Fprintf(tw, "%s\t%s\n", f[0], cmp.Or(f[1], "unknown"))
+	}
 	fmt.Fprintf(tw, "go\t%s\n", b.GoVersion)
 	return tw.Flush()
 }
