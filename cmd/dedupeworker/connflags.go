@@ -32,7 +32,6 @@ type connFlags struct {
 	cliURL string
 }
 
-// addConnFlags registers the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	f := &connFlags{cmd: fs.Name()}
 	fs.StringVar(&f.server, "s", "", "NATS server `URL`(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
@@ -278,7 +277,6 @@ func ifSet(v, from string) string {
 	return from
 }
 
-// joinOrigin joins the non-empty parts of an origin description.
 func joinOrigin(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), ", ")
 }

@@ -83,7 +83,6 @@ func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefi
 		inputPrefix: inputPrefix}, nil
 }
 
-// get reads the dead letter at seq; found is false when there is none.
 func (r *dlqReader) get(ctx context.Context, seq uint64) (dl *deadLetter, found bool, err error) {
 	m, err := streamGet(ctx, r.js, r.name, seq, "")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -24,13 +24,11 @@ type startStatus struct {
 	ready   atomic.Pointer[func(context.Context) error]
 }
 
-// wait records the step the start is waiting for.
 func (s *startStatus) wait(format string, args ...any) {
 	reason := fmt.Sprintf(format, args...)
 	s.waiting.Store(&reason)
 }
 
-// running hands /readyz over to the role's readiness.
 func (s *startStatus) running(ready func(context.Context) error) { s.ready.Store(&ready) }
 
 // check is nil when the role is ready, else why not.

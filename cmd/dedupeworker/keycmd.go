@@ -13,7 +13,6 @@ import (
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
-// listFlag collects a repeatable string flag.
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }

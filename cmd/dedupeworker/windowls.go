@@ -19,7 +19,6 @@ a sparse scope's claims) fails with exit status 1 and says how many it had found
 
 `
 
-// runWindowList is "window ls".
 func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("window ls", windowListUsage, stderr)
 	tenant := fs.String("tenant", "", "tenant id (required)")

@@ -30,7 +30,6 @@ time fails the command, naming the bucket.
 
 `
 
-// runWindowStatus is "window status" and "window rebalance".
 func runWindowStatus(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("window "+sub, windowStatusUsage, stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
