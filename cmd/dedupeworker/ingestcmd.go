@@ -195,10 +195,7 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		natsCfg.URL = "nats://" + cfg.EmbeddedListen
 		natsCfg.Origin = joinOrigin("url from DEDUPE_EMBEDDED_LISTEN (no NATS server configured: a worker's embedded server)", natsCfg.Origin)
 	}
-	natsCfg.Name, natsCfg.Logger = "dedupeworker-ingest", log
-	// A service, started together with NATS (or with the worker and its embedded server): wait as long as run does.
-	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
-	nc, js, perr, err := connectRole(ctx, natsCfg, cfg.InputStream, log, &in.status, func(nc *nats.Conn) { in.checkLimits(nc.MaxPayload()) })
+	nc, js, perr, err := in.connect(ctx, natsCfg, "dedupeworker-ingest", func(nc *nats.Conn) { in.checkLimits(nc.MaxPayload()) })
 	if err != nil {
 		return nil, nc, err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
-	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
 
 // errJetStreamOff is wrapped by the start error of a server that has no JetStream, or none for the account.
@@ -57,30 +56,6 @@ func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server 
 			return err
 		}
 	}
-}
-
-// connectRole connects a long-running role and probes JetStream (probeJetStream, whose other errors are probe),
-// recording each step in st; connected runs once connected. nc is returned whenever made, for the caller to drain.
-func connectRole(ctx context.Context, c natsconn.Config, stream string, log *slog.Logger, st *startStatus,
-	connected func(*nats.Conn)) (nc *nats.Conn, js jetstream.JetStream, probe, err error) {
-	st.wait("connecting to NATS at %s", natsconn.Redact(c.URL))
-	if nc, err = natsconn.ConnectContext(ctx, c); err != nil {
-		return nil, nil, nil, failErr(err)
-	}
-	server := natsconn.Redact(nc.ConnectedUrlRedacted())
-	log.Info("connected to NATS", "server", server, "from", c.Origin)
-	if js, err = jetstream.New(nc); err != nil {
-		return nc, nil, nil, failErr(fmt.Errorf("jetstream: %w", err))
-	}
-	if connected != nil {
-		connected(nc)
-	}
-	st.wait("asking JetStream at %s", server)
-	probe = probeJetStream(ctx, js, stream, server, min(jetStreamGrace, c.RetryFor), log, st)
-	if errors.Is(probe, errJetStreamOff) {
-		return nc, nil, nil, failErr(probe)
-	}
-	return nc, js, probe, nil
 }
 
 // explainJetStream rewords what a one-shot command (window …, dlq …) meets on a server or account without

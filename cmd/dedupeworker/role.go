@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -8,6 +10,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/keys"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -76,4 +80,32 @@ func newRoleRegistry() *prometheus.Registry {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		buildInfoGauge(readBuildInfo()))
 	return reg
+}
+
+// connect connects a long-running role as name and probes JetStream (probeJetStream, whose other errors are
+// probe), recording each step for /readyz; connected runs once connected. nc is returned whenever made, for the
+// caller to drain.
+func (rs *roleStart) connect(ctx context.Context, c natsconn.Config, name string, connected func(*nats.Conn)) (nc *nats.Conn,
+	js jetstream.JetStream, probe, err error) {
+	log, st := rs.log, &rs.status
+	// A service, started together with NATS (or with the worker and its embedded server): both roles wait as long.
+	c.Name, c.Logger, c.RetryFor = name, log, rs.cfg.ConnectRetry(config.DefaultRunConnectTimeout)
+	st.wait("connecting to NATS at %s", natsconn.Redact(c.URL))
+	if nc, err = natsconn.ConnectContext(ctx, c); err != nil {
+		return nil, nil, nil, failErr(err)
+	}
+	server := natsconn.Redact(nc.ConnectedUrlRedacted())
+	log.Info("connected to NATS", "server", server, "from", c.Origin)
+	if js, err = jetstream.New(nc); err != nil {
+		return nc, nil, nil, failErr(fmt.Errorf("jetstream: %w", err))
+	}
+	if connected != nil {
+		connected(nc)
+	}
+	st.wait("asking JetStream at %s", server)
+	probe = probeJetStream(ctx, js, rs.cfg.InputStream, server, min(jetStreamGrace, c.RetryFor), log, st)
+	if errors.Is(probe, errJetStreamOff) {
+		return nc, nil, nil, failErr(probe)
+	}
+	return nc, js, probe, nil
 }

@@ -123,14 +123,12 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		}
 		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
-	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
 	// A publish buffered when the process is frozen must not go out after the freeze, when another replica may have
 	// published the event longer ago than the output's duplicate window.
 	natsCfg.PauseFence = natsconn.DefaultPauseFence
-	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
 	var js jetstream.JetStream
 	var perr error
-	if w.nc, js, perr, err = connectRole(ctx, natsCfg, cfg.InputStream, log, &w.status, nil); err != nil {
+	if w.nc, js, perr, err = w.connect(ctx, natsCfg, "dedupeworker", nil); err != nil {
 		return err
 	}
 	if w.natsFromCLI != "" && cfg.Provision && errors.Is(perr, jetstream.ErrStreamNotFound) {
