@@ -157,75 +157,66 @@ func (rp *dlqReplayer) summary(dlqName string, n int, more bool, tally map[strin
 // one replays (or, in a dry run, examines) one dead letter.
 func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord {
 	rec := dlqReplayRecord{dlqRecord: dl.record(rp.now)}
+	done := func(result, detail string) dlqReplayRecord {
+		rec.Result, rec.Detail = result, detail
+		return rec
+	}
+	failed := dlqFailed // what a dead letter that cannot be replayed gets
+	if !rp.opts.yes {
+		failed = dlqWouldFail
+	}
 	switch {
 	case dl.subject == "":
-		rec.Result, rec.Detail = dlqFailed, "no Dedupe-Subject header: not a dead letter the worker wrote; nowhere to replay it"
-		return rec
+		return done(dlqFailed, "no Dedupe-Subject header: not a dead letter the worker wrote; nowhere to replay it")
 	case dl.truncated != "" && !rp.opts.truncatedOK:
-		rec.Result, rec.Detail = dlqRefused, rp.truncatedWhy(ctx, dl)
-		return rec
+		return done(dlqRefused, rp.truncatedWhy(ctx, dl))
 	}
 	// The original first: while the input stream still holds it for the worker, the worker delivers it again
 	// itself, and a replay beside it is a second copy (an event without a key, named by its input sequence, is
 	// published twice). No flag overrides that.
 	switch orig := rp.original(ctx, dl); orig.kind {
 	case originPending:
-		rec.Result, rec.Detail = dlqRefused, orig.where+orig.pending+": the worker delivers it again itself: a replay "+
+		return done(dlqRefused, orig.where+orig.pending+": the worker delivers it again itself: a replay "+
 			"would process the envelope twice (an event without a key would be published twice). Wait until the worker "+
 			"has processed it (it leaves "+orig.stream+"; a new dead letter is written if it fails again), or remove it "+
-			"from "+orig.stream+" first"
-		return rec
+			"from "+orig.stream+" first")
 	case originUnreadable:
-		rec.Result, rec.Detail = dlqFailed, "could not check whether the original is still in the input: "+orig.where
-		if !rp.opts.yes {
-			rec.Result = dlqWouldFail
-		}
-		return rec
+		return done(failed, "could not check whether the original is still in the input: "+orig.where)
 	}
 	if why := rp.failsAgain(dl); why != "" {
 		if !rp.opts.force {
-			rec.Result, rec.Detail = dlqRefused, why+"; --force replays it anyway"
-			return rec
+			return done(dlqRefused, why+"; --force replays it anyway")
 		}
 		rec.Detail = why
 	}
-	if !rp.opts.yes {
+	// With --yes the input stream was read (run stops otherwise). A subject it does not capture is not published:
+	// no stream would answer it, and a publish without an answer counts toward stopping the replay.
+	switch {
+	case rp.inputErr != nil:
+		return done(dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr))
+	case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
+		return done(failed, rp.uncaptured(dl))
+	case !rp.opts.yes:
 		rec.Result = dlqWouldReplay
-		switch {
-		case rp.inputErr != nil:
-			rec.Result, rec.Detail = dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr)
-		case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
-			rec.Result, rec.Detail = dlqWouldFail, rp.uncaptured(dl)
-		}
-		return rec
-	}
-	// As the dry run says: a subject the input stream does not capture is not published. No stream would answer
-	// it, and a publish without an answer counts toward stopping the replay.
-	if !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject) {
-		rec.Result, rec.Detail = dlqFailed, rp.uncaptured(dl)
 		return rec
 	}
 	msg := &nats.Msg{Subject: dl.subject, Header: dlqReplayHeaders(dl.header), Data: dl.data}
 	ack, err := rp.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(rp.inputStream), jetstream.WithMsgID(rp.replayID(dl)))
 	if err != nil {
-		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
-			dl.subject, rp.inputStream, err, rp.r.name)
 		rec.unanswered = jserr.Unanswered(err)
-		return rec
+		return done(dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
+			dl.subject, rp.inputStream, err, rp.r.name))
 	}
 	rec.IngestSeq = ack.Sequence
 	if err := rp.r.st.DeleteMsg(ctx, dl.seq); err != nil {
-		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
+		return done(dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
 			"replay again to remove it (within %s's duplicate window the second publish is collapsed)",
-			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream)
-		return rec
+			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream))
 	}
-	rec.Result = dlqReplayed
 	if ack.Duplicate {
-		rec.Result = dlqAlreadyStored
-		rec.Detail = fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream)
+		return done(dlqAlreadyStored, fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream))
 	}
-	return rec
+	return done(dlqReplayed, rec.Detail)
 }
 
 // uncaptured says that the input stream does not store dl's subject.
