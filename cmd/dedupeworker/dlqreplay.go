@@ -57,7 +57,6 @@ type dlqReplayer struct {
 }
 
 func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error {
-	dlqName := rp.r.name
 	if rp.input, rp.inputErr = rp.js.Stream(ctx, rp.inputStream); rp.inputErr != nil && rp.opts.yes {
 		return failErr(fmt.Errorf("dlq replay: input stream %s: %w (check DEDUPE_INPUT_STREAM)", rp.inputStream, rp.inputErr))
 	}
@@ -101,7 +100,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	for _, l := range notes {
 		fmt.Fprintln(out, dlqCell(l, 0))
 	}
-	fmt.Fprintln(out, rp.summary(dlqName, n, next > 0, tally))
+	fmt.Fprintln(out, rp.summary(n, next > 0, tally))
 	if err == nil {
 		err = stoppedAt
 	}
@@ -120,7 +119,8 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func (rp *dlqReplayer) summary(dlqName string, n int, more bool, tally map[string]int) string {
+func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int) string {
+	dlqName := rp.r.name
 	if n == 0 {
 		return "no dead letter matches the selection: nothing to replay"
 	}
