@@ -291,11 +291,10 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 		writePlain(rw, http.StatusOK, "ready")
 	})
 	if w.cfg.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		for name, h := range map[string]http.HandlerFunc{"": pprof.Index, "cmdline": pprof.Cmdline, "profile": pprof.Profile,
+			"symbol": pprof.Symbol, "trace": pprof.Trace} {
+			mux.HandleFunc("GET /debug/pprof/"+name, h)
+		}
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
@@ -314,33 +313,30 @@ func (w *worker) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout-pipelineShutdownBudget(w.cfg.ShutdownTimeout))
 	defer cancel()
 	var errs []error
-	if w.httpSrv != nil {
-		if err := w.httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	wrap := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", what, err))
 		}
+	}
+	if w.httpSrv != nil {
+		wrap("http shutdown: ", w.httpSrv.Shutdown(ctx))
 		// Serve returns once Shutdown closed its listener: the serving goroutine ends here, not after run.
-		if err := <-w.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, fmt.Errorf("http: %w", err))
+		if err := <-w.httpDone; !errors.Is(err, http.ErrServerClosed) {
+			wrap("http: ", err)
 		}
 		w.httpSrv, w.httpDone = nil, nil
 	}
 	if w.window != nil {
-		if err := w.window.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dedupe window close: %w", err))
-		}
+		wrap("dedupe window close: ", w.window.Close())
 		w.window = nil
 	}
 	if w.nc != nil {
 		left, _ := ctx.Deadline()
-		if err := drainNATS(w.nc, time.Until(left)); err != nil {
-			errs = append(errs, err)
-		}
+		wrap("", drainNATS(w.nc, time.Until(left)))
 		w.nc = nil
 	}
 	if w.srv != nil {
-		if err := w.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, err)
-		}
+		wrap("", w.srv.Shutdown(ctx))
 		w.srv = nil
 	}
 	if len(errs) == 0 {
