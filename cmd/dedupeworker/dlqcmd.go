@@ -243,37 +243,26 @@ func (dl *deadLetter) record(now time.Time) dlqRecord {
 	}
 }
 
-// dlqTable writes the table of dead letters people read; its header is written with the first row.
-type dlqTable struct {
-	tw      *tabwriter.Writer
-	now     time.Time
-	extra   string // the title of a last column, if any
-	started bool
-}
-
-func (t *dlqTable) row(dl *deadLetter, extra string) {
-	if !t.started {
-		t.started = true
-		fmt.Fprint(t.tw, "SEQ\tAGE\tREASON\tSUBJECT\tINPUT-SEQ\t")
-		if t.extra != "" {
-			fmt.Fprint(t.tw, t.extra+"\t")
-		}
-		fmt.Fprintln(t.tw, "ERROR")
-	}
-	in := "-"
+// dlqRow writes dl's row of the table people read, cell in the column extra when there is one, after the
+// table's header when first.
+func dlqRow(tw io.Writer, dl *deadLetter, now time.Time, first bool, extra, cell string) {
+	in, why := "-", dl.err
 	if dl.inputSeq > 0 {
 		in = strconv.FormatUint(dl.inputSeq, 10)
 	}
-	why := dl.err
 	if dl.truncated != "" {
 		why = "[truncated] " + why
 	}
-	fmt.Fprintf(t.tw, "%d\t%s\t%s\t%s\t%s\t", dl.seq, dlqAge(t.now.Sub(dl.stored)), dlqCell(dl.reason, 24),
-		dlqCell(dl.subject, 48), in)
-	if t.extra != "" {
-		fmt.Fprint(t.tw, extra+"\t")
+	head := []string{"SEQ", "AGE", "REASON", "SUBJECT", "INPUT-SEQ", extra, "ERROR"}
+	row := []string{strconv.FormatUint(dl.seq, 10), dlqAge(now.Sub(dl.stored)), dlqCell(dl.reason, 24), dlqCell(dl.subject, 48),
+		in, cell, dlqCell(why, 160)}
+	if extra == "" {
+		head, row = slices.Delete(head, 5, 6), slices.Delete(row, 5, 6)
 	}
-	fmt.Fprintln(t.tw, dlqCell(why, 160))
+	if first {
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
+	}
+	fmt.Fprintln(tw, strings.Join(row, "\t"))
 }
 
 // notes is where a dlq command writes its closing lines: standard error with --json, whose standard output holds

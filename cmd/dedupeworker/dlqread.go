@@ -142,7 +142,7 @@ func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLet
 // fn, and next is the sequence of the first one past the limit (0: none was); fn returns more false to stop.
 func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, w io.Writer, now time.Time, extra string,
 	fn func(*deadLetter) (rec any, cell string, more bool)) (n int, next uint64, err error) {
-	table := &dlqTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now, extra: extra}
+	table := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	err = r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
 		if o.limit > 0 && n == o.limit {
 			next = dl.seq
@@ -153,10 +153,10 @@ func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, w io.Writer, 
 		if o.asJSON {
 			return more, writeJSON(w, rec)
 		}
-		table.row(dl, cell)
+		dlqRow(table, dl, now, n == 1, extra, cell)
 		return more, nil
 	})
-	if ferr := table.tw.Flush(); err == nil {
+	if ferr := table.Flush(); err == nil {
 		err = ferr
 	}
 	return n, next, err
