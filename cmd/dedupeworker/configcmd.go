@@ -40,7 +40,7 @@ type configReport struct {
 }
 
 func runConfig(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("config", configUsage, stderr)
+	fs := newFlagSet("config", configUsage)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	conn := addConnFlags(fs)
 	if err := parseFlagsOnly(fs, args); err != nil {

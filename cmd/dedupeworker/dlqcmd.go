@@ -93,7 +93,7 @@ func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, subs), stderr)
+	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, subs))
 	conn := addConnFlags(fs)
 	opts, err := parseDlqArgs(sub, fs, args[1:])
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -69,7 +68,7 @@ func TestDlqParseSeqs(t *testing.T) {
 
 func TestDlqParseArgs(t *testing.T) {
 	parse := func(sub string, args ...string) (dlqOptions, error) {
-		return parseDlqArgs(sub, newFlagSet("dlq "+sub, "", io.Discard), args)
+		return parseDlqArgs(sub, newFlagSet("dlq "+sub, ""), args)
 	}
 	o, err := parse("ls", "--reason", "output-reject,bad-tenant", "--reason", "output-reject", "--tenant", "acme",
 		"--source", "gh", "--seq", "9-", "--seq", "1-3", "--limit", "5", "--json")

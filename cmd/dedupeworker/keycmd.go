@@ -18,10 +18,11 @@ type listFlag []string
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// newFlagSet returns a flag set whose errors become usage errors rather than exits.
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns a flag set whose errors become usage errors rather than exits (parseFlags). It prints
+// nothing itself: its output is set to where help was asked for.
+func newFlagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		printFlags(fs.Output(), fs)
@@ -32,19 +33,12 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 // parseFlags turns flag errors into exit status 2 and one line on standard error, and -h into a helpRequest, which
 // run prints on standard output (help is what was asked for, not an error) and ends with exit status 0.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	out, usage := fs.Output(), fs.Usage
-	fs.SetOutput(io.Discard) // the flag package would print the error and the usage; both are printed below
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
-	switch {
+	switch err := fs.Parse(args); {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
 		return &helpRequest{usage: func(w io.Writer) {
 			fs.SetOutput(w)
-			defer fs.SetOutput(out)
 			fs.Usage()
 		}}
 	default:
@@ -72,8 +66,8 @@ The body is read from --body FILE, or from standard input when it is absent or "
 
 `
 
-func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("key", keyUsage, stderr)
+func runKey(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet("key", keyUsage)
 	spec := fs.String("dedupe", "", "dedupe spec (YAML or JSON)")
 	tenant := fs.String("tenant", "default", "tenant id")
 	source := fs.String("source", "default", "source id")
@@ -129,8 +123,8 @@ Exit status: 2 for a bad path or flag, 1 for invalid JSON.
 
 `
 
-func runHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("hash", hashUsage, stderr)
+func runHash(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet("hash", hashUsage)
 	var only, except listFlag
 	fs.Var(&only, "only", "keep only this path (repeatable)")
 	fs.Var(&except, "except", "remove this path (repeatable)")

@@ -32,7 +32,7 @@ type roleStart struct {
 // startRole parses the role's flags (the connection flags and nothing else) and reads its settings and sources.
 // A bad flag, setting or sources document is a usage error (exit 2).
 func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart, error) {
-	fs := newFlagSet(name, usage, stderr)
+	fs := newFlagSet(name, usage)
 	conn := addConnFlags(fs)
 	if name == "run" {
 		fs.BoolVar(&conn.embedded, "embedded", false, "start the embedded JetStream server, whatever NATS_URL or a nats CLI context say (make run passes it)")

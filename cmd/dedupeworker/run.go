@@ -101,9 +101,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "", "run":
 		return runWorker(ctx, args, stdout, stderr)
 	case "key":
-		return runKey(args, stdin, stdout, stderr)
+		return runKey(args, stdin, stdout)
 	case "hash":
-		return runHash(args, stdin, stdout, stderr)
+		return runHash(args, stdin, stdout)
 	case "window":
 		return explainJetStream(subcommand("window", args), runWindow(ctx, args, stdout, stderr))
 	case "dlq":
@@ -123,7 +123,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		printHelp(stdout)
 		return nil
 	case "version", "--version", "-v":
-		return runVersion(args, stdout, stderr)
+		return runVersion(args, stdout)
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}

@@ -162,7 +162,7 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprint(stderr, sourcesUsage)
 		return usageErr("sources: the only subcommand is check")
 	}
-	fs := newFlagSet("sources check", sourcesUsage, stderr)
+	fs := newFlagSet("sources check", sourcesUsage)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}

@@ -63,8 +63,8 @@ version. "unknown" means the build recorded nothing (built with -buildvcs=false,
 
 `
 
-func runVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", versionUsage, stderr)
+func runVersion(args []string, stdout io.Writer) error {
+	fs := newFlagSet("version", versionUsage)
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}

@@ -68,7 +68,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	case sub == "status", sub == "rebalance":
 		return runWindowStatus(ctx, sub, args[1:], stdout, stderr)
 	}
-	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil), stderr)
+	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil))
 	conn := addConnFlags(fs)
 	tg, err := parseWindowArgs(fs, sub, args[1:])
 	if err != nil {

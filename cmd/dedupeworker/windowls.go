@@ -20,7 +20,7 @@ a sparse scope's claims) fails with exit status 1 and says how many it had found
 `
 
 func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("window ls", windowListUsage, stderr)
+	fs := newFlagSet("window ls", windowListUsage)
 	tenant := fs.String("tenant", "", "tenant id (required)")
 	source := fs.String("source", "", "source id (default: every source of the tenant)")
 	limit := fs.Int("limit", 100, "most claims to print")

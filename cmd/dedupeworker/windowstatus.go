@@ -31,7 +31,7 @@ time fails the command, naming the bucket.
 `
 
 func runWindowStatus(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("window "+sub, windowStatusUsage, stderr)
+	fs := newFlagSet("window "+sub, windowStatusUsage)
 	asJSON := fs.Bool("json", false, "print JSON")
 	yes := false
 	if sub == "rebalance" {
