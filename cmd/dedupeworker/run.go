@@ -42,22 +42,21 @@ func failErr(err error) error {
 	return &exitError{code: exitFailure, err: err}
 }
 
-// errHelpShown ends a command that printed its help on request: exit status 0.
-var errHelpShown = errors.New("help shown")
-
-// helpRequest ends a command whose flags asked for help (-h): run prints usage on its standard output, and the
-// exit status is 0.
+// helpRequest ends a command asked for its help (-h, help): run prints usage on its standard output, and the exit
+// status is 0.
 type helpRequest struct{ usage func(io.Writer) }
 
-func (*helpRequest) Error() string        { return "help requested" }
-func (*helpRequest) Is(target error) bool { return target == errHelpShown }
+func (*helpRequest) Error() string { return "help requested" }
+
+// helpText is the helpRequest of a command whose help is text alone.
+func helpText(text string) error { return &helpRequest{usage: func(w io.Writer) { fmt.Fprint(w, text) }} }
 func isHelpArg(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
 // exitCode prints err (one line) and maps it to a process exit status.
 func exitCode(err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, errHelpShown) {
+	if err == nil {
 		return 0
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -91,11 +90,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 	} else {
 		defer func() { err = commandErr("run", err) }()
-	}
-	if len(args) > 0 && isHelpArg(args[0]) {
-		// CMD -h, CMD help: what the command prints is the help that was asked for (commands with subcommands
-		// print their usage themselves). Errors still reach standard error through exitCode.
-		stderr = stdout
 	}
 	switch cmd {
 	case "", "run":
@@ -138,8 +132,7 @@ func pickSubcommand(cmd, usage string, subs, args []string, stderr io.Writer) (s
 		fmt.Fprint(stderr, usage)
 		return "", usageErr("%s: a subcommand is required: %s", cmd, list)
 	case isHelpArg(args[0]):
-		fmt.Fprint(stderr, usage)
-		return "", errHelpShown
+		return "", helpText(usage)
 	case !slices.Contains(subs, args[0]):
 		return "", usageErr("%s: unknown subcommand %q (%s)", cmd, args[0], list)
 	}
@@ -163,7 +156,7 @@ func (e *commandError) Unwrap() error { return e.err }
 // is; the exit status err carries is kept (errors.As sees through).
 func commandErr(cmd string, err error) error {
 	var h *helpRequest
-	if err == nil || errors.Is(err, errHelpShown) || errors.As(err, &h) {
+	if err == nil || errors.As(err, &h) {
 		return err
 	}
 	msg := packagePrefix.ReplaceAllString(err.Error(), "$1")

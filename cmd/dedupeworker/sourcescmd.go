@@ -156,8 +156,7 @@ on an unsigned header with the replay guard off (github, shopify, or hmac withou
 func runSources(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && isHelpArg(args[0]) {
-			fmt.Fprint(stdout, sourcesUsage)
-			return errHelpShown
+			return helpText(sourcesUsage)
 		}
 		fmt.Fprint(stderr, sourcesUsage)
 		return usageErr("sources: the only subcommand is check")
