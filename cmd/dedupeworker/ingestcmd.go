@@ -54,7 +54,7 @@ Every setting is an environment variable:
 
 // runIngest is `dedupeworker ingest`. Configuration errors (settings, sources, secrets, verify blocks) are found
 // before connecting and exit 2; a connection that cannot be made exits 1.
-func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runIngest(ctx context.Context, args []string, stderr io.Writer) error {
 	rs, err := startRole("ingest", ingestUsage, args, stderr)
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	switch cmd {
 	case "", "run":
-		return runWorker(ctx, args, stdout, stderr)
+		return runWorker(ctx, args, stderr)
 	case "key":
 		return runKey(args, stdin, stdout)
 	case "hash":
@@ -103,7 +103,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "dlq":
 		return explainJetStream(subcommand("dlq", args), runDlq(ctx, args, stdout, stderr))
 	case "ingest":
-		return runIngest(ctx, args, stdout, stderr)
+		return runIngest(ctx, args, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
 	case "config":

@@ -35,7 +35,7 @@ Every setting is an environment variable:
 
 `
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	rs, err := startRole("run", runUsage, args, stderr)
 	if err != nil {
 		return err
