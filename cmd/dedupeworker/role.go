@@ -7,13 +7,14 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/dedupeworker/dedupeworker/internal/config"
-	"github.com/dedupeworker/dedupeworker/internal/natsconn"
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/dedupeworker/dedupeworker/internal/config"
+	"github.com/dedupeworker/dedupeworker/internal/natsconn"
+	"github.com/dedupeworker/dedupeworker/keys"
 )
 
 // roleStart is what each long-running role (run, ingest) reads before it starts, in the same order and with the

@@ -49,7 +49,10 @@ type helpRequest struct{ usage func(io.Writer) }
 func (*helpRequest) Error() string { return "help requested" }
 
 // helpText is the helpRequest of a command whose help is text alone.
-func helpText(text string) error { return &helpRequest{usage: func(w io.Writer) { fmt.Fprint(w, text) }} }
+func helpText(text string) error {
+	return &helpRequest{usage: func(w io.Writer) { fmt.Fprint(w, text) }}
+}
+
 func isHelpArg(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
