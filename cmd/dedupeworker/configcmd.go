@@ -6,7 +6,6 @@ import (
 	"io"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -50,7 +49,7 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	rep := configReport{Settings: configSettings(cfg, os.LookupEnv)}
+	rep := configReport{Settings: configSettings(cfg)}
 	nc, embedded, err := conn.resolve(cfg)
 	if err != nil {
 		return err
@@ -87,8 +86,8 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 }
 
 // configSettings lists every setting in the order of `dedupeworker help`, with the value in force (secrets
-// redacted, durations as the docs write them) and where it came from; lookup is os.LookupEnv.
-func configSettings(cfg config.Config, lookup func(string) (string, bool)) []configSetting {
+// redacted, durations as the docs write them) and where it came from.
+func configSettings(cfg config.Config) []configSetting {
 	values := attrsByName(cfg, "")
 	derived := inForce(cfg, config.RoleRun)
 	maps.Copy(derived, inForce(cfg, config.RoleIngest))
@@ -98,12 +97,12 @@ func configSettings(cfg config.Config, lookup func(string) (string, bool)) []con
 		if v, ok := values[name]; ok {
 			s.Value = v.String()
 		}
-		if _, set := lookup(name); set {
+		if _, set := os.LookupEnv(name); set {
 			s.From = "environment"
 		} else if v, ok := derived[name]; ok {
 			s.Value, s.From = v.String(), "derived"
 		}
 		out = append(out, s)
 	}
-	return slices.Clip(out)
+	return out
 }

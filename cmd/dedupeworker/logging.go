@@ -60,9 +60,9 @@ func isTerminal(w io.Writer) bool {
 // (or settings=defaults), so that the first line fits on a screen.
 func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 	b := readBuildInfo()
+	attrs := []any{"version", b.Version}
 	switch log.Handler().(type) {
 	case *slog.JSONHandler, *slog.TextHandler:
-		attrs := []any{"version", b.Version}
 		for _, kv := range [][2]string{{"revision", b.Revision}, {"vcs_time", b.Time}, {"modified", b.Modified}} {
 			if kv[1] != "" {
 				attrs = append(attrs, kv[0], kv[1])
@@ -77,7 +77,6 @@ func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 		}
 		return append(attrs, "go", b.GoVersion, slog.Attr{Key: "config", Value: slog.GroupValue(settings...)})
 	}
-	attrs := []any{"version", b.Version}
 	changed := changedSettings(cfg, role)
 	if len(changed) == 0 {
 		return append(attrs, "settings", "defaults")
