@@ -275,14 +275,13 @@ func (o dlqOptions) notes(stdout, stderr io.Writer) io.Writer {
 }
 
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
-	name := r.name
 	empty := false // the stream holds nothing: the count line says so, once
 	if !o.asJSON {
 		counts, err := r.counts(ctx)
 		if err != nil {
-			return failErr(fmt.Errorf("dlq ls: stream %s: %w", name, err))
+			return failErr(fmt.Errorf("dlq ls: stream %s: %w", r.name, err))
 		}
-		fmt.Fprintln(stdout, dlqCountLine(name, counts))
+		fmt.Fprintln(stdout, dlqCountLine(r.name, counts))
 		empty = len(counts) == 0
 	}
 	n, next, err := r.scanLimited(ctx, o, stdout, now, "", func(dl *deadLetter) (any, string, bool) {
@@ -334,14 +333,13 @@ type dlqShowRecord struct {
 const dlqPreviewBytes = 1024
 
 func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout io.Writer) error {
-	name := r.name
 	dl, found, err := r.get(ctx, o.seq)
 	if err != nil {
 		return failErr(err)
 	}
 	if !found {
 		return failErr(fmt.Errorf("dlq show: stream %s holds no message %d (never written, or removed: replayed, "+
-			"deleted, or past DEDUPE_DLQ_MAX_AGE)", name, o.seq))
+			"deleted, or past DEDUPE_DLQ_MAX_AGE)", r.name, o.seq))
 	}
 	if o.body {
 		_, err := stdout.Write(dl.data)
@@ -359,7 +357,7 @@ func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, dlqCell(v, 0)) }
-	field("seq:", fmt.Sprintf("%d of stream %s", dl.seq, name))
+	field("seq:", fmt.Sprintf("%d of stream %s", dl.seq, r.name))
 	field("stored:", fmt.Sprintf("%s (%s ago)", dl.stored.UTC().Format(time.RFC3339), dlqAge(now.Sub(dl.stored))))
 	field("reason:", dl.reason)
 	field("subject:", dl.subject)

@@ -149,18 +149,11 @@ type windowEntry struct {
 
 func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
 	out := windowEntry{
-		Claimed:       true,
-		Tenant:        e.Tenant,
-		Source:        e.Source,
-		Key:           e.Key,
-		Bucket:        e.Bucket,
-		KVKey:         e.KVKey,
-		AgeSeconds:    int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
-		ClaimantSeq:   e.Claimant.Seq,
-		DeliveryCount: e.Delivery.Count,
-		Revision:      e.Revision,
-		ClaimedAt:     e.ClaimedAt.UTC().Format(time.RFC3339Nano),
-		ExpiresIn:     int64(math.Max(0, math.Ceil(e.ExpiresAt().Sub(now).Seconds()))),
+		Claimed: true, Tenant: e.Tenant, Source: e.Source, Key: e.Key, Bucket: e.Bucket, KVKey: e.KVKey,
+		ClaimantSeq: e.Claimant.Seq, DeliveryCount: e.Delivery.Count, Revision: e.Revision,
+		ClaimedAt:  e.ClaimedAt.UTC().Format(time.RFC3339Nano),
+		AgeSeconds: int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
+		ExpiresIn:  int64(math.Max(0, math.Ceil(e.ExpiresAt().Sub(now).Seconds()))),
 	}
 	if e.Claimant.Stamp != 0 {
 		out.ClaimantStamp = time.Unix(0, e.Claimant.Stamp).UTC().Format(time.RFC3339Nano)
