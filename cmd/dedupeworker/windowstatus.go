@@ -5,7 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -174,11 +175,10 @@ func serverTotals(status []kvwindow.BucketStatus, health []replicaState) []serve
 			}
 		}
 	}
-	out := make([]serverLoad, 0, len(by))
-	for _, l := range by {
-		out = append(out, *l)
+	out := make([]serverLoad, 0, len(by)) // [], not null, in JSON
+	for _, server := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, *by[server])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Server < out[j].Server })
 	return out
 }
 
