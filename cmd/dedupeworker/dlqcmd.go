@@ -133,13 +133,7 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 		fs.Func("reason", "a dead-letter `reason`, or a comma list of them (repeatable)", o.sel.addReasons)
 		fs.Func("tenant", "the `tenant` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.tenant, v) })
 		fs.Func("source", "the `source` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.source, v) })
-		fs.Func("seq", "dead-letter `sequences`: N, N-M or N-, comma separated (repeatable)", func(v string) error {
-			set, err := parseDlqSeqs(v)
-			if err == nil {
-				o.sel.seqs = append(o.sel.seqs, set...).merged()
-			}
-			return err
-		})
+		fs.Func("seq", "dead-letter `sequences`: N, N-M or N-, comma separated (repeatable)", o.sel.addSeqs)
 		verb := map[string]string{"ls": "list", "replay": "replay", "rm": "remove"}[sub]
 		fs.IntVar(&o.limit, "limit", map[string]int{"ls": 100}[sub], verb+" at most `N` dead letters (0: all)")
 		if sub != "ls" {
@@ -169,11 +163,9 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 	}
 	if sub == "rm" {
 		for _, p := range pos {
-			set, err := parseDlqSeqs(p)
-			if err != nil {
+			if err := o.sel.addSeqs(p); err != nil {
 				return o, usageErr("dlq rm: SEQ %q: %v", p, err)
 			}
-			o.sel.seqs = append(o.sel.seqs, set...).merged()
 		}
 		pos = nil
 		selected := len(o.sel.reasons) > 0 || o.sel.tenant != "" || o.sel.source != "" || len(o.sel.seqs) > 0

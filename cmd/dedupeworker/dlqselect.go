@@ -100,6 +100,15 @@ func (sel *dlqSelection) addReasons(v string) error {
 	return nil
 }
 
+// addSeqs adds the sequences of one --seq value.
+func (sel *dlqSelection) addSeqs(v string) error {
+	set, err := parseDlqSeqs(v)
+	if err == nil {
+		sel.seqs = append(sel.seqs, set...).merged()
+	}
+	return err
+}
+
 // filterSubject is the subject filter of the stream reads: one reason is read alone; several, or none, read every
 // reason and match here.
 func (sel dlqSelection) filterSubject(dlqPrefix string) string {
