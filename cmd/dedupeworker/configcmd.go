@@ -4,10 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"log/slog"
 	"maps"
 	"os"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -41,20 +39,17 @@ type configReport struct {
 }
 
 func runConfig(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("config", configUsage, stderr)
+	fs := newFlagSet("config", configUsage)
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("config: unexpected argument %q", fs.Arg(0))
 	}
 	cfg, _, err := loadSettings(stderr)
 	if err != nil {
 		return err
 	}
-	rep := configReport{Settings: configSettings(cfg, os.LookupEnv)}
+	rep := configReport{Settings: configSettings(cfg)}
 	nc, embedded, err := conn.resolve(cfg)
 	if err != nil {
 		return err
@@ -91,12 +86,9 @@ func runConfig(args []string, stdout, stderr io.Writer) error {
 }
 
 // configSettings lists every setting in the order of `dedupeworker help`, with the value in force (secrets
-// redacted, durations as the docs write them) and where it came from; lookup is os.LookupEnv.
-func configSettings(cfg config.Config, lookup func(string) (string, bool)) []configSetting {
-	values := map[string]slog.Value{}
-	for _, a := range cfg.Attrs("") {
-		values[a.Key] = a.Value
-	}
+// redacted, durations as the docs write them) and where it came from.
+func configSettings(cfg config.Config) []configSetting {
+	values := attrsByName(cfg, "")
 	derived := inForce(cfg, config.RoleRun)
 	maps.Copy(derived, inForce(cfg, config.RoleIngest))
 	var out []configSetting
@@ -105,12 +97,12 @@ func configSettings(cfg config.Config, lookup func(string) (string, bool)) []con
 		if v, ok := values[name]; ok {
 			s.Value = v.String()
 		}
-		if _, set := lookup(name); set {
+		if _, set := os.LookupEnv(name); set {
 			s.From = "environment"
 		} else if v, ok := derived[name]; ok {
 			s.Value, s.From = v.String(), "derived"
 		}
 		out = append(out, s)
 	}
-	return slices.Clip(out)
+	return out
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -16,11 +18,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
 
-// connFlags are the NATS connection flags of every command that talks to NATS (run, window …, dlq …). With the
-// DEDUPE_NATS_* settings, the nats CLI's NATS_* variables and its saved contexts they make one connection, first
-// match winning in the order docs/reference.md ("Connecting") writes: the flags, --context, DEDUPE_NATS_* (then
-// NATS_* and contexts are not read at all), NATS_* over NATS_CONTEXT's or the selected context, else the embedded
-// server.
+// connFlags are the NATS connection flags of every command that talks to NATS. With the DEDUPE_NATS_* settings,
+// the nats CLI's NATS_* variables and its contexts they make one connection, first match winning in the order of
+// docs/reference.md ("Connecting").
 type connFlags struct {
 	cmd string // the command, as errors name it ("run", "window get", "dlq ls")
 
@@ -32,7 +32,6 @@ type connFlags struct {
 	cliURL string
 }
 
-// addConnFlags registers the connection flags on fs.
 func addConnFlags(fs *flag.FlagSet) *connFlags {
 	f := &connFlags{cmd: fs.Name()}
 	fs.StringVar(&f.server, "s", "", "NATS server `URL`(s), comma separated (over DEDUPE_NATS_URL, NATS_URL and contexts)")
@@ -46,11 +45,9 @@ func addConnFlags(fs *flag.FlagSet) *connFlags {
 	return f
 }
 
-// connect opens the connection of a command other than run, after resolve; with no server configured anywhere, it
-// connects to the embedded server's listen address. The first connection is retried while the server is
-// unreachable, for DEDUPE_NATS_CONNECT_TIMEOUT (default 10s), logging each attempt on log (slog's default logger
-// when nil). Errors are *exitError already, status 2 for a bad flag, setting or context and 1 for a failed
-// connection: return them as they are.
+// connect opens the connection of a command other than run and ingest; with no server configured anywhere, it
+// connects to the embedded server's listen address. Errors are *exitError already: 2 for a bad flag, setting or
+// context, 1 for a failed connection.
 func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string, log *slog.Logger) (*nats.Conn, error) {
 	nc, embedded, err := f.resolve(cfg)
 	if err != nil {
@@ -59,9 +56,6 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 	if embedded {
 		nc.URL = "nats://" + cfg.EmbeddedListen
 		nc.Origin = joinOrigin("url from DEDUPE_EMBEDDED_LISTEN (no NATS server configured)", nc.Origin)
-	}
-	if log == nil {
-		log = slog.Default()
 	}
 	nc.Name, nc.Logger = name, log
 	// One attempt unless DEDUPE_NATS_CONNECT_TIMEOUT asks for more: a person at a terminal hears at once that
@@ -72,6 +66,16 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 		return nil, failErr(err)
 	}
 	return conn, nil
+}
+
+// connectCommand loads the settings and connects as name (connect).
+func (f *connFlags) connectCommand(ctx context.Context, name string, stderr io.Writer) (config.Config, *nats.Conn, error) {
+	cfg, log, err := loadSettings(stderr)
+	if err != nil {
+		return cfg, nil, err
+	}
+	nc, err := f.connect(ctx, cfg, name, log)
+	return cfg, nc, err
 }
 
 // embeddedFlagOrigin is where run --embedded says its server came from.
@@ -120,21 +124,21 @@ func (p *connParts) setAuth(from string, set func(p *connParts)) {
 // connecting. embedded is true when no layer names a server. Files named by flags, NATS_* variables or a context
 // must be readable. Errors are usage errors (*exitError, status 2) naming the command and where the value came from.
 func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool, err error) {
-	bad := func(format string, a ...any) error {
-		return usageErr("%s: %s", f.cmd, fmt.Sprintf(format, a...))
+	bad := func(format string, a ...any) (natsconn.Config, bool, error) {
+		return natsconn.Config{}, false, usageErr("%s: %s", f.cmd, fmt.Sprintf(format, a...))
 	}
 	var p connParts
 	f.cliURL = ""
 	if f.embedded {
 		if conflict := embeddedConflict(f, cfg); conflict != "" {
-			return natsconn.Config{}, false, bad("--embedded and %s exclude each other: give one", conflict)
+			return bad("--embedded and %s exclude each other: give one", conflict)
 		}
 		return natsconn.Config{Origin: embeddedFlagOrigin}, true, nil
 	}
 	switch {
 	case f.context != "":
 		if p, err = cliLayer(f.context); err != nil {
-			return natsconn.Config{}, false, bad("--context: %v", err)
+			return bad("--context: %v", err)
 		}
 	case cfg.NatsConfigured():
 		p = connParts{url: cfg.NatsURL, creds: cfg.NatsCreds, nkey: cfg.NatsNkeySeedFile,
@@ -147,12 +151,12 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		if name == "" {
 			var file string
 			if name, file, err = natsconn.SelectedContext(); err != nil {
-				return natsconn.Config{}, false, bad("%v", err)
+				return bad("%v", err)
 			}
 			how = "the context selected in " + file
 		}
 		if p, err = cliLayer(name); err != nil {
-			return natsconn.Config{}, false, bad("%s: %v (set DEDUPE_NATS_URL, or pass -s or --context, to connect elsewhere)", how, err)
+			return bad("%s: %v (set DEDUPE_NATS_URL, or pass -s or --context, to connect elsewhere)", how, err)
 		}
 	}
 
@@ -162,7 +166,7 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 	}
 	switch {
 	case f.creds != "" && f.nkey != "":
-		return natsconn.Config{}, false, bad("--creds and --nkey exclude each other: give one")
+		return bad("--creds and --nkey exclude each other: give one")
 	case f.creds != "":
 		p.setAuth("--creds", func(p *connParts) { p.creds = f.creds })
 	case f.nkey != "":
@@ -173,14 +177,14 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 	}
 	switch {
 	case (f.tlsCert == "") != (f.tlsKey == ""):
-		return natsconn.Config{}, false, bad("--tlscert and --tlskey go together: give both")
+		return bad("--tlscert and --tlskey go together: give both")
 	case f.tlsCert != "":
 		p.cert, p.certFrom, p.key, p.keyFrom = f.tlsCert, "--tlscert", f.tlsKey, "--tlskey"
 	}
 
 	if (p.cert == "") != (p.key == "") {
-		return natsconn.Config{}, false, bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
-			p.cert, orNone(p.certFrom), p.key, orNone(p.keyFrom))
+		return bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
+			p.cert, cmp.Or(p.certFrom, "none"), p.key, cmp.Or(p.keyFrom, "none"))
 	}
 	for _, file := range []struct{ path, from string }{
 		{p.creds, p.credsFrom}, {p.nkey, p.nkeyFrom}, {p.ca, p.caFrom}, {p.cert, p.certFrom}, {p.key, p.keyFrom},
@@ -190,22 +194,20 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		}
 		fh, err := os.Open(file.path)
 		if err != nil {
-			return natsconn.Config{}, false, bad("%s: %v", file.from, err)
+			return bad("%s: %v", file.from, err)
 		}
 		fh.Close()
 	}
 
-	if p.url != "" {
-		// Malformed, it is a configuration error; dialled, it would be retried as if the server were not up yet.
-		if err := natsconn.CheckURL(p.url); err != nil {
-			return natsconn.Config{}, false, bad("%s: %v", p.urlFrom, err)
-		}
-	}
 	c = natsconn.Config{
 		URL: p.url, User: p.user, Password: p.password, Token: p.token, Creds: p.creds, NkeySeedFile: p.nkey,
 		TLSCA: p.ca, TLSCert: p.cert, TLSKey: p.key, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
 	}
 	if p.url != "" {
+		// Malformed, it is a configuration error; dialled, it would be retried as if the server were not up yet.
+		if err := natsconn.CheckURL(p.url); err != nil {
+			return bad("%s: %v", p.urlFrom, err)
+		}
 		c.Origin = "url from " + p.urlFrom
 		if f.context == "" && !cfg.NatsConfigured() && f.server == "" {
 			f.cliURL = p.urlFrom
@@ -235,11 +237,7 @@ func cliLayer(name string) (connParts, error) {
 			})
 		}
 	}
-	env := func(k string) string { return os.Getenv(k) }
-	if v := env("NATS_URL"); v != "" {
-		p.url, p.urlFrom = v, "NATS_URL"
-	}
-	user, pass, creds, nkey := env("NATS_USER"), env("NATS_PASSWORD"), env("NATS_CREDS"), env("NATS_NKEY")
+	user, pass, creds, nkey := os.Getenv("NATS_USER"), os.Getenv("NATS_PASSWORD"), os.Getenv("NATS_CREDS"), os.Getenv("NATS_NKEY")
 	var kinds []string
 	for _, k := range []struct{ name, v string }{{"NATS_USER", user}, {"NATS_CREDS", creds}, {"NATS_NKEY", nkey}} {
 		if k.v != "" {
@@ -260,14 +258,13 @@ func cliLayer(name string) (connParts, error) {
 	case nkey != "":
 		p.setAuth("NATS_NKEY", func(p *connParts) { p.nkey = nkey })
 	}
-	if v := env("NATS_CA"); v != "" {
-		p.ca, p.caFrom = v, "NATS_CA"
-	}
-	if v := env("NATS_CERT"); v != "" {
-		p.cert, p.certFrom = v, "NATS_CERT"
-	}
-	if v := env("NATS_KEY"); v != "" {
-		p.key, p.keyFrom = v, "NATS_KEY"
+	for _, e := range []struct {
+		name      string
+		dst, from *string
+	}{{"NATS_URL", &p.url, &p.urlFrom}, {"NATS_CA", &p.ca, &p.caFrom}, {"NATS_CERT", &p.cert, &p.certFrom}, {"NATS_KEY", &p.key, &p.keyFrom}} {
+		if v := os.Getenv(e.name); v != "" {
+			*e.dst, *e.from = v, e.name
+		}
 	}
 	return p, nil
 }
@@ -280,14 +277,6 @@ func ifSet(v, from string) string {
 	return from
 }
 
-func orNone(from string) string {
-	if from == "" {
-		return "none"
-	}
-	return from
-}
-
-// joinOrigin joins the non-empty parts of an origin description.
 func joinOrigin(parts ...string) string {
 	return strings.Join(slices.DeleteFunc(parts, func(p string) bool { return p == "" }), ", ")
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -72,7 +71,7 @@ func cleanNATSEnv(t *testing.T) {
 // resolveArgs resolves the connection of a command given args (connection flags only) in the current environment.
 func resolveArgs(t *testing.T, args ...string) (natsconn.Config, bool, error) {
 	t.Helper()
-	fs := newFlagSet("window get", "", io.Discard)
+	fs := newFlagSet("window get", "")
 	f := addConnFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		t.Fatalf("%v: %v", args, err)
@@ -87,7 +86,7 @@ func resolveArgs(t *testing.T, args ...string) (natsconn.Config, bool, error) {
 // connectArgs is resolveArgs, then connect (as window and dlq do).
 func connectArgs(t *testing.T, args ...string) (*nats.Conn, error) {
 	t.Helper()
-	fs := newFlagSet("window get", "", io.Discard)
+	fs := newFlagSet("window get", "")
 	f := addConnFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		t.Fatalf("%v: %v", args, err)

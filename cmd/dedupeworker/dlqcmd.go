@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,33 +88,20 @@ type dlqOptions struct {
 }
 
 func runDlq(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, dlqUsage)
-		return usageErr("dlq: a subcommand is required: ls, show, replay or rm")
+	subs := []string{"ls", "show", "replay", "rm"}
+	sub, err := pickSubcommand("dlq", dlqUsage, subs, args, stderr)
+	if err != nil {
+		return err
 	}
-	sub := args[0]
-	switch sub {
-	case "ls", "show", "replay", "rm":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, dlqUsage)
-		return errHelpShown
-	default:
-		return usageErr("dlq: unknown subcommand %q (ls, show, replay or rm)", sub)
-	}
-	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, []string{"ls", "show", "replay", "rm"}), stderr)
+	fs := newFlagSet("dlq "+sub, subcommandPage(dlqUsage, "dlq "+sub, subs))
 	conn := addConnFlags(fs)
 	opts, err := parseDlqArgs(sub, fs, args[1:])
 	if err != nil {
 		return err
 	}
-
-	cfg, log, err := loadSettings(stderr)
+	cfg, nc, err := conn.connectCommand(ctx, "dedupeworker dlq", stderr)
 	if err != nil {
 		return err
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker dlq", log)
-	if err != nil {
-		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(dlqRequestTimeout))
@@ -145,32 +133,20 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 		fs.Func("reason", "a dead-letter `reason`, or a comma list of them (repeatable)", o.sel.addReasons)
 		fs.Func("tenant", "the `tenant` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.tenant, v) })
 		fs.Func("source", "the `source` in Dedupe-Subject", func(v string) error { return dlqToken(&o.sel.source, v) })
-		fs.Func("seq", "dead-letter `sequences`: N, N-M or N-, comma separated (repeatable)", func(v string) error {
-			set, err := parseDlqSeqs(v)
-			if err == nil {
-				o.sel.seqs = append(o.sel.seqs, set...).merged()
-			}
-			return err
-		})
-		def, what := 100, "list at most `N` dead letters (0: all)"
-		switch sub {
-		case "replay":
-			def, what = 0, "replay at most `N` dead letters (0: all)"
-		case "rm":
-			def, what = 0, "remove at most `N` dead letters (0: all)"
+		fs.Func("seq", "dead-letter `sequences`: N, N-M or N-, comma separated (repeatable)", o.sel.addSeqs)
+		verb := map[string]string{"ls": "list", "replay": "replay", "rm": "remove"}[sub]
+		fs.IntVar(&o.limit, "limit", map[string]int{"ls": 100}[sub], verb+" at most `N` dead letters (0: all)")
+		if sub != "ls" {
+			fs.BoolVar(&o.yes, "yes", false, verb+" (without it: a dry run)")
 		}
-		fs.IntVar(&o.limit, "limit", def, what)
 	}
 	fs.BoolVar(&o.asJSON, "json", false, "one JSON object per line")
-	if sub == "show" {
+	switch sub {
+	case "show":
 		fs.BoolVar(&o.body, "body", false, "write only the body, raw, to standard output")
-	}
-	if sub == "rm" {
-		fs.BoolVar(&o.yes, "yes", false, "remove (without it: a dry run)")
+	case "rm":
 		fs.BoolVar(&o.all, "all", false, "every dead letter (needed when no selection is given)")
-	}
-	if sub == "replay" {
-		fs.BoolVar(&o.yes, "yes", false, "replay (without it: a dry run)")
+	case "replay":
 		fs.BoolVar(&o.truncatedOK, "truncated-ok", false, "replay truncated dead letters too (what was kept of them)")
 		fs.BoolVar(&o.force, "force", false, "replay dead letters that can only fail again too (bad-subject, bad-tenant, bad-source, control-header)")
 	}
@@ -187,11 +163,9 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 	}
 	if sub == "rm" {
 		for _, p := range pos {
-			set, err := parseDlqSeqs(p)
-			if err != nil {
+			if err := o.sel.addSeqs(p); err != nil {
 				return o, usageErr("dlq rm: SEQ %q: %v", p, err)
 			}
-			o.sel.seqs = append(o.sel.seqs, set...).merged()
 		}
 		pos = nil
 		selected := len(o.sel.reasons) > 0 || o.sel.tenant != "" || o.sel.source != "" || len(o.sel.seqs) > 0
@@ -261,44 +235,27 @@ func (dl *deadLetter) record(now time.Time) dlqRecord {
 	}
 }
 
-// dlqTable writes the table of dead letters people read; its header is written with the first row.
-type dlqTable struct {
-	tw      *tabwriter.Writer
-	now     time.Time
-	extra   string // the title of a last column, if any
-	started bool
-}
-
-func newDlqTable(w io.Writer, now time.Time, extra string) *dlqTable {
-	return &dlqTable{tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0), now: now, extra: extra}
-}
-
-func (t *dlqTable) row(dl *deadLetter, extra string) {
-	if !t.started {
-		t.started = true
-		fmt.Fprint(t.tw, "SEQ\tAGE\tREASON\tSUBJECT\tINPUT-SEQ\t")
-		if t.extra != "" {
-			fmt.Fprint(t.tw, t.extra+"\t")
-		}
-		fmt.Fprintln(t.tw, "ERROR")
-	}
-	in := "-"
+// dlqRow writes dl's row of the table people read, cell in the column extra when there is one, after the
+// table's header when first.
+func dlqRow(tw io.Writer, dl *deadLetter, now time.Time, first bool, extra, cell string) {
+	in, why := "-", dl.err
 	if dl.inputSeq > 0 {
 		in = strconv.FormatUint(dl.inputSeq, 10)
 	}
-	why := dl.err
 	if dl.truncated != "" {
 		why = "[truncated] " + why
 	}
-	fmt.Fprintf(t.tw, "%d\t%s\t%s\t%s\t%s\t", dl.seq, dlqAge(t.now.Sub(dl.stored)), dlqCell(dl.reason, 24),
-		dlqCell(dl.subject, 48), in)
-	if t.extra != "" {
-		fmt.Fprint(t.tw, extra+"\t")
+	head := []string{"SEQ", "AGE", "REASON", "SUBJECT", "INPUT-SEQ", extra, "ERROR"}
+	row := []string{strconv.FormatUint(dl.seq, 10), dlqAge(now.Sub(dl.stored)), dlqCell(dl.reason, 24), dlqCell(dl.subject, 48),
+		in, cell, dlqCell(why, 160)}
+	if extra == "" {
+		head, row = slices.Delete(head, 5, 6), slices.Delete(row, 5, 6)
 	}
-	fmt.Fprintln(t.tw, dlqCell(why, 160))
+	if first {
+		fmt.Fprintln(tw, strings.Join(head, "\t"))
+	}
+	fmt.Fprintln(tw, strings.Join(row, "\t"))
 }
-
-func (t *dlqTable) flush() error { return t.tw.Flush() }
 
 // notes is where a dlq command writes its closing lines: standard error with --json, whose standard output holds
 // only the objects.
@@ -310,23 +267,17 @@ func (o dlqOptions) notes(stdout, stderr io.Writer) io.Writer {
 }
 
 func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
-	name := r.name
 	empty := false // the stream holds nothing: the count line says so, once
 	if !o.asJSON {
 		counts, err := r.counts(ctx)
 		if err != nil {
-			return failErr(fmt.Errorf("dlq ls: stream %s: %w", name, err))
+			return failErr(fmt.Errorf("dlq ls: stream %s: %w", r.name, err))
 		}
-		fmt.Fprintln(stdout, dlqCountLine(name, counts))
+		fmt.Fprintln(stdout, dlqCountLine(r.name, counts))
 		empty = len(counts) == 0
 	}
-	table := newDlqTable(stdout, now, "")
-	n, next, err := r.scanLimited(ctx, o, table, func(dl *deadLetter) (bool, error) {
-		if o.asJSON {
-			return true, writeJSON(stdout, dl.record(now))
-		}
-		table.row(dl, "")
-		return true, nil
+	n, next, err := r.scanLimited(ctx, o, stdout, now, "", func(dl *deadLetter) (any, string, bool) {
+		return dl.record(now), "", true
 	})
 	if err != nil {
 		return failErr(err)
@@ -344,18 +295,13 @@ func dlqList(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 // dlqCountLine summarises the stream: "DEDUPE_DLQ holds 5 dead letters: bad-tenant 1, output-reject 4".
 func dlqCountLine(stream string, counts map[string]uint64) string {
 	var total uint64
-	reasons := make([]string, 0, len(counts))
-	for r, n := range counts {
-		total += n
-		reasons = append(reasons, r)
+	var parts []string
+	for _, r := range slices.Sorted(maps.Keys(counts)) {
+		total += counts[r]
+		parts = append(parts, fmt.Sprintf("%s %d", r, counts[r]))
 	}
 	if total == 0 {
 		return stream + " holds no dead letters"
-	}
-	slices.Sort(reasons)
-	parts := make([]string, len(reasons))
-	for i, r := range reasons {
-		parts[i] = fmt.Sprintf("%s %d", r, counts[r])
 	}
 	return fmt.Sprintf("%s holds %d dead %s: %s", stream, total, plural(total, "letter", "letters"), strings.Join(parts, ", "))
 }
@@ -379,14 +325,13 @@ type dlqShowRecord struct {
 const dlqPreviewBytes = 1024
 
 func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout io.Writer) error {
-	name := r.name
 	dl, found, err := r.get(ctx, o.seq)
 	if err != nil {
 		return failErr(err)
 	}
 	if !found {
 		return failErr(fmt.Errorf("dlq show: stream %s holds no message %d (never written, or removed: replayed, "+
-			"deleted, or past DEDUPE_DLQ_MAX_AGE)", name, o.seq))
+			"deleted, or past DEDUPE_DLQ_MAX_AGE)", r.name, o.seq))
 	}
 	if o.body {
 		_, err := stdout.Write(dl.data)
@@ -404,7 +349,7 @@ func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, dlqCell(v, 0)) }
-	field("seq:", fmt.Sprintf("%d of stream %s", dl.seq, name))
+	field("seq:", fmt.Sprintf("%d of stream %s", dl.seq, r.name))
 	field("stored:", fmt.Sprintf("%s (%s ago)", dl.stored.UTC().Format(time.RFC3339), dlqAge(now.Sub(dl.stored))))
 	field("reason:", dl.reason)
 	field("subject:", dl.subject)
@@ -419,12 +364,7 @@ func dlqShow(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, std
 		return err
 	}
 	fmt.Fprintln(stdout, "headers:")
-	names := make([]string, 0, len(dl.header))
-	for k := range dl.header {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, k := range names {
+	for _, k := range slices.Sorted(maps.Keys(dl.header)) {
 		for _, v := range dl.header[k] {
 			fmt.Fprintf(stdout, "  %s: %s\n", dlqCell(k, 0), dlqCell(v, 0))
 		}

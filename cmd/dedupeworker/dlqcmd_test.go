@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"reflect"
 	"regexp"
@@ -69,7 +68,7 @@ func TestDlqParseSeqs(t *testing.T) {
 
 func TestDlqParseArgs(t *testing.T) {
 	parse := func(sub string, args ...string) (dlqOptions, error) {
-		return parseDlqArgs(sub, newFlagSet("dlq "+sub, "", io.Discard), args)
+		return parseDlqArgs(sub, newFlagSet("dlq "+sub, ""), args)
 	}
 	o, err := parse("ls", "--reason", "output-reject,bad-tenant", "--reason", "output-reject", "--tenant", "acme",
 		"--source", "gh", "--seq", "9-", "--seq", "1-3", "--limit", "5", "--json")
@@ -205,7 +204,7 @@ func TestDlqSubjectMatch(t *testing.T) {
 		{"other.>", "ingest.acme.gh", false},
 	}
 	for _, tc := range cases {
-		if got := dlqSubjectMatch(tc.pattern, tc.subject); got != tc.want {
+		if got := dlqCaptures([]string{tc.pattern}, tc.subject); got != tc.want {
 			t.Errorf("%q ~ %q: %v", tc.pattern, tc.subject, got)
 		}
 	}

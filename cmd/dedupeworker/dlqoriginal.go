@@ -39,10 +39,13 @@ func (rp *dlqReplayer) original(ctx context.Context, dl *deadLetter) dlqOrigin {
 	}
 	stream := cmp.Or(dl.inputStream, rp.inputStream)
 	o := dlqOrigin{stream: stream}
-	unreadable := func(err error) dlqOrigin {
-		o.kind, o.where = originUnreadable, fmt.Sprintf("stream %s, where the original was message %d, could not be read (%v)",
-			stream, dl.inputSeq, err)
+	is := func(kind originKind, where string) dlqOrigin {
+		o.kind, o.where = kind, where
 		return o
+	}
+	unreadable := func(err error) dlqOrigin {
+		return is(originUnreadable, fmt.Sprintf("stream %s, where the original was message %d, could not be read (%v)",
+			stream, dl.inputSeq, err))
 	}
 	st := rp.input
 	if stream != rp.inputStream || st == nil {
@@ -58,20 +61,16 @@ func (rp *dlqReplayer) original(ctx context.Context, dl *deadLetter) dlqOrigin {
 		if st.CachedInfo().Config.Retention == jetstream.WorkQueuePolicy {
 			what = " (a work-queue stream deletes an envelope once the worker acknowledged it)"
 		}
-		o.kind, o.where = originGone, fmt.Sprintf("stream %s no longer holds the original, its message %d%s", stream, dl.inputSeq, what)
-		return o
+		return is(originGone, fmt.Sprintf("stream %s no longer holds the original, its message %d%s", stream, dl.inputSeq, what))
 	case err != nil:
 		return unreadable(err)
 	case m.Subject != dl.subject || !dlqSameStamp(dl, m):
-		o.kind, o.where = originGone, fmt.Sprintf("stream %s holds another envelope as message %d, not the original "+
-			"(the stream was created again)", stream, dl.inputSeq)
-		return o
+		return is(originGone, fmt.Sprintf("stream %s holds another envelope as message %d, not the original "+
+			"(the stream was created again)", stream, dl.inputSeq))
 	}
-	o.where = fmt.Sprintf("stream %s still holds the original as message %d", stream, dl.inputSeq)
+	o.kind, o.where = originPending, fmt.Sprintf("stream %s still holds the original as message %d", stream, dl.inputSeq)
 	if st.CachedInfo().Config.Retention != jetstream.LimitsPolicy {
-		// Work-queue (and interest) streams keep an envelope only until the worker acknowledges it.
-		o.kind = originPending
-		return o
+		return o // work-queue (and interest) streams keep an envelope only until the worker acknowledges it
 	}
 	// A stream that keeps what was processed: the worker's consumer says whether it is done with the envelope.
 	// Acks may land out of order, so an envelope above the ack floor may be done too; replay then waits for the
@@ -87,7 +86,6 @@ func (rp *dlqReplayer) original(ctx context.Context, dl *deadLetter) dlqOrigin {
 		o.kind = originKept
 		o.where += fmt.Sprintf(" (the stream keeps processed envelopes; consumer %s acknowledged it)", rp.consumer)
 	default:
-		o.kind = originPending
 		o.pending = fmt.Sprintf(" and consumer %s has not acknowledged it (ack floor %d)", rp.consumer,
 			c.CachedInfo().AckFloor.Stream)
 	}

@@ -2,16 +2,21 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
+	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // deadLetter is one message of the dead-letter stream, with what the worker wrote about it.
@@ -78,7 +83,6 @@ func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefi
 		inputPrefix: inputPrefix}, nil
 }
 
-// get reads the dead letter at seq; found is false when there is none.
 func (r *dlqReader) get(ctx context.Context, seq uint64) (dl *deadLetter, found bool, err error) {
 	m, err := streamGet(ctx, r.js, r.name, seq, "")
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -133,18 +137,26 @@ func (r *dlqReader) scan(ctx context.Context, sel dlqSelection, fn func(*deadLet
 	return nil
 }
 
-// scanLimited is scan of o's selection for at most o.limit dead letters (0: all), flushing table at the end: n
-// were passed to fn, and next is the sequence of the first one past the limit (0: none was).
-func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, table *dlqTable, fn func(*deadLetter) (bool, error)) (n int, next uint64, err error) {
+// scanLimited is scan of o's selection for at most o.limit dead letters (0: all), writing to w what fn returns
+// for each: rec with --json, else a row of the table (cell in its column extra, when it has one). n were passed to
+// fn, and next is the sequence of the first one past the limit (0: none was); fn returns more false to stop.
+func (r *dlqReader) scanLimited(ctx context.Context, o dlqOptions, w io.Writer, now time.Time, extra string,
+	fn func(*deadLetter) (rec any, cell string, more bool)) (n int, next uint64, err error) {
+	table := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	err = r.scan(ctx, o.sel, func(dl *deadLetter) (bool, error) {
 		if o.limit > 0 && n == o.limit {
 			next = dl.seq
 			return false, nil
 		}
 		n++
-		return fn(dl)
+		rec, cell, more := fn(dl)
+		if o.asJSON {
+			return more, writeJSON(w, rec)
+		}
+		dlqRow(table, dl, now, n == 1, extra, cell)
+		return more, nil
 	})
-	if ferr := table.flush(); err == nil {
+	if ferr := table.Flush(); err == nil {
 		err = ferr
 	}
 	return n, next, err
@@ -165,4 +177,30 @@ func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
 		out[reason] += n
 	}
 	return out, nil
+}
+
+// streamGet reads one message of a stream through the stream's API ($JS.API.STREAM.MSG.GET): the message at seq
+// or, with nextBySubject, the first at or after seq on that subject; jetstream.ErrMsgNotFound when there is none.
+//
+// Never by direct get, even on a stream that allows them: a direct get answers with the stored headers as the
+// reply's own, so a stored message with an empty body and a Status header — a control-header dead letter written
+// before the worker renamed those headers, or its original in the input stream — reads as the server's status:
+// nats.go takes "Status: 404" for "no message" (a scan would stop there and hide every later dead letter), 503 for
+// "no responders" and anything else for an error. The API's JSON answer carries the headers encoded, as data.
+func streamGet(ctx context.Context, js jetstream.JetStream, stream string, seq uint64, nextBySubject string) (*jetstream.RawStreamMsg, error) {
+	req, _ := json.Marshal(struct { // a number and a string: never fails
+		Seq        uint64 `json:"seq"`
+		NextBySubj string `json:"next_by_subj,omitempty"`
+	}{seq, nextBySubject})
+	ctx, cancel := context.WithTimeout(ctx, dlqRequestTimeout)
+	defer cancel()
+	reply, err := js.Conn().RequestWithContext(ctx, jsapi.Prefix(js.Options())+"STREAM.MSG.GET."+stream, req)
+	if err == nil {
+		m, perr := natsreq.ParseStoredMsg(reply.Data)
+		if perr == nil || perr == jetstream.ErrMsgNotFound { // the latter returned itself
+			return m, perr
+		}
+		err = perr
+	}
+	return nil, fmt.Errorf("get message %d of stream %s: %w", seq, stream, err)
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -27,7 +28,7 @@ const (
 	dlqFailed        = "failed"         // not replayed, or replayed and not removed (detail says which)
 )
 
-// dlqReplayRecord is one dead letter as dlq replay --json prints it.
+// dlqReplayRecord is one dead letter as dlq replay and dlq rm --json print it: the dead letter and what became of it.
 type dlqReplayRecord struct {
 	dlqRecord
 	Result    string `json:"result"`
@@ -56,11 +57,9 @@ type dlqReplayer struct {
 }
 
 func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error {
-	dlqName := rp.r.name
 	if rp.input, rp.inputErr = rp.js.Stream(ctx, rp.inputStream); rp.inputErr != nil && rp.opts.yes {
 		return failErr(fmt.Errorf("dlq replay: input stream %s: %w (check DEDUPE_INPUT_STREAM)", rp.inputStream, rp.inputErr))
 	}
-	table := newDlqTable(stdout, rp.now, "RESULT")
 	var (
 		tally     = map[string]int{}
 		notes     []string // one line per dead letter not replayed (or to be refused)
@@ -68,7 +67,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		stoppedAt error
 		silent    = 0 // publishes in a row without an answer
 	)
-	n, next, err := rp.r.scanLimited(ctx, rp.opts, table, func(dl *deadLetter) (bool, error) {
+	n, next, err := rp.r.scanLimited(ctx, rp.opts, stdout, rp.now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := rp.one(ctx, dl)
 		tally[rec.Result]++
 		if rec.Detail != "" && rec.Result != dlqReplayed {
@@ -77,20 +76,13 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if rec.Result == dlqRefused || rec.Result == dlqFailed {
 			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
 		}
-		if rp.opts.asJSON {
-			if err := writeJSON(stdout, rec); err != nil {
-				return false, err
-			}
-		} else {
-			result := rec.Result
-			if rec.IngestSeq > 0 {
-				result += fmt.Sprintf(" (%s %d)", rp.inputStream, rec.IngestSeq)
-			}
-			table.row(dl, result)
+		result := rec.Result
+		if rec.IngestSeq > 0 {
+			result += fmt.Sprintf(" (%s %d)", rp.inputStream, rec.IngestSeq)
 		}
 		if ctx.Err() != nil {
 			stoppedAt = fmt.Errorf("interrupted after dead letter %d: %w", dl.seq, ctx.Err())
-			return false, nil
+			return rec, result, false
 		}
 		if rec.unanswered {
 			silent++
@@ -100,15 +92,15 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if silent == dlqMaxUnanswered {
 			stoppedAt = fmt.Errorf("stopped after dead letter %d: %d publishes in a row got no answer (may this user "+
 				"publish on the input subjects? is stream %s available?)", dl.seq, silent, rp.inputStream)
-			return false, nil
+			return rec, result, false
 		}
-		return true, nil
+		return rec, result, true
 	})
 	out := rp.opts.notes(stdout, stderr)
 	for _, l := range notes {
 		fmt.Fprintln(out, dlqCell(l, 0))
 	}
-	fmt.Fprintln(out, rp.summary(dlqName, n, next > 0, tally))
+	fmt.Fprintln(out, rp.summary(n, next > 0, tally))
 	if err == nil {
 		err = stoppedAt
 	}
@@ -127,7 +119,8 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func (rp *dlqReplayer) summary(dlqName string, n int, more bool, tally map[string]int) string {
+func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int) string {
+	dlqName := rp.r.name
 	if n == 0 {
 		return "no dead letter matches the selection: nothing to replay"
 	}
@@ -164,75 +157,66 @@ func (rp *dlqReplayer) summary(dlqName string, n int, more bool, tally map[strin
 // one replays (or, in a dry run, examines) one dead letter.
 func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord {
 	rec := dlqReplayRecord{dlqRecord: dl.record(rp.now)}
+	done := func(result, detail string) dlqReplayRecord {
+		rec.Result, rec.Detail = result, detail
+		return rec
+	}
+	failed := dlqFailed // what a dead letter that cannot be replayed gets
+	if !rp.opts.yes {
+		failed = dlqWouldFail
+	}
 	switch {
 	case dl.subject == "":
-		rec.Result, rec.Detail = dlqFailed, "no Dedupe-Subject header: not a dead letter the worker wrote; nowhere to replay it"
-		return rec
+		return done(dlqFailed, "no Dedupe-Subject header: not a dead letter the worker wrote; nowhere to replay it")
 	case dl.truncated != "" && !rp.opts.truncatedOK:
-		rec.Result, rec.Detail = dlqRefused, rp.truncatedWhy(ctx, dl)
-		return rec
+		return done(dlqRefused, rp.truncatedWhy(ctx, dl))
 	}
 	// The original first: while the input stream still holds it for the worker, the worker delivers it again
 	// itself, and a replay beside it is a second copy (an event without a key, named by its input sequence, is
 	// published twice). No flag overrides that.
 	switch orig := rp.original(ctx, dl); orig.kind {
 	case originPending:
-		rec.Result, rec.Detail = dlqRefused, orig.where+orig.pending+": the worker delivers it again itself: a replay "+
+		return done(dlqRefused, orig.where+orig.pending+": the worker delivers it again itself: a replay "+
 			"would process the envelope twice (an event without a key would be published twice). Wait until the worker "+
 			"has processed it (it leaves "+orig.stream+"; a new dead letter is written if it fails again), or remove it "+
-			"from "+orig.stream+" first"
-		return rec
+			"from "+orig.stream+" first")
 	case originUnreadable:
-		rec.Result, rec.Detail = dlqFailed, "could not check whether the original is still in the input: "+orig.where
-		if !rp.opts.yes {
-			rec.Result = dlqWouldFail
-		}
-		return rec
+		return done(failed, "could not check whether the original is still in the input: "+orig.where)
 	}
 	if why := rp.failsAgain(dl); why != "" {
 		if !rp.opts.force {
-			rec.Result, rec.Detail = dlqRefused, why+"; --force replays it anyway"
-			return rec
+			return done(dlqRefused, why+"; --force replays it anyway")
 		}
 		rec.Detail = why
 	}
-	if !rp.opts.yes {
+	// With --yes the input stream was read (run stops otherwise). A subject it does not capture is not published:
+	// no stream would answer it, and a publish without an answer counts toward stopping the replay.
+	switch {
+	case rp.inputErr != nil:
+		return done(dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr))
+	case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
+		return done(failed, rp.uncaptured(dl))
+	case !rp.opts.yes:
 		rec.Result = dlqWouldReplay
-		switch {
-		case rp.inputErr != nil:
-			rec.Result, rec.Detail = dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr)
-		case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
-			rec.Result, rec.Detail = dlqWouldFail, rp.uncaptured(dl)
-		}
-		return rec
-	}
-	// As the dry run says: a subject the input stream does not capture is not published. No stream would answer
-	// it, and a publish without an answer counts toward stopping the replay.
-	if !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject) {
-		rec.Result, rec.Detail = dlqFailed, rp.uncaptured(dl)
 		return rec
 	}
 	msg := &nats.Msg{Subject: dl.subject, Header: dlqReplayHeaders(dl.header), Data: dl.data}
 	ack, err := rp.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(rp.inputStream), jetstream.WithMsgID(rp.replayID(dl)))
 	if err != nil {
-		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
-			dl.subject, rp.inputStream, err, rp.r.name)
 		rec.unanswered = jserr.Unanswered(err)
-		return rec
+		return done(dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
+			dl.subject, rp.inputStream, err, rp.r.name))
 	}
 	rec.IngestSeq = ack.Sequence
 	if err := rp.r.st.DeleteMsg(ctx, dl.seq); err != nil {
-		rec.Result, rec.Detail = dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
+		return done(dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
 			"replay again to remove it (within %s's duplicate window the second publish is collapsed)",
-			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream)
-		return rec
+			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream))
 	}
-	rec.Result = dlqReplayed
 	if ack.Duplicate {
-		rec.Result = dlqAlreadyStored
-		rec.Detail = fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream)
+		return done(dlqAlreadyStored, fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream))
 	}
-	return rec
+	return done(dlqReplayed, rec.Detail)
 }
 
 // uncaptured says that the input stream does not store dl's subject.
@@ -292,26 +276,5 @@ func dlqReplayHeaders(h nats.Header) nats.Header {
 
 // dlqCaptures reports whether a stream with these subjects stores subject.
 func dlqCaptures(subjects []string, subject string) bool {
-	for _, pattern := range subjects {
-		if dlqSubjectMatch(pattern, subject) {
-			return true
-		}
-	}
-	return false
-}
-
-// dlqSubjectMatch matches a subject against a NATS subject pattern ("*" one token, ">" one or more at the end).
-func dlqSubjectMatch(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range pt {
-		switch {
-		case p == ">":
-			return len(st) > i
-		case i >= len(st):
-			return false
-		case p != "*" && p != st[i]:
-			return false
-		}
-	}
-	return len(pt) == len(st)
+	return slices.ContainsFunc(subjects, func(filter string) bool { return server.SubjectMatchesFilter(subject, filter) })
 }

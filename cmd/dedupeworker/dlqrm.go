@@ -8,23 +8,15 @@ import (
 	"time"
 )
 
-// dlqRmRecord is one dead letter as dlq rm --json prints it: the dead letter and what became of it.
-type dlqRmRecord struct {
-	dlqRecord
-	Result string `json:"result"`           // would-remove, removed or failed
-	Detail string `json:"detail,omitempty"` // why it failed
-}
-
 // dlqRemove removes the selected dead letters (at most --limit) from the dead-letter stream, or, without --yes,
 // says which it would remove. A removal is final: the letter's headers and body are gone.
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
-	table := newDlqTable(stdout, now, "RESULT")
 	var (
 		removed int
 		failed  []string
 	)
-	n, next, err := r.scanLimited(ctx, o, table, func(dl *deadLetter) (bool, error) {
-		rec := dlqRmRecord{dlqRecord: dl.record(now), Result: "would-remove"}
+	n, next, err := r.scanLimited(ctx, o, stdout, now, "RESULT", func(dl *deadLetter) (any, string, bool) {
+		rec := dlqReplayRecord{dlqRecord: dl.record(now), Result: "would-remove"}
 		if o.yes {
 			if err := r.st.DeleteMsg(ctx, dl.seq); err != nil {
 				rec.Result, rec.Detail = "failed", err.Error()
@@ -34,11 +26,7 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 				removed++
 			}
 		}
-		if o.asJSON {
-			return ctx.Err() == nil, writeJSON(stdout, rec)
-		}
-		table.row(dl, rec.Result)
-		return ctx.Err() == nil, nil
+		return rec, rec.Result, ctx.Err() == nil
 	})
 	if err != nil {
 		return failErr(fmt.Errorf("dlq rm: %w", err))

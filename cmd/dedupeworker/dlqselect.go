@@ -11,9 +11,6 @@ import (
 	"github.com/dedupeworker/dedupeworker/contract"
 )
 
-// dlqReasons are the dead-letter reasons the worker writes: the last token of the dead-letter subject.
-var dlqReasons = contract.DeadReasons()
-
 // dlqFailsAgain are the reasons whose replay can only be dead-lettered again, unless the worker's settings changed
 // (a new source, a tenant rule): replayed only with --force.
 var dlqFailsAgain = []string{contract.DeadBadSubject, contract.DeadBadTenant, contract.DeadBadSource, contract.DeadControlHeader}
@@ -93,14 +90,23 @@ type dlqSelection struct {
 func (sel *dlqSelection) addReasons(v string) error {
 	for r := range strings.SplitSeq(v, ",") {
 		r = strings.TrimSpace(r)
-		if !slices.Contains(dlqReasons, r) {
-			return fmt.Errorf("--reason %q: not a dead-letter reason (%s)", r, strings.Join(dlqReasons, ", "))
+		if reasons := contract.DeadReasons(); !slices.Contains(reasons, r) {
+			return fmt.Errorf("--reason %q: not a dead-letter reason (%s)", r, strings.Join(reasons, ", "))
 		}
 		if !slices.Contains(sel.reasons, r) {
 			sel.reasons = append(sel.reasons, r)
 		}
 	}
 	return nil
+}
+
+// addSeqs adds the sequences of one --seq value.
+func (sel *dlqSelection) addSeqs(v string) error {
+	set, err := parseDlqSeqs(v)
+	if err == nil {
+		sel.seqs = append(sel.seqs, set...).merged()
+	}
+	return err
 }
 
 // filterSubject is the subject filter of the stream reads: one reason is read alone; several, or none, read every

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )
@@ -79,15 +80,12 @@ func subcommandPage(usage, cmd string, others []string) string {
 			}
 			continue
 		}
-		if skipping && (strings.HasPrefix(l, "        ") || l == "") && l != "" {
+		if skipping && strings.HasPrefix(l, "        ") {
 			continue
 		}
-		skipping = false
-		for _, o := range others {
-			if o != sub && strings.HasPrefix(l, o+" ") && strings.TrimSpace(l[len(o):]) != "" && strings.HasPrefix(l[len(o):], "  ") {
-				skipping = true
-			}
-		}
+		skipping = slices.ContainsFunc(others, func(o string) bool {
+			return o != sub && strings.HasPrefix(l, o+"  ") && strings.TrimSpace(l[len(o):]) != ""
+		})
 		if !skipping && (l != "" || len(out) == 0 || out[len(out)-1] != "") {
 			out = append(out, l)
 		}

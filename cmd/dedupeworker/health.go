@@ -17,22 +17,18 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 )
 
-// startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, the role's own
-// readiness. Both roles listen before their first step, so that a start that hangs (NATS unreachable, the window
-// not answering) shows in the probes, in /readyz's reason and in dedupeworker_ready, rather than as a port that
-// does not answer.
+// startStatus is what /readyz answers: while a role starts, the step it waits for; once it runs, its readiness.
+// Both roles listen before their first step, so that a start that hangs shows in the probes, not as a dead port.
 type startStatus struct {
 	waiting atomic.Pointer[string]
 	ready   atomic.Pointer[func(context.Context) error]
 }
 
-// wait records the step the start is waiting for.
 func (s *startStatus) wait(format string, args ...any) {
 	reason := fmt.Sprintf(format, args...)
 	s.waiting.Store(&reason)
 }
 
-// running hands /readyz over to the role's readiness.
 func (s *startStatus) running(ready func(context.Context) error) { s.ready.Store(&ready) }
 
 // check is nil when the role is ready, else why not.
@@ -52,34 +48,30 @@ func (s *startStatus) check(ctx context.Context) error {
 func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.Duration) http.Handler {
 	metrics := promhttp.HandlerFor(reg, promhttp.HandlerOpts{})
 	retry := fmt.Sprint(int64((retryAfter + time.Second - 1) / time.Second))
-	plain := func(w http.ResponseWriter, status int, text string) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.Header().Set("X-Content-Type-Options", "nosniff")
-		w.WriteHeader(status)
-		_, _ = io.WriteString(w, text+"\n")
-	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/healthz", "/readyz", "/metrics":
-			if r.Method != http.MethodGet && r.Method != http.MethodHead {
-				w.Header().Set("Allow", "GET, HEAD")
-				plain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
-				return
-			}
-		default:
+		switch path := r.URL.Path; {
+		case path != "/healthz" && path != "/readyz" && path != "/metrics":
 			w.Header().Set("Retry-After", retry)
-			plain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
-			return
-		}
-		switch r.URL.Path {
-		case "/healthz":
-			plain(w, http.StatusOK, "ok")
-		case "/readyz":
-			plain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
-		case "/metrics":
+			writePlain(w, http.StatusServiceUnavailable, "ingest is starting: "+st.check(r.Context()).Error())
+		case r.Method != http.MethodGet && r.Method != http.MethodHead:
+			w.Header().Set("Allow", "GET, HEAD")
+			writePlain(w, http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: GET")
+		case path == "/healthz":
+			writePlain(w, http.StatusOK, "ok")
+		case path == "/readyz":
+			writePlain(w, http.StatusServiceUnavailable, "not ready: "+st.check(r.Context()).Error())
+		default:
 			metrics.ServeHTTP(w, r)
 		}
 	})
+}
+
+// writePlain answers status with one line of text.
+func writePlain(w http.ResponseWriter, status int, text string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, text+"\n")
 }
 
 // handoff passes the connections of one listener to one server after another: first the one that answers while
@@ -88,8 +80,7 @@ func startingHandler(st *startStatus, reg prometheus.Gatherer, retryAfter time.D
 // when the last server closes its side.
 type handoff struct {
 	ln     net.Listener
-	mu     sync.Mutex
-	cur    *handoffListener
+	cur    atomic.Pointer[handoffListener]
 	failed chan struct{} // closed when ln's Accept failed for good (err)
 	err    error
 }
@@ -106,16 +97,8 @@ func newHandoff(ln net.Listener) (*handoff, net.Listener) {
 // shuts down on its own.
 func (h *handoff) next() net.Listener {
 	l := &handoffListener{h: h, conns: make(chan net.Conn), closed: make(chan struct{})}
-	h.mu.Lock()
-	h.cur = l
-	h.mu.Unlock()
+	h.cur.Store(l)
 	return l
-}
-
-func (h *handoff) current() *handoffListener {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.cur
 }
 
 func (h *handoff) accept() {
@@ -142,12 +125,12 @@ func (h *handoff) accept() {
 // it on to its successor, and with none c is closed.
 func (h *handoff) deliver(c net.Conn) {
 	for {
-		l := h.current()
+		l := h.cur.Load()
 		select {
 		case l.conns <- c:
 			return
 		case <-l.closed:
-			if h.current() == l {
+			if h.cur.Load() == l {
 				_ = c.Close()
 				return
 			}
@@ -184,7 +167,7 @@ func (l *handoffListener) Close() error {
 	var err error
 	l.once.Do(func() {
 		close(l.closed)
-		if l.h.current() == l {
+		if l.h.cur.Load() == l {
 			err = l.h.ln.Close()
 		}
 	})

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,9 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
-	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver"
 )
@@ -57,13 +54,12 @@ Every setting is an environment variable:
 
 // runIngest is `dedupeworker ingest`. Configuration errors (settings, sources, secrets, verify blocks) are found
 // before connecting and exit 2; a connection that cannot be made exits 1.
-func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runIngest(ctx context.Context, args []string, stderr io.Writer) error {
 	rs, err := startRole("ingest", ingestUsage, args, stderr)
 	if err != nil {
 		return err
 	}
-	cfg, log, sources, fromPresets := rs.cfg, rs.log, rs.sources, rs.fromPresets
-	natsCfg, embeddedNATS := rs.natsCfg, rs.embeddedNATS
+	cfg, sources, fromPresets := rs.cfg, rs.sources, rs.fromPresets
 	secrets, err := receiver.LoadSecrets(receiver.SecretsConfig{
 		Dir: cfg.IngestSecretsDir, Environ: os.Environ(), Sources: sources.IDs(),
 	})
@@ -79,26 +75,19 @@ func runIngest(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
-	in := &ingest{cfg: cfg, log: log, policy: policy, secrets: secrets, natsCfg: natsCfg, embeddedNATS: embeddedNATS}
-	return in.run(ctx, fromPresets)
+	return (&ingest{roleStart: rs, policy: policy, secrets: secrets}).run(ctx)
 }
 
-// ingest owns the parts of a running receiver: the NATS connection and, inside Receiver.Serve, the HTTP server.
-// They stop in the reverse order of start: HTTP first (in-flight requests finish, each up to its PubAck), then
-// the connection drains.
+// ingest owns a running receiver's NATS connection and (inside Receiver.Serve) HTTP server; HTTP stops first, its
+// requests finishing up to their PubAck, then the connection drains.
 type ingest struct {
-	cfg     config.Config
-	log     *slog.Logger
+	*roleStart
 	policy  *receiver.Policy
 	secrets *receiver.Secrets
-
-	natsCfg      natsconn.Config
-	embeddedNATS bool // no NATS server configured anywhere: connect to the embedded server's address
-
-	status startStatus // /readyz until the receiver takes the address over: the step the start waits for
 }
 
-func (in *ingest) run(ctx context.Context, fromPresets bool) (err error) {
+func (in *ingest) run(ctx context.Context) (err error) {
+	fromPresets := in.fromPresets
 	cfg, log := in.cfg, in.log
 	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
 	if fromPresets {
@@ -206,28 +195,13 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 		natsCfg.URL = "nats://" + cfg.EmbeddedListen
 		natsCfg.Origin = joinOrigin("url from DEDUPE_EMBEDDED_LISTEN (no NATS server configured: a worker's embedded server)", natsCfg.Origin)
 	}
-	natsCfg.Name, natsCfg.Logger = "dedupeworker-ingest", log
-	// A service, started together with NATS (or with the worker and its embedded server): wait as long as run does.
-	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
-	in.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
-	nc, err := natsconn.ConnectContext(ctx, natsCfg)
+	nc, js, perr, err := in.connect(ctx, natsCfg, "dedupeworker-ingest", func(nc *nats.Conn) { in.checkLimits(nc.MaxPayload()) })
 	if err != nil {
-		return nil, nil, failErr(err)
+		return nil, nc, err
 	}
-	server := natsconn.Redact(nc.ConnectedUrlRedacted())
-	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, nc, failErr(fmt.Errorf("jetstream: %w", err))
-	}
-	in.checkLimits(nc.MaxPayload())
-	in.status.wait("asking JetStream at %s", server)
-	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	if serr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &in.status); errors.Is(serr, errJetStreamOff) {
-		return nil, nc, failErr(serr)
-	} else if serr != nil && ctx.Err() == nil {
+	if perr != nil && ctx.Err() == nil {
 		log.Warn("input stream not found yet: deliveries are answered 503 until it exists (the worker creates it)",
-			"stream", cfg.InputStream, "err", serr)
+			"stream", cfg.InputStream, "err", perr)
 	}
 
 	var window receiver.ReplayWindow
@@ -281,19 +255,8 @@ func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwi
 	wcfg := replayWindowConfig(in.cfg)
 	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
 	wcfg.MaxTTL = in.policy.GuardTTL()
-	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
-	for {
-		window, err := kvwindow.New(ctx, js, wcfg)
-		if err == nil || ctx.Err() != nil {
-			return window, err
-		}
-		wait := bo.Next()
-		in.log.Warn("replay guard: its bucket cannot be opened yet; retrying", "bucket", wcfg.Bucket, "in", wait, "err", err)
-		in.status.wait("waiting for the replay guard's bucket %s: %v", wcfg.Bucket, err)
-		if backoff.Wait(ctx, wait) != nil {
-			return nil, err
-		}
-	}
+	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, "replay guard: its bucket cannot be opened yet",
+		"the replay guard's bucket", func() (*kvwindow.Window, error) { return kvwindow.New(ctx, js, wcfg) }, nil)
 }
 
 // checkLimits warns when the NATS server's max_payload is below what the settings let through: bodies over it are

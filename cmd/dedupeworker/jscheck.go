@@ -22,12 +22,10 @@ var errJetStreamOff = errors.New("JetStream is not enabled")
 // may not for a moment.
 const jetStreamGrace = 10 * time.Second
 
-// probeJetStream looks the input stream up, the one JetStream request both roles may make under their narrowest
-// permissions ($JS.API.STREAM.INFO.<stream>), to tell a server without JetStream from one that is slow: without
-// this, the worker would wait for the window, and ingest answer 503, for ever. JetStream off for the account
-// fails at once; no responders is asked again for at most grace (and the start status says so meanwhile). The
-// error then wraps errJetStreamOff and names server; any other lookup error (the stream not found, a timeout) is
-// returned as it is, for the caller to judge.
+// probeJetStream looks the input stream up (the one JetStream request both roles may make under their narrowest
+// permissions) to tell a server without JetStream from a slow one, which the worker would otherwise wait for, and
+// ingest answer 503, for ever. No responders is asked again for at most grace; then, or at once for an account
+// without JetStream, the error wraps errJetStreamOff. Any other lookup error is returned for the caller to judge.
 func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server string, grace time.Duration, log *slog.Logger, st *startStatus) error {
 	subject := jsapi.Prefix(js.Options()) + "STREAM.INFO." + stream
 	start := time.Now()

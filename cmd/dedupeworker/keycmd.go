@@ -13,16 +13,16 @@ import (
 	"github.com/dedupeworker/dedupeworker/keys"
 )
 
-// listFlag collects a repeatable string flag.
 type listFlag []string
 
 func (l *listFlag) String() string     { return strings.Join(*l, ",") }
 func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
 
-// newFlagSet returns a flag set whose errors become usage errors rather than exits.
-func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
+// newFlagSet returns a flag set whose errors become usage errors rather than exits (parseFlags). It prints
+// nothing itself: its output is set to where help was asked for.
+func newFlagSet(name, usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), usage)
 		printFlags(fs.Output(), fs)
@@ -33,24 +33,28 @@ func newFlagSet(name, usage string, stderr io.Writer) *flag.FlagSet {
 // parseFlags turns flag errors into exit status 2 and one line on standard error, and -h into a helpRequest, which
 // run prints on standard output (help is what was asked for, not an error) and ends with exit status 0.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	out, usage := fs.Output(), fs.Usage
-	fs.SetOutput(io.Discard) // the flag package would print the error and the usage; both are printed below
-	fs.Usage = func() {}
-	err := fs.Parse(args)
-	fs.SetOutput(out)
-	fs.Usage = usage
-	switch {
+	switch err := fs.Parse(args); {
 	case err == nil:
 		return nil
 	case errors.Is(err, flag.ErrHelp):
 		return &helpRequest{usage: func(w io.Writer) {
 			fs.SetOutput(w)
-			defer fs.SetOutput(out)
 			fs.Usage()
 		}}
 	default:
 		return usageErr("%s: %v (see 'dedupeworker %s -h')", fs.Name(), err, fs.Name())
 	}
+}
+
+// parseFlagsOnly is parseFlags for a command that takes no argument besides its flags.
+func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
 }
 
 const keyUsage = `Usage: dedupeworker key --dedupe SPEC [--tenant T] [--source S] [-H 'Name: value']... [--max-json-bytes N] [--body FILE]
@@ -62,8 +66,8 @@ The body is read from --body FILE, or from standard input when it is absent or "
 
 `
 
-func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("key", keyUsage, stderr)
+func runKey(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet("key", keyUsage)
 	spec := fs.String("dedupe", "", "dedupe spec (YAML or JSON)")
 	tenant := fs.String("tenant", "default", "tenant id")
 	source := fs.String("source", "default", "source id")
@@ -71,11 +75,8 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	bodyFile := fs.String("body", "-", "file holding the request body; - for standard input")
 	var headers listFlag
 	fs.Var(&headers, "H", "request header 'Name: value' (repeatable, in order)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("key: unexpected argument %q", fs.Arg(0))
 	}
 	if *spec == "" {
 		return usageErr("key: --dedupe is required")
@@ -84,11 +85,8 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	if !keys.ValidID(*tenant) {
-		return usageErr("key: --tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	}
-	if !keys.ValidID(*source) {
-		return usageErr("key: --source %q: must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	if err := checkIDs("key", *tenant, *source, false); err != nil {
+		return err
 	}
 	if *maxJSON < 1 {
 		return usageErr("key: --max-json-bytes: must be positive, got %d", *maxJSON)
@@ -107,19 +105,13 @@ func runKey(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 		return failErr(fmt.Errorf("key: %w", err))
 	}
 	key, reason := keys.Extractor{MaxJSONBytes: *maxJSON}.Extract(s, hl, body)
-	var out any
 	if reason != keys.ReasonNone {
-		out = struct {
-			Key    *string `json:"key"`
-			Reason string  `json:"reason"`
-		}{nil, string(reason)}
-	} else {
-		out = struct {
-			Key            string `json:"key"`
-			IdempotencyKey string `json:"idempotency_key"`
-		}{key, keys.IdempotencyHeader(*tenant, *source, key)}
+		return writeJSON(stdout, map[string]any{"key": nil, "reason": reason})
 	}
-	return writeJSON(stdout, out)
+	return writeJSON(stdout, struct {
+		Key            string `json:"key"`
+		IdempotencyKey string `json:"idempotency_key"`
+	}{key, keys.IdempotencyHeader(*tenant, *source, key)})
 }
 
 const hashUsage = `Usage: dedupeworker hash [--only PATH]... [--except PATH]... [--type TYPE] [--canonical] [FILE]
@@ -131,8 +123,8 @@ Exit status: 2 for a bad path or flag, 1 for invalid JSON.
 
 `
 
-func runHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := newFlagSet("hash", hashUsage, stderr)
+func runHash(args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := newFlagSet("hash", hashUsage)
 	var only, except listFlag
 	fs.Var(&only, "only", "keep only this path (repeatable)")
 	fs.Var(&except, "except", "remove this path (repeatable)")
@@ -167,6 +159,16 @@ func runHash(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	_, err = fmt.Fprintln(stdout, out)
 	return err
+}
+
+// checkIDs checks --tenant and --source (each may be empty when optional) as cmd's usage error.
+func checkIDs(cmd, tenant, source string, optional bool) error {
+	for _, id := range [][2]string{{"--tenant", tenant}, {"--source", source}} {
+		if (id[1] != "" || !optional) && !keys.ValidID(id[1]) {
+			return usageErr("%s: %s %q: must be 1-64 characters of [A-Za-z0-9_-]", cmd, id[0], id[1])
+		}
+	}
+	return nil
 }
 
 // readInput reads a whole file, or standard input for "" and "-".

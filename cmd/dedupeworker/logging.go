@@ -54,18 +54,15 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// startAttrs are the attributes of a role's boot line ("starting dedupeworker"): the settings that role reads
-// (config's role tags), each as it is in force, a default derived from
-// others included (DEDUPE_NATS_CONNECT_TIMEOUT=2m0s rather than 0s; see inForce). JSON and logfmt (text) lines are
-// read by machines: they carry the whole build (version, revision, ...) and all of those settings, as the group
-// "config". Tint's lines are read by a person at a terminal: they carry the version and only the settings that
-// differ from their defaults, one attribute each (DEDUPE_SOURCES_FILE=…), or settings=defaults, so that the first
-// line fits on a screen; `dedupeworker -h` lists every default.
+// startAttrs are the attributes of a role's boot line ("starting dedupeworker"). JSON and logfmt lines, read by
+// machines, carry the whole build and every setting of the role as in force (inForce), as the group "config".
+// Tint's, read by a person at a terminal, carry the version and only the settings that differ from their defaults
+// (or settings=defaults), so that the first line fits on a screen.
 func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 	b := readBuildInfo()
+	attrs := []any{"version", b.Version}
 	switch log.Handler().(type) {
 	case *slog.JSONHandler, *slog.TextHandler:
-		attrs := []any{"version", b.Version}
 		for _, kv := range [][2]string{{"revision", b.Revision}, {"vcs_time", b.Time}, {"modified", b.Modified}} {
 			if kv[1] != "" {
 				attrs = append(attrs, kv[0], kv[1])
@@ -80,7 +77,6 @@ func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 		}
 		return append(attrs, "go", b.GoVersion, slog.Attr{Key: "config", Value: slog.GroupValue(settings...)})
 	}
-	attrs := []any{"version", b.Version}
 	changed := changedSettings(cfg, role)
 	if len(changed) == 0 {
 		return append(attrs, "settings", "defaults")
@@ -91,11 +87,9 @@ func startAttrs(log *slog.Logger, cfg config.Config, role string) []any {
 	return attrs
 }
 
-// inForce are the values in force of the settings of role that are empty or 0 in cfg because their default is
-// derived (from the role or from other settings), by variable name. DEDUPE_MAX_HOLD and DEDUPE_MAX_ACK_PENDING
-// depend on what the server already has (an existing output stream's duplicate window, an existing consumer's
-// limit), which is not known before connecting: they read "auto: …" with the value the worker's own streams and
-// consumer would give.
+// inForce are the values in force, by variable name, of the settings of role whose default is derived (empty or
+// 0 in cfg). DEDUPE_MAX_HOLD and DEDUPE_MAX_ACK_PENDING depend on what the server already has, unknown before
+// connecting: they read "auto: …" with what the worker's own stream and consumer would give.
 func inForce(cfg config.Config, role string) map[string]slog.Value {
 	m := map[string]slog.Value{}
 	if cfg.NatsConnectTimeout == 0 {
@@ -130,14 +124,7 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 	var def config.Config
 	// A prefix that no variable carries reads no variable: what is left is every default.
 	_ = envconfig.Process("DEDUPEWORKER_DEFAULTS_ONLY", &def)
-	byName := func(c config.Config) map[string]slog.Value {
-		m := map[string]slog.Value{}
-		for _, a := range c.Attrs(role) {
-			m[a.Key] = a.Value
-		}
-		return m
-	}
-	cur, defs := byName(cfg), byName(def)
+	cur, defs := attrsByName(cfg, role), attrsByName(def, role)
 	var out []slog.Attr
 	for _, name := range config.RoleVariables(role) {
 		v, set := cur[name]
@@ -153,10 +140,17 @@ func changedSettings(cfg config.Config, role string) []slog.Attr {
 	return out
 }
 
-// loadSettings reads the settings of every command that talks to NATS, builds its logger from them
-// (DEDUPE_LOG_LEVEL, DEDUPE_LOG_FORMAT) and warns about each DEDUPE_* variable that no setting reads, naming the
-// nearest setting: a typo would otherwise leave a setting at its default without a word. A bad setting is a usage
-// error (exit 2).
+// attrsByName are the settings of role (all with "") as c.Attrs gives them, by variable name.
+func attrsByName(c config.Config, role string) map[string]slog.Value {
+	m := map[string]slog.Value{}
+	for _, a := range c.Attrs(role) {
+		m[a.Key] = a.Value
+	}
+	return m
+}
+
+// loadSettings reads the settings, builds the logger from them and warns about each DEDUPE_* variable that no
+// setting reads (a typo would otherwise leave a setting at its default without a word). A bad setting exits 2.
 func loadSettings(stderr io.Writer) (config.Config, *slog.Logger, error) {
 	cfg, err := config.Load()
 	if err != nil {

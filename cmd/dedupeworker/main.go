@@ -3,8 +3,8 @@
 package main
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -32,25 +32,12 @@ func (c signalCause) Error() string { return "received " + signalName(c.sig) }
 
 // signalName is a signal's conventional name (SIGTERM), where Go's String gives its description ("terminated").
 func signalName(sig os.Signal) string {
-	switch sig {
-	case os.Interrupt:
-		return "SIGINT"
-	case syscall.SIGTERM:
-		return "SIGTERM"
-	case syscall.SIGHUP:
-		return "SIGHUP"
-	case syscall.SIGQUIT:
-		return "SIGQUIT"
-	}
-	return sig.String()
+	names := map[os.Signal]string{os.Interrupt: "SIGINT", syscall.SIGTERM: "SIGTERM", syscall.SIGHUP: "SIGHUP", syscall.SIGQUIT: "SIGQUIT"}
+	return cmp.Or(names[sig], sig.String())
 }
 
-// stopReason says why ctx ended: "received SIGTERM" when a signal ended it, else its cause ("context canceled").
+// stopReason says why ctx ended: its cause, "received SIGTERM" (signalCause) or "context canceled".
 func stopReason(ctx context.Context) string {
-	var sc signalCause
-	if errors.As(context.Cause(ctx), &sc) {
-		return sc.Error()
-	}
 	if err := context.Cause(ctx); err != nil {
 		return err.Error()
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
@@ -41,22 +42,24 @@ func failErr(err error) error {
 	return &exitError{code: exitFailure, err: err}
 }
 
-// errHelpShown ends a command that printed its help on request: exit status 0.
-var errHelpShown = errors.New("help shown")
-
-// helpRequest ends a command whose flags asked for help (-h): run prints usage on its standard output, and the
-// exit status is 0.
+// helpRequest ends a command asked for its help (-h, help): run prints usage on its standard output, and the exit
+// status is 0.
 type helpRequest struct{ usage func(io.Writer) }
 
-func (*helpRequest) Error() string        { return "help requested" }
-func (*helpRequest) Is(target error) bool { return target == errHelpShown }
+func (*helpRequest) Error() string { return "help requested" }
+
+// helpText is the helpRequest of a command whose help is text alone.
+func helpText(text string) error {
+	return &helpRequest{usage: func(w io.Writer) { fmt.Fprint(w, text) }}
+}
+
 func isHelpArg(arg string) bool {
 	return arg == "-h" || arg == "-help" || arg == "--help" || arg == "help"
 }
 
 // exitCode prints err (one line) and maps it to a process exit status.
 func exitCode(err error, stderr io.Writer) int {
-	if err == nil || errors.Is(err, errHelpShown) {
+	if err == nil {
 		return 0
 	}
 	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
@@ -68,8 +71,8 @@ func exitCode(err error, stderr io.Writer) int {
 	return exitFailure
 }
 
-// run is the whole program; main only wires the process to it, and tests call it directly. Help (`help CMD`,
-// `CMD -h`) goes to stdout with exit status 0; errors go to stderr.
+// run is the whole program; main only wires the process to it. Help goes to stdout with exit status 0; errors go
+// to stderr.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	defer func() {
 		var h *helpRequest
@@ -91,24 +94,19 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	} else {
 		defer func() { err = commandErr("run", err) }()
 	}
-	if len(args) > 0 && isHelpArg(args[0]) {
-		// CMD -h, CMD help: what the command prints is the help that was asked for (commands with subcommands
-		// print their usage themselves). Errors still reach standard error through exitCode.
-		stderr = stdout
-	}
 	switch cmd {
 	case "", "run":
-		return runWorker(ctx, args, stdout, stderr)
+		return runWorker(ctx, args, stderr)
 	case "key":
-		return runKey(args, stdin, stdout, stderr)
+		return runKey(args, stdin, stdout)
 	case "hash":
-		return runHash(args, stdin, stdout, stderr)
+		return runHash(args, stdin, stdout)
 	case "window":
 		return explainJetStream(subcommand("window", args), runWindow(ctx, args, stdout, stderr))
 	case "dlq":
 		return explainJetStream(subcommand("dlq", args), runDlq(ctx, args, stdout, stderr))
 	case "ingest":
-		return runIngest(ctx, args, stdout, stderr)
+		return runIngest(ctx, args, stderr)
 	case "sources":
 		return runSources(args, stdout, stderr)
 	case "config":
@@ -122,15 +120,31 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		printHelp(stdout)
 		return nil
 	case "version", "--version", "-v":
-		return runVersion(args, stdout, stderr)
+		return runVersion(args, stdout)
 	default:
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
 }
 
+// pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's usage
+// is printed.
+func pickSubcommand(cmd, usage string, subs, args []string, stderr io.Writer) (string, error) {
+	list := joinWords(subs, "or")
+	switch {
+	case len(args) == 0:
+		fmt.Fprint(stderr, usage)
+		return "", usageErr("%s: a subcommand is required: %s", cmd, list)
+	case isHelpArg(args[0]):
+		return "", helpText(usage)
+	case !slices.Contains(subs, args[0]):
+		return "", usageErr("%s: unknown subcommand %q (%s)", cmd, args[0], list)
+	}
+	return args[0], nil
+}
+
 // packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what
 // a person reads names the command or the setting instead.
-var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): `)
+var packagePrefix = regexp.MustCompile(`(^|: |\n)(?:(?:natsconn|kvwindow|hashing|keys|pipeline|receiver|config|embedded|natsreq|jsapi|dedupeworker): )+`)
 
 // commandError is an error as a command prints it: the command first ("window get: "), no Go package names.
 type commandError struct {
@@ -145,17 +159,10 @@ func (e *commandError) Unwrap() error { return e.err }
 // is; the exit status err carries is kept (errors.As sees through).
 func commandErr(cmd string, err error) error {
 	var h *helpRequest
-	if err == nil || errors.Is(err, errHelpShown) || errors.As(err, &h) {
+	if err == nil || errors.As(err, &h) {
 		return err
 	}
-	msg := err.Error()
-	for {
-		next := packagePrefix.ReplaceAllString(msg, "$1")
-		if next == msg {
-			break
-		}
-		msg = next
-	}
+	msg := packagePrefix.ReplaceAllString(err.Error(), "$1")
 	base, _, _ := strings.Cut(cmd, " ")
 	switch {
 	case strings.HasPrefix(msg, cmd+": "), strings.HasPrefix(msg, cmd+" "):

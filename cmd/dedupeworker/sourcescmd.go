@@ -33,9 +33,7 @@ func (o sourcesOrigin) String() string {
 	return o.variable + " " + o.path
 }
 
-// read reads and parses the document. Errors name the origin and then the place in the document
-// ("DEDUPE_SOURCES_FILE /etc/x.yaml: sources.orders.dedupe.json: segment 2 is empty in \"data..id\"", "…: yaml:
-// line 7: did not find expected key").
+// read reads and parses the document; errors name the origin, then the place in the document.
 func (o sourcesOrigin) read() (keys.Sources, error) {
 	doc := []byte(o.inline)
 	if o.path != "" {
@@ -57,9 +55,8 @@ func (o sourcesOrigin) read() (keys.Sources, error) {
 	return src, nil
 }
 
-// checkVerify checks the document's verify blocks as ingest reads them (receiver.CheckVerify), each error in the
-// form of read's, with the line of the block: "DEDUPE_SOURCES_FILE /etc/x.yaml: line 7:
-// sources.orders.verify.algorithm: not a known algorithm (…)".
+// checkVerify checks the document's verify blocks as ingest reads them, each error placed as read's, with the
+// line of the block (placeSourceError).
 func (o sourcesOrigin) checkVerify(src keys.Sources) error {
 	err := receiver.CheckVerify(src)
 	if err == nil {
@@ -76,9 +73,8 @@ func (o sourcesOrigin) checkVerify(src keys.Sources) error {
 	return errors.Join(errs...)
 }
 
-// placePolicyErrors gives each of receiver.NewPolicy's errors about a declared source (*receiver.SourceError) the
-// document and line it is on, as checkVerify does; its others (about secrets) name their variable or file
-// already and are kept.
+// placePolicyErrors places each of receiver.NewPolicy's errors about a declared source as checkVerify does; its
+// others (about secrets) name their variable or file already.
 func (o sourcesOrigin) placePolicyErrors(err error) error {
 	var errs []error
 	for _, e := range unwrapAll(err) {
@@ -160,30 +156,25 @@ on an unsigned header with the replay guard off (github, shopify, or hmac withou
 func runSources(args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		if len(args) > 0 && isHelpArg(args[0]) {
-			fmt.Fprint(stdout, sourcesUsage)
-			return errHelpShown
+			return helpText(sourcesUsage)
 		}
 		fmt.Fprint(stderr, sourcesUsage)
 		return usageErr("sources: the only subcommand is check")
 	}
-	fs := newFlagSet("sources check", sourcesUsage, stderr)
+	fs := newFlagSet("sources check", sourcesUsage)
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if fs.NArg() > 1 {
-		return usageErr("sources check: at most one FILE")
-	}
-	file, inline := os.Getenv("DEDUPE_SOURCES_FILE"), os.Getenv("DEDUPE_SOURCES")
-	var o sourcesOrigin
+	// The two variables alone, not config.Load: a file is checked whatever the other settings say.
+	env := config.Config{SourcesFile: os.Getenv("DEDUPE_SOURCES_FILE"), Sources: os.Getenv("DEDUPE_SOURCES")}
+	o, _ := configuredSources(env)
 	switch {
+	case fs.NArg() > 1:
+		return usageErr("sources check: at most one FILE")
 	case fs.NArg() == 1:
 		o = sourcesOrigin{path: fs.Arg(0)}
-	case file != "" && inline != "":
+	case env.SourcesFile != "" && env.Sources != "":
 		return usageErr("config: DEDUPE_SOURCES: set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
-	case file != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES_FILE", path: file}
-	case inline != "":
-		o = sourcesOrigin{variable: "DEDUPE_SOURCES", inline: inline}
 	}
 	def := keys.DefaultTTL
 	if v := os.Getenv("DEDUPE_DEFAULT_TTL"); v != "" {
@@ -219,15 +210,9 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "warning: line %d: sources.%s: %s\n", w.Line, w.Source, w.Text)
 	}
 	if len(src.WithoutDedupe) > 0 {
-		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", slices.Clone(src.WithoutDedupe))
+		fmt.Fprintf(stdout, "sources without dedupe (every provider retry becomes a new event): %v\n", src.WithoutDedupe)
 	}
-	var unverified []string
-	for _, id := range src.IDs() {
-		if _, ok := src.Verify[id]; !ok {
-			unverified = append(unverified, id)
-		}
-	}
-	if len(unverified) > 0 {
+	if unverified := slices.DeleteFunc(src.IDs(), func(id string) bool { _, ok := src.Verify[id]; return ok }); len(unverified) > 0 {
 		fmt.Fprintf(stdout, "sources without a verify block (dedupeworker ingest refuses the file until each has one, verify: none for unsigned deliveries; the worker needs none): %v\n", unverified)
 	}
 	return nil

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"runtime"
 	"runtime/debug"
 	"text/tabwriter"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // Set with -ldflags "-X main.buildVersion=… -X main.buildRevision=… -X main.buildTime=…" where the build has no
@@ -26,9 +29,7 @@ type buildInfo struct {
 	GoVersion string
 }
 
-// readBuildInfo reads runtime/debug.ReadBuildInfo (main module version; vcs.revision, vcs.time and vcs.modified
-// when the toolchain stamped them, which go build does by default inside a git checkout), then the -ldflags
-// values.
+// readBuildInfo reads what the toolchain stamped (vcs.* inside a git checkout), then the -ldflags values.
 func readBuildInfo() buildInfo {
 	b := buildInfo{Version: "(devel)", GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
@@ -47,15 +48,10 @@ func readBuildInfo() buildInfo {
 			}
 		}
 	}
-	if buildVersion != "" {
-		b.Version = buildVersion
-	}
 	if buildRevision != "" {
 		b.Revision, b.Modified = buildRevision, ""
 	}
-	if buildTime != "" {
-		b.Time = buildTime
-	}
+	b.Version, b.Time = cmp.Or(buildVersion, b.Version), cmp.Or(buildTime, b.Time)
 	return b
 }
 
@@ -67,29 +63,34 @@ version. "unknown" means the build recorded nothing (built with -buildvcs=false,
 
 `
 
-func runVersion(args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("version", versionUsage, stderr)
-	if err := parseFlags(fs, args); err != nil {
+func runVersion(args []string, stdout io.Writer) error {
+	fs := newFlagSet("version", versionUsage)
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("version: unexpected argument %q", fs.Arg(0))
 	}
 	return writeVersion(stdout, readBuildInfo())
 }
 
 func writeVersion(w io.Writer, b buildInfo) error {
-	orUnknown := func(s string) string {
-		if s == "" {
-			return "unknown"
-		}
-		return s
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "dedupeworker %s\n", b.Version)
-	fmt.Fprintf(tw, "revision\t%s\n", orUnknown(b.Revision))
-	fmt.Fprintf(tw, "time\t%s\n", orUnknown(b.Time))
-	fmt.Fprintf(tw, "modified\t%s\n", orUnknown(b.Modified))
+	for _, f := range [][2]string{{"revision", b.Revision}, {"time", b.Time}, {"modified", b.Modified}} {
+		fmt.Fprintf(tw, "%s\t%s\n", f[0], cmp.Or(f[1], "unknown"))
+	}
 	fmt.Fprintf(tw, "go\t%s\n", b.GoVersion)
 	return tw.Flush()
+}
+
+// buildInfoGauge is dedupeworker_build_info: always 1, labelled with what `dedupeworker version` prints, the
+// -ldflags values included, which collectors.NewBuildInfoCollector (go_build_info) lacks in the Docker image
+// (built without .git: "(devel)" and no revision).
+func buildInfoGauge(b buildInfo) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "dedupeworker_build_info",
+		Help: "Always 1: the build that runs, as `dedupeworker version` prints it (version, VCS revision, Go version).",
+		// "unknown" as `dedupeworker version` says; an empty label would read as no label at all.
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": cmp.Or(b.Revision, "unknown"), "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }

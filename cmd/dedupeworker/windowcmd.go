@@ -10,8 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -57,58 +59,30 @@ type windowTarget struct {
 }
 
 func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 {
-		fmt.Fprint(stderr, windowUsage)
-		return usageErr("window: a subcommand is required: get, ls, status, rebalance or forget")
-	}
-	sub := args[0]
-	switch sub {
-	case "ls":
+	sub, err := pickSubcommand("window", windowUsage, []string{"get", "ls", "status", "rebalance", "forget"}, args, stderr)
+	switch {
+	case err != nil:
+		return err
+	case sub == "ls":
 		return runWindowList(ctx, args[1:], stdout, stderr)
-	case "status", "rebalance":
+	case sub == "status", sub == "rebalance":
 		return runWindowStatus(ctx, sub, args[1:], stdout, stderr)
-	case "get", "forget":
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(stderr, windowUsage)
-		return errHelpShown
-	default:
-		return usageErr("window: unknown subcommand %q (get, ls, status, rebalance or forget)", sub)
 	}
-	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil), stderr)
+	fs := newFlagSet("window "+sub, subcommandPage(windowUsage, "window "+sub, nil))
 	conn := addConnFlags(fs)
 	tg, err := parseWindowArgs(fs, sub, args[1:])
 	if err != nil {
 		return err
 	}
 
-	cfg, log, err := loadSettings(stderr)
+	b, err := bindWindow(ctx, conn, 0, stderr)
 	if err != nil {
 		return err
 	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
-	if err != nil {
-		return err // an *exitError: 2 for a bad flag or context, 1 when the connection fails
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return failErr(err)
-	}
+	defer b.nc.Close()
 	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	// Never create a bucket from an inspection command: a missing bucket is an error worth seeing.
-	w, err := kvwindow.NewManager(ctx, js, windowConfig(cfg))
-	if err != nil {
-		// kvwindow's own message suggests enabling provisioning, which these commands never do. A sharded
-		// window has no bucket named DEDUPE_BUCKET itself: its own error names the shard at fault.
-		if _, serr := js.Stream(ctx, "KV_"+cfg.Bucket); cfg.WindowShards <= 1 && errors.Is(serr, jetstream.ErrStreamNotFound) {
-			return failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no worker has started on this window yet, or "+
-				"the bucket was deleted with its claims (OPERATIONS.md, \"The window bucket was lost or re-created\"); check "+
-				"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
-				"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
-		}
-		return failErr(err)
-	}
+	w := b.w
 	if sub == "get" {
 		e, ok, err := w.Get(ctx, tg.tenant, tg.source, tg.key)
 		if err != nil {
@@ -123,7 +97,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: bucket})
 		}
-		return writeJSON(stdout, windowClaimJSON(ctx, js, e, kvwindow.CopiesStream(cfg.Bucket), time.Now()))
+		return writeJSON(stdout, windowClaimJSON(ctx, b.js, e, kvwindow.CopiesStream(b.cfg.Bucket), time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -175,18 +149,11 @@ type windowEntry struct {
 
 func windowEntryJSON(e kvwindow.Entry, now time.Time) windowEntry {
 	out := windowEntry{
-		Claimed:       true,
-		Tenant:        e.Tenant,
-		Source:        e.Source,
-		Key:           e.Key,
-		Bucket:        e.Bucket,
-		KVKey:         e.KVKey,
-		AgeSeconds:    int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
-		ClaimantSeq:   e.Claimant.Seq,
-		DeliveryCount: e.Delivery.Count,
-		Revision:      e.Revision,
-		ClaimedAt:     e.ClaimedAt.UTC().Format(time.RFC3339Nano),
-		ExpiresIn:     int64(math.Max(0, math.Ceil(e.ExpiresAt().Sub(now).Seconds()))),
+		Claimed: true, Tenant: e.Tenant, Source: e.Source, Key: e.Key, Bucket: e.Bucket, KVKey: e.KVKey,
+		ClaimantSeq: e.Claimant.Seq, DeliveryCount: e.Delivery.Count, Revision: e.Revision,
+		ClaimedAt:  e.ClaimedAt.UTC().Format(time.RFC3339Nano),
+		AgeSeconds: int64(math.Max(0, now.Sub(e.ClaimedAt).Seconds())),
+		ExpiresIn:  int64(math.Max(0, math.Ceil(e.ExpiresAt().Sub(now).Seconds()))),
 	}
 	if e.Claimant.Stamp != 0 {
 		out.ClaimantStamp = time.Unix(0, e.Claimant.Stamp).UTC().Format(time.RFC3339Nano)
@@ -207,11 +174,8 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		all = fs.Bool("all", false, "forget every claim of the tenant (and source, when given)")
 		yes = fs.Bool("yes", false, "confirm --all")
 	}
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return windowTarget{}, err
-	}
-	if fs.NArg() > 0 {
-		return windowTarget{}, usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -224,17 +188,14 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	bad := func(format string, a ...any) error {
 		return usageErr("window %s: %s", sub, fmt.Sprintf(format, a...))
 	}
-	if *tenant != "" && !keys.ValidID(*tenant) {
-		return windowTarget{}, bad("--tenant %q: must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	}
-	if *source != "" && !keys.ValidID(*source) {
-		return windowTarget{}, bad("--source %q: must be 1-64 characters of [A-Za-z0-9_-]", *source)
+	if err := checkIDs("window "+sub, *tenant, *source, true); err != nil {
+		return windowTarget{}, err
 	}
 
 	if *all {
 		switch {
 		case len(forms) > 0:
-			return windowTarget{}, bad("%s exclude each other", joinFlags(append([]string{"--all"}, forms...)))
+			return windowTarget{}, bad("%s exclude each other", joinWords(append([]string{"--all"}, forms...), "and"))
 		case *tenant == "":
 			return windowTarget{}, bad("--all needs --tenant")
 		case !*yes && *source != "":
@@ -244,20 +205,19 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 		}
 		return windowTarget{tenant: *tenant, source: *source, all: true}, nil
 	}
+	var miss []string // of --tenant and --source
+	if *tenant == "" {
+		miss = append(miss, "--tenant")
+	}
+	if *source == "" {
+		miss = append(miss, "--source")
+	}
 	switch len(forms) {
 	case 0:
-		var miss []string
-		if *tenant == "" {
-			miss = append(miss, "--tenant")
-		}
-		if *source == "" {
-			miss = append(miss, "--source")
-		}
-		miss = append(miss, "--key")
-		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(miss))
+		return windowTarget{}, bad("%s required (or --dedupe-key instead of --key, or --idempotency-key alone)", isAre(append(miss, "--key")))
 	case 1:
 	default:
-		return windowTarget{}, bad("%s exclude each other: give one", joinFlags(forms))
+		return windowTarget{}, bad("%s exclude each other: give one", joinWords(forms, "and"))
 	}
 
 	if set["idempotency-key"] {
@@ -281,13 +241,6 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 			return windowTarget{}, bad("--dedupe-key: %v", err)
 		}
 	}
-	var miss []string
-	if *tenant == "" {
-		miss = append(miss, "--tenant")
-	}
-	if *source == "" {
-		miss = append(miss, "--source")
-	}
 	switch {
 	case len(miss) > 0:
 		return windowTarget{}, bad("%s required with %s (or --idempotency-key alone)", isAre(miss), form)
@@ -297,18 +250,88 @@ func parseWindowArgs(fs *flag.FlagSet, sub string, args []string) (windowTarget,
 	return windowTarget{tenant: *tenant, source: *source, key: k}, nil
 }
 
-// joinFlags lists flag names in prose: "--a and --b", "--a, --b and --c".
-func joinFlags(names []string) string {
-	if len(names) <= 1 {
-		return strings.Join(names, "")
+// joinWords lists words in prose, the last two joined by conj: "a, b or c".
+func joinWords(words []string, conj string) string {
+	if len(words) <= 1 {
+		return strings.Join(words, "")
 	}
-	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
 }
 
-// isAre is joinFlags with its verb: "--a is", "--a and --b are".
+// isAre is joinWords with its verb: "--a is", "--a and --b are".
 func isAre(names []string) string {
 	if len(names) == 1 {
 		return names[0] + " is"
 	}
-	return joinFlags(names) + " are"
+	return joinWords(names, "and") + " are"
+}
+
+// boundWindow is what a window command works with: the settings, the connection (closed by the caller) and the
+// window.
+type boundWindow struct {
+	cfg config.Config
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	w   *kvwindow.Manager
+}
+
+// bindWindow loads the settings, connects and binds to the window, each of its requests bounded by timeout (0:
+// the window's default). It never creates a bucket: a missing bucket is an error worth seeing.
+func bindWindow(ctx context.Context, conn *connFlags, timeout time.Duration, stderr io.Writer) (*boundWindow, error) {
+	cfg, nc, err := conn.connectCommand(ctx, "dedupeworker window", stderr)
+	if err != nil {
+		return nil, err
+	}
+	b := &boundWindow{cfg: cfg, nc: nc}
+	if b.js, err = jetstream.New(nc); err != nil {
+		nc.Close()
+		return nil, failErr(err)
+	}
+	wcfg := windowConfig(cfg)
+	wcfg.Timeout = timeout
+	if b.w, err = kvwindow.NewManager(ctx, b.js, wcfg); err == nil {
+		return b, nil
+	}
+	defer nc.Close()
+	// kvwindow's own message suggests enabling provisioning, which these commands never do. A sharded window has
+	// no bucket named DEDUPE_BUCKET itself: its own error names the shard at fault.
+	if _, serr := b.js.Stream(ctx, "KV_"+cfg.Bucket); cfg.WindowShards <= 1 && errors.Is(serr, jetstream.ErrStreamNotFound) {
+		return nil, failErr(fmt.Errorf("kvwindow: bucket %q does not exist: no worker has started on this window yet, or "+
+			"the bucket was deleted with its claims (OPERATIONS.md, \"The window bucket was lost or re-created\"); check "+
+			"DEDUPE_BUCKET and DEDUPE_NATS_URL (the window commands never create the bucket; the worker does on "+
+			"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
+	}
+	return nil, failErr(err)
+}
+
+// windowGet is what window get prints for a held claim: the claim, and how many copies of its event the workers
+// have acknowledged as duplicates of it so far (null when that cannot be read, with the reason beside).
+type windowGet struct {
+	windowEntry
+	CopiesSuppressed *uint64 `json:"copies_suppressed"`
+	CopiesUnknown    string  `json:"copies_suppressed_unknown,omitempty"`
+}
+
+// copiesReadTimeout bounds the read of the count: a count that cannot be read is printed as unknown, never a
+// failure of the command.
+const copiesReadTimeout = 5 * time.Second
+
+// windowClaimJSON is what window get prints for e, with its count read from the window's counter stream (one for
+// all of a sharded window's buckets).
+func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, stream string, now time.Time) windowGet {
+	out := windowGet{windowEntry: windowEntryJSON(e, now)}
+	ctx, cancel := context.WithTimeout(ctx, copiesReadTimeout)
+	defer cancel()
+	n, err := kvwindow.Copies(ctx, js, stream, e)
+	switch {
+	case errors.Is(err, kvwindow.ErrNoCopies):
+		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so nothing counts the copies of this window's claims; "+
+			"workers count them with DEDUPE_COUNT_COPIES=true, and one started so with DEDUPE_PROVISION=true creates it for its "+
+			"window (nats-server 2.12 or later; the replay guard's window has none)", stream)
+	case err != nil:
+		out.CopiesUnknown = "unknown: " + err.Error()
+	default:
+		out.CopiesSuppressed = &n
+	}
+	return out
 }

@@ -2,15 +2,9 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/config"
-	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
 
@@ -25,27 +19,24 @@ a sparse scope's claims) fails with exit status 1 and says how many it had found
 
 `
 
-// runWindowList is "window ls".
 func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("window ls", windowListUsage, stderr)
+	fs := newFlagSet("window ls", windowListUsage)
 	tenant := fs.String("tenant", "", "tenant id (required)")
 	source := fs.String("source", "", "source id (default: every source of the tenant)")
 	limit := fs.Int("limit", 100, "most claims to print")
 	from := fs.Uint64("from", 0, "first revision to list (the next of a previous page)")
 	timeout := fs.Duration("timeout", 30*time.Second, "longest the page may take")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
+		return err
+	}
+	if *tenant == "" {
+		return usageErr("window ls: --tenant is required")
+	}
+	if err := checkIDs("window ls", *tenant, *source, true); err != nil {
 		return err
 	}
 	switch {
-	case fs.NArg() > 0:
-		return usageErr("window ls: unexpected argument %q", fs.Arg(0))
-	case *tenant == "":
-		return usageErr("window ls: --tenant is required")
-	case !keys.ValidID(*tenant):
-		return usageErr("window ls: --tenant %q must be 1-64 characters of [A-Za-z0-9_-]", *tenant)
-	case *source != "" && !keys.ValidID(*source):
-		return usageErr("window ls: --source %q must be 1-64 characters of [A-Za-z0-9_-]", *source)
 	case *limit < 1 || *limit > kvwindow.MaxList:
 		return usageErr("window ls: --limit must be between 1 and %d, got %d", kvwindow.MaxList, *limit)
 	case *timeout <= 0:
@@ -53,13 +44,13 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window ls", 0, stderr)
+	b, err := bindWindow(ctx, conn, 0, stderr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer b.nc.Close()
 	// With a bucket lost, List gives the other buckets' claims and an error naming it: both are shown.
-	entries, next, err := w.List(ctx, *tenant, *source, *from, *limit)
+	entries, next, err := b.w.List(ctx, *tenant, *source, *from, *limit)
 	now := time.Now()
 	for _, e := range entries {
 		if werr := writeJSON(stdout, windowEntryJSON(e, now)); werr != nil {
@@ -75,28 +66,4 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return failErr(err)
 	}
 	return nil
-}
-
-// bindWindow loads the settings, connects as the window commands do and binds to the window (never creating a
-// bucket), each of its requests bounded by timeout (0: the window's default). The caller closes the connection.
-func bindWindow(ctx context.Context, conn *connFlags, what string, timeout time.Duration, stderr io.Writer) (*kvwindow.Manager, config.Config, *nats.Conn, error) {
-	cfg, log, err := loadSettings(stderr)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	nc, err := conn.connect(ctx, cfg, "dedupeworker window", log)
-	if err != nil {
-		return nil, cfg, nil, failErr(err)
-	}
-	js, err := jetstream.New(nc)
-	if err == nil {
-		var w *kvwindow.Manager
-		wcfg := windowConfig(cfg)
-		wcfg.Timeout = timeout
-		if w, err = kvwindow.NewManager(ctx, js, wcfg); err == nil {
-			return w, cfg, nc, nil
-		}
-	}
-	nc.Close()
-	return nil, cfg, nil, failErr(fmt.Errorf("%s: %w", what, err))
 }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -29,9 +31,8 @@ time fails the command, naming the bucket.
 
 `
 
-// runWindowStatus is "window status" and "window rebalance".
 func runWindowStatus(ctx context.Context, sub string, args []string, stdout, stderr io.Writer) error {
-	fs := newFlagSet("window "+sub, windowStatusUsage, stderr)
+	fs := newFlagSet("window "+sub, windowStatusUsage)
 	asJSON := fs.Bool("json", false, "print JSON")
 	yes := false
 	if sub == "rebalance" {
@@ -39,11 +40,8 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	}
 	timeout := fs.Duration("timeout", kvwindow.DefaultTimeout, "longest each request to a bucket may take")
 	conn := addConnFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		return usageErr("window %s: unexpected argument %q", sub, fs.Arg(0))
 	}
 	if *timeout <= 0 {
 		return usageErr("window %s: --timeout must be positive, got %s", sub, *timeout)
@@ -51,11 +49,12 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	// Each request is bounded by --timeout; the whole, by the buckets' count of them (and rebalance's elections).
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	w, _, nc, err := bindWindow(ctx, conn, "window "+sub, *timeout, stderr)
+	b, err := bindWindow(ctx, conn, *timeout, stderr)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer b.nc.Close()
+	w := b.w
 	if sub == "rebalance" {
 		moves, err := w.Rebalance(ctx, yes)
 		if *asJSON {
@@ -176,11 +175,10 @@ func serverTotals(status []kvwindow.BucketStatus, health []replicaState) []serve
 			}
 		}
 	}
-	out := make([]serverLoad, 0, len(by))
-	for _, l := range by {
-		out = append(out, *l)
+	out := make([]serverLoad, 0, len(by)) // [], not null, in JSON
+	for _, server := range slices.Sorted(maps.Keys(by)) {
+		out = append(out, *by[server])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Server < out[j].Server })
 	return out
 }
 
@@ -190,20 +188,12 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	var keys, bytes uint64
 	var lost []kvwindow.BucketStatus
 	for _, b := range status {
-		leader := b.Leader
-		if leader == "" {
-			leader = "-"
-		}
 		if b.Lost != "" {
 			lost = append(lost, b)
 			fmt.Fprintf(tw, "%s\tLOST\t-\t-\t-\t-\n", b.Bucket)
 			continue
 		}
-		replicas := replicaCell(b.Bucket, b.Replicas, health)
-		if replicas == "" {
-			replicas = "-"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Bucket, leader, replicas, b.Keys, human(b.Bytes), human(b.MemoryEstimate))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n", b.Bucket, cmp.Or(b.Leader, "-"), cmp.Or(replicaCell(b.Bucket, b.Replicas, health), "-"), b.Keys, human(b.Bytes), human(b.MemoryEstimate))
 		keys += b.Keys
 		bytes += b.Bytes
 	}

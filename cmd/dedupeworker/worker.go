@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -34,25 +35,17 @@ Every setting is an environment variable:
 
 `
 
-func runWorker(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func runWorker(ctx context.Context, args []string, stderr io.Writer) error {
 	rs, err := startRole("run", runUsage, args, stderr)
 	if err != nil {
 		return err
 	}
-	w := &worker{cfg: rs.cfg, log: rs.log, sources: rs.sources, natsCfg: rs.natsCfg, embeddedNATS: rs.embeddedNATS,
-		natsFromCLI: rs.natsFromCLI}
-	return w.run(ctx, rs.fromPresets)
+	return (&worker{roleStart: rs}).run(ctx)
 }
 
 // worker owns every long-lived part of a running worker and shuts them down in the reverse order of start.
 type worker struct {
-	cfg     config.Config
-	log     *slog.Logger
-	sources keys.Sources
-
-	natsCfg      natsconn.Config // where and how to connect (connFlags.resolve)
-	embeddedNATS bool            // no NATS server configured anywhere: start the embedded one
-	natsFromCLI  string          // the server came from NATS_URL or a nats CLI context (roleStart.natsFromCLI)
+	*roleStart
 
 	srv      *embedded.Server
 	nc       *nats.Conn
@@ -60,13 +53,12 @@ type worker struct {
 	pipe     *pipeline.Pipeline
 	httpSrv  *http.Server
 	httpDone chan error
-	status   startStatus // /readyz: the step the start waits for, then the pipeline's readiness
 }
 
-func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
+func (w *worker) run(ctx context.Context) (err error) {
 	cfg, log := w.cfg, w.log
 	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
-	if fromPresets {
+	if w.fromPresets {
 		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
 	}
 	for _, id := range w.sources.WithoutDedupe {
@@ -95,12 +87,9 @@ func (w *worker) run(ctx context.Context, fromPresets bool) (err error) {
 		return err
 	}
 	if err := w.pipe.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		// A stream or consumer that cannot serve these settings (DEDUPE_CONSUMER renamed on a work-queue INGEST,
-		// DEDUPE_INPUT_PREFIX outside the stream's subjects) is a configuration conflict: Run returns it only from
-		// its first provisioning, without retrying, and a restart meets it again until the settings or the stream
-		// change.
-		// So is a missing consumer on an input stream that keeps processed envelopes: it waits for
-		// DEDUPE_CONSUMER_START to say where to begin.
+		// A stream or consumer that cannot serve these settings, or a missing consumer on a stream that keeps
+		// processed envelopes (DEDUPE_CONSUMER_START must say where to begin), is a configuration conflict that a
+		// restart meets again until the settings or the stream change.
 		if errors.Is(err, pipeline.ErrIncompatible) || errors.Is(err, pipeline.ErrConsumerStart) {
 			return &exitError{code: exitUsage, err: err}
 		}
@@ -134,33 +123,19 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		}
 		log.Info("embedded NATS server with JetStream started", "url", natsCfg.URL, "store", cfg.EmbeddedStoreDir)
 	}
-	natsCfg.Name, natsCfg.Logger = "dedupeworker", log
 	// A publish buffered when the process is frozen must not go out after the freeze, when another replica may have
 	// published the event longer ago than the output's duplicate window.
 	natsCfg.PauseFence = natsconn.DefaultPauseFence
-	natsCfg.RetryFor = cfg.ConnectRetry(config.DefaultRunConnectTimeout)
-	w.status.wait("connecting to NATS at %s", natsconn.Redact(natsCfg.URL))
-	w.nc, err = natsconn.ConnectContext(ctx, natsCfg)
-	if err != nil {
-		return failErr(err)
+	var js jetstream.JetStream
+	var perr error
+	if w.nc, js, perr, err = w.connect(ctx, natsCfg, "dedupeworker", nil); err != nil {
+		return err
 	}
-	server := natsconn.Redact(w.nc.ConnectedUrlRedacted())
-	log.Info("connected to NATS", "server", server, "from", natsCfg.Origin)
-	js, err := jetstream.New(w.nc)
-	if err != nil {
-		return failErr(fmt.Errorf("jetstream: %w", err))
-	}
-	w.status.wait("asking JetStream at %s", server)
-	grace := min(jetStreamGrace, natsCfg.RetryFor)
-	perr := probeJetStream(ctx, js, cfg.InputStream, server, grace, log, &w.status)
-	if errors.Is(perr, errJetStreamOff) {
-		return failErr(perr)
-	} // anything else (no INGEST yet, a slow answer) is for provisioning and the window to meet
 	if w.natsFromCLI != "" && cfg.Provision && errors.Is(perr, jetstream.ErrStreamNotFound) {
 		// The nats CLI's configuration points at whatever server a person last used: say where the streams go.
 		log.Warn("creating the worker's streams, window bucket and consumer on the server "+w.natsFromCLI+" names, "+
 			"not one the worker's settings name (set DEDUPE_NATS_URL to choose, or DEDUPE_PROVISION=false)",
-			"server", server, "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
+			"server", natsconn.Redact(w.nc.ConnectedUrlRedacted()), "from", natsCfg.Origin, "streams", []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream},
 			"bucket", cfg.Bucket)
 	}
 
@@ -214,19 +189,30 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	cfg.MaxTTL = longestTTL(w.sources, w.cfg.DefaultTTL)
+	return openRetrying(ctx, w.log, &w.status, cfg.Bucket, "dedupe window not reachable yet", "the dedupe window",
+		func() (*kvwindow.Window, error) {
+			missing, published := w.windowBefore(ctx, js, cfg)
+			window, err := kvwindow.New(ctx, js, cfg)
+			if err == nil {
+				w.logCreatedBuckets(missing, published)
+			}
+			return window, err
+		}, func(err error) bool { return errors.Is(err, kvwindow.ErrUnavailable) })
+}
+
+// openRetrying opens a window with open until it succeeds, retry (nil: always) refuses its error, or ctx ends,
+// waiting with backoff in between; each wait is logged and is the start's step for /readyz.
+func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket, warn, what string,
+	open func() (*kvwindow.Window, error), retry func(error) bool) (*kvwindow.Window, error) {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		missing, published := w.windowBefore(ctx, js, cfg)
-		window, err := kvwindow.New(ctx, js, cfg)
-		if err == nil {
-			w.logCreatedBuckets(missing, published)
-		}
-		if err == nil || !errors.Is(err, kvwindow.ErrUnavailable) || ctx.Err() != nil {
+		window, err := open()
+		if err == nil || (retry != nil && !retry(err)) || ctx.Err() != nil {
 			return window, err
 		}
 		wait := bo.Next()
-		w.log.Warn("dedupe window not reachable yet; retrying", "bucket", cfg.Bucket, "in", wait, "err", err)
-		w.status.wait("waiting for the dedupe window %s: %v", cfg.Bucket, err)
+		log.Warn(warn+"; retrying", "bucket", bucket, "in", wait, "err", err)
+		st.wait("waiting for %s %s: %v", what, bucket, err)
 		if backoff.Wait(ctx, wait) != nil {
 			return nil, err
 		}
@@ -294,27 +280,21 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
-	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_, _ = io.WriteString(rw, "ok\n")
-	})
+	mux.HandleFunc("GET /healthz", func(rw http.ResponseWriter, _ *http.Request) { writePlain(rw, http.StatusOK, "ok") })
 	mux.HandleFunc("GET /readyz", func(rw http.ResponseWriter, r *http.Request) {
-		rw.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := w.status.check(ctx); err != nil {
-			rw.WriteHeader(http.StatusServiceUnavailable)
-			_, _ = io.WriteString(rw, "not ready: "+err.Error()+"\n")
+			writePlain(rw, http.StatusServiceUnavailable, "not ready: "+err.Error())
 			return
 		}
-		_, _ = io.WriteString(rw, "ready\n")
+		writePlain(rw, http.StatusOK, "ready")
 	})
 	if w.cfg.Pprof {
-		mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-		mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
-		mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
+		for name, h := range map[string]http.HandlerFunc{"": pprof.Index, "cmdline": pprof.Cmdline, "profile": pprof.Profile,
+			"symbol": pprof.Symbol, "trace": pprof.Trace} {
+			mux.HandleFunc("GET /debug/pprof/"+name, h)
+		}
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan error, 1)
@@ -326,40 +306,37 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	return nil
 }
 
-// shutdown stops, in order: the HTTP server, the window (its answer subscription: the pipeline, which claimed
-// through it, has returned), the NATS connection (draining pending publishes and acks), the embedded server. The pipeline has already returned, within pipelineShutdownBudget; these steps share what is
-// left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
+// shutdown stops, in order: the HTTP server, the window (the pipeline, which claimed through it, has returned
+// within pipelineShutdownBudget), the NATS connection (draining publishes and acks), the embedded server, within
+// what is left of DEDUPE_SHUTDOWN_TIMEOUT. Calling it again does nothing.
 func (w *worker) shutdown() error {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout-pipelineShutdownBudget(w.cfg.ShutdownTimeout))
 	defer cancel()
 	var errs []error
-	if w.httpSrv != nil {
-		if err := w.httpSrv.Shutdown(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+	wrap := func(what string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s%w", what, err))
 		}
+	}
+	if w.httpSrv != nil {
+		wrap("http shutdown: ", w.httpSrv.Shutdown(ctx))
 		// Serve returns once Shutdown closed its listener: the serving goroutine ends here, not after run.
-		if err := <-w.httpDone; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			errs = append(errs, fmt.Errorf("http: %w", err))
+		if err := <-w.httpDone; !errors.Is(err, http.ErrServerClosed) {
+			wrap("http: ", err)
 		}
 		w.httpSrv, w.httpDone = nil, nil
 	}
 	if w.window != nil {
-		if err := w.window.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("dedupe window close: %w", err))
-		}
+		wrap("dedupe window close: ", w.window.Close())
 		w.window = nil
 	}
 	if w.nc != nil {
 		left, _ := ctx.Deadline()
-		if err := drainNATS(w.nc, time.Until(left)); err != nil {
-			errs = append(errs, err)
-		}
+		wrap("", drainNATS(w.nc, time.Until(left)))
 		w.nc = nil
 	}
 	if w.srv != nil {
-		if err := w.srv.Shutdown(ctx); err != nil {
-			errs = append(errs, err)
-		}
+		wrap("", w.srv.Shutdown(ctx))
 		w.srv = nil
 	}
 	if len(errs) == 0 {
@@ -373,4 +350,25 @@ func (w *worker) shutdown() error {
 func windowConfig(c config.Config) kvwindow.Config {
 	placement, _ := config.ParsePlacement(c.WindowPlacement) // checked by config.Validate
 	return kvwindow.Config{Bucket: c.Bucket, Shards: c.WindowShards, Placement: placement}
+}
+
+// copiesStream is the counter stream the worker counts copies in: none with DEDUPE_COUNT_COPIES=false.
+func copiesStream(cfg config.Config) string {
+	if !cfg.CountCopies {
+		return ""
+	}
+	return kvwindow.CopiesStream(cfg.Bucket)
+}
+
+// longestTTL is the longest claim TTL the worker writes: the longest dedupe TTL of the sources that dedupe, def
+// (DEDUPE_DEFAULT_TTL) for those that set none; 0 when none dedupes. The window's buckets must hold a claim that
+// long (kvwindow.Config.MaxTTL).
+func longestTTL(sources keys.Sources, def time.Duration) time.Duration {
+	var ttl time.Duration
+	for id, spec := range sources.Specs {
+		if !slices.Contains(sources.WithoutDedupe, id) {
+			ttl = max(ttl, spec.TTL(def))
+		}
+	}
+	return ttl
 }
