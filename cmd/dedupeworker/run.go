@@ -191,7 +191,7 @@ Usage:
   dedupeworker hash [flags] [FILE]         print the canonical payload digest of a JSON document
   dedupeworker window get|forget|ls|status|rebalance [flags]
                                            inspect or remove claims, list the bucket(s), show the window's
-                                           placement and health, move shard leaders back to their preferred servers
+                                           placement and health, spread shard leaders evenly over their servers
   dedupeworker dlq ls|show|replay|rm [flags]
                                            list, show, replay and remove dead letters
   dedupeworker config [flags]              print the settings in force and where each came from (no secrets)

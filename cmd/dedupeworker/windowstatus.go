@@ -25,7 +25,8 @@ it, the servers holding its replicas with the state of each (current, N operatio
 by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry markers), bytes, and the server heap its keys
 cost on each replica (keys x 180 bytes, measured); then, per server, the buckets it leads and holds and its heap
 estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
-not spread them by itself) and, with --yes, moves them by preferred step-downs, one bucket at a time. Each
+not spread them by itself), never onto a replica that is offline or behind, and, with --yes, moves them by preferred
+step-downs, one bucket at a time, stopping where a stream elects another server than the one asked for. Each
 bucket's state is one request to the server, bounded by --timeout (default 5s): a bucket that does not answer in
 time fails the command, naming the bucket.
 
@@ -223,7 +224,11 @@ func printMoves(w io.Writer, moves []kvwindow.Move, applied bool) {
 		verb = "moved"
 	}
 	for _, m := range moves {
-		fmt.Fprintf(w, "%s %s: leader %s -> %s\n", verb, m.Bucket, m.From, m.To)
+		fmt.Fprintf(w, "%s %s: leader %s -> %s", verb, m.Bucket, m.From, m.To)
+		if m.Asked != "" {
+			fmt.Fprintf(w, " (asked %s)", m.Asked)
+		}
+		fmt.Fprintln(w)
 	}
 	if !applied {
 		fmt.Fprintln(w, "(a plan: run with --yes to move them)")

@@ -72,3 +72,13 @@ func TestWindowStatusReplicaHealth(t *testing.T) {
 		}
 	}
 }
+
+// A move whose stream elected another server than the one asked for names both: where the leader went, and what
+// was asked.
+func TestPrintMovesNamesTheServerAsked(t *testing.T) {
+	var b strings.Builder
+	printMoves(&b, []kvwindow.Move{{Bucket: "w-0", From: "n1", To: "n2"}, {Bucket: "w-1", From: "n1", To: "n2", Asked: "n3"}}, true)
+	if want := "moved w-0: leader n1 -> n2\nmoved w-1: leader n1 -> n2 (asked n3)\n"; b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
