@@ -120,7 +120,7 @@ type Config struct {
 	Metrics *Metrics
 	// StatusInterval is how often the consumer's pending count and the window's health are refreshed. Default 2s.
 	StatusInterval time.Duration
-	// ShutdownTimeout bounds Run's wait for in-flight envelopes once its context is cancelled. Default 30s.
+	// ShutdownTimeout bounds Run's shutdown, counted from the cancellation of its context (see Run). Default 30s.
 	ShutdownTimeout time.Duration
 }
 
