@@ -90,8 +90,9 @@ type Config struct {
 	// OutputMaxAge and DLQMaxAge are the age limits of the output and dead-letter streams Provision creates.
 	// Defaults 7 days and 30 days.
 	OutputMaxAge, DLQMaxAge time.Duration
-	// OutputDuplicates is the duplicate window of the output stream Provision creates. Default max(2m,
-	// 4×AckWait); at least AckWait. Its cost in the server's memory: docs/failures.md.
+	// OutputDuplicates is the duplicate window of the output stream Provision creates, and of the dead-letter
+	// stream (at most DLQMaxAge). Default max(2m, 4×AckWait); at least AckWait. Its cost in the server's memory:
+	// docs/failures.md.
 	OutputDuplicates time.Duration
 	// ConsumerStart says where a consumer that Provision creates on an input stream that keeps processed
 	// envelopes starts: "all", "new", "seq:<n>" or "time:<RFC 3339>" (see ErrConsumerStart); ignored, with a
@@ -119,7 +120,7 @@ type Config struct {
 	Metrics *Metrics
 	// StatusInterval is how often the consumer's pending count and the window's health are refreshed. Default 2s.
 	StatusInterval time.Duration
-	// ShutdownTimeout bounds Run's wait for in-flight envelopes once its context is cancelled. Default 30s.
+	// ShutdownTimeout bounds Run's shutdown, counted from the cancellation of its context (see Run). Default 30s.
 	ShutdownTimeout time.Duration
 }
 

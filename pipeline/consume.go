@@ -20,9 +20,7 @@ var errConnClosed = errors.New("pipeline: NATS connection closed")
 func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 	nc := p.nc
 	handler := func(d *delivery) {
-		select {
-		case rs.work <- d:
-		case <-rs.stopping:
+		if !rs.handOver(d) {
 			_ = p.nakMsg(d, 0)
 			p.naks[protocol.NakShutdown].Inc()
 		}
@@ -69,8 +67,8 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		for {
 			select {
 			case <-ctx.Done():
-				rs.stop()
-				sub.drain(min(5*time.Second, p.cfg.ShutdownTimeout)) // buffered envelopes go through the handler, which hands them back
+				// Buffered envelopes go through the handler, which hands them back, within the shutdown's budget.
+				sub.drain(time.Until(rs.until(rs.steps.drain)))
 				p.setBound(false)
 				return nil
 			case <-sub.closed:

@@ -183,15 +183,73 @@ type runState struct {
 	work     chan *delivery
 	stopping chan struct{} // closed when Run's context is done: the handler hands back what it receives
 	stopOnce sync.Once
+	stopped  time.Time     // when stopping was closed: the shutdown's budget counts from it (read after stop)
 	quit     chan struct{} // closed once consuming stopped: idle workers exit
+	steps    shutdownSteps
 }
 
-func (rs *runState) stop() { rs.stopOnce.Do(func() { close(rs.stopping) }) }
+func newRunState(shutdownTimeout time.Duration) *runState {
+	return &runState{
+		work:     make(chan *delivery),
+		stopping: make(chan struct{}),
+		quit:     make(chan struct{}),
+		steps:    planShutdown(shutdownTimeout),
+	}
+}
 
-// Run consumes until ctx is cancelled (or the NATS connection is closed for good), then shuts down: it stops
-// pulling, hands back what was pulled but not started (NAK), lets in-flight envelopes finish for up to
-// ShutdownTimeout (what is not stored by then is handed back, never acknowledged; what is stored still sends its
-// record, release and ack, each bounded by its own timeout), waits for outstanding publishes and returns. With
+// stop starts the shutdown, once: the moment it first runs is the one the budget counts from.
+func (rs *runState) stop() {
+	rs.stopOnce.Do(func() {
+		rs.stopped = time.Now()
+		close(rs.stopping)
+	})
+}
+
+// until is the moment a shutdown step ends (after), counted from the stop; call it after stop.
+func (rs *runState) until(after time.Duration) time.Time {
+	rs.stop()
+	return rs.stopped.Add(after)
+}
+
+// handOver gives d to an idle worker, waiting for one, unless the run is stopping: false says hand it back (NAK).
+// Stopping is checked first, on its own: a delivery that reaches the handler after the stop is never started, even
+// with a worker idle (a select on both would pick either, at random).
+func (rs *runState) handOver(d *delivery) bool {
+	select {
+	case <-rs.stopping:
+		return false
+	default:
+	}
+	select {
+	case rs.work <- d:
+		return true
+	case <-rs.stopping:
+		return false
+	}
+}
+
+// shutdownSteps are the ends of the steps of a shutdown, counted from the stop (Run's context done).
+type shutdownSteps struct {
+	drain  time.Duration // the pull subscription's drain: deliveries the client still holds are handed back
+	cancel time.Duration // in-flight work still running is cancelled: what is not stored yet is handed back
+	end    time.Duration // Run returns, whether or not every worker has finished its shutdown-proof steps
+}
+
+// planShutdown decides the steps of a shutdown within budget (Config.ShutdownTimeout): in-flight envelopes may
+// finish until all but min(5s, a quarter) of it has passed; the rest is left to what cancelled work still does —
+// hand back what was not stored, and record, release and ack what was (each step bounded by its own timeout) —
+// and Run returns when the budget is spent, whatever is still running.
+func planShutdown(budget time.Duration) shutdownSteps {
+	cancel := budget - min(5*time.Second, budget/4)
+	return shutdownSteps{drain: min(5*time.Second, cancel), cancel: cancel, end: budget}
+}
+
+// Run consumes until ctx is cancelled (or the NATS connection is closed for good), then shuts down within
+// ShutdownTimeout counted from the cancellation (planShutdown): it stops pulling, hands back what was pulled but not
+// started (NAK), lets in-flight envelopes finish until all but min(5s, a quarter) of the budget has passed, then
+// cancels them — what is not stored is handed back, never acknowledged; what is stored still sends its record,
+// release and ack, each bounded by its own timeout — and returns when they are done or the budget is spent. A
+// worker still busy then can only send a stored outcome's record, release and ack, or a NAK. With
 // Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable.
 // Run returns nil after a cancellation; only one Run may be active at a time.
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -219,6 +277,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.req = req
 	defer func() { _ = req.Close() }()
 
+	// The shutdown's budget counts from the cancellation, whatever Run is doing then.
+	rs := newRunState(p.cfg.ShutdownTimeout)
+	defer context.AfterFunc(ctx, rs.stop)()
+
 	if p.cfg.Provision {
 		if err := p.provision(ctx); err != nil {
 			return err
@@ -230,12 +292,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	_, _ = p.refreshStreams(ctx, nil) // the limits, at once; readiness follows the status poll
 	defer p.startCopies(ctx)()
 
-	rs := &runState{
-		work:     make(chan *delivery),
-		stopping: make(chan struct{}),
-		quit:     make(chan struct{}),
-	}
-	// Workers run under workCtx, which outlives ctx by at most ShutdownTimeout.
+	// Workers run under workCtx, which outlives ctx by all but min(5s, a quarter) of ShutdownTimeout.
 	workCtx, workCancel := context.WithCancel(context.Background())
 	defer workCancel()
 	var workers sync.WaitGroup
@@ -246,18 +303,20 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	runErr := p.consume(ctx, rs)
 
 	// Shutdown: pulling has stopped and the handler hands back anything it still receives.
-	rs.stop()
-	end := time.Now().Add(p.cfg.ShutdownTimeout)
+	cancelAt, end := rs.until(rs.steps.cancel), rs.until(rs.steps.end)
 	close(rs.quit)
 	done := make(chan struct{})
 	go func() { workers.Wait(); close(done) }()
-	if !waitFor(done, time.Until(end)) {
-		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout)
+	if !waitFor(done, time.Until(cancelAt)) {
+		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout,
+			"cancelled_after", rs.steps.cancel)
 		workCancel()
-		// Every blocking step of a worker selects on workCtx, and a window call is bounded by its own timeout.
-		// Should a window ignore both, do not hang: what such a worker does later can only be a NAK.
-		if !waitFor(done, 10*time.Second) {
-			p.log.Error("pipeline: workers still busy after cancellation; returning without them")
+		// Every blocking step of a worker selects on workCtx, and a window call is bounded by its own timeout: the
+		// rest of the budget is for the stored outcomes' record, release and ack. Past it, do not wait: what a
+		// worker does later is one of those, or a NAK.
+		if !waitFor(done, time.Until(end)) {
+			p.log.Error("pipeline: shutdown timeout: workers still busy after their cancellation; returning without them",
+				"timeout", p.cfg.ShutdownTimeout)
 		}
 	}
 	p.log.Info("pipeline: stopped")

@@ -37,7 +37,8 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     a consumer created again delivers only what was not.
 //   - OutputStream: subjects "<OutputPrefix>.>" (and "<DuplicatesPrefix>.>" when set), duplicate window
 //     OutputDuplicates, so that republishing one envelope collapses into one message; age limit OutputMaxAge.
-//   - DLQStream: subjects "<DLQPrefix>.>", age limit DLQMaxAge.
+//   - DLQStream: subjects "<DLQPrefix>.>", the output's duplicate window (at most DLQMaxAge), so that the dead
+//     letter of a redelivery collapses into the first as the event does; age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, ConsumerMaxAckPending, filtered only
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
 //   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies);
@@ -103,6 +104,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Subjects:    []string{contract.All(cfg.DLQPrefix)},
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
+			Duplicates:  min(cfg.OutputDuplicates, cfg.DLQMaxAge), // the server refuses a window over the age limit
 			MaxAge:      cfg.DLQMaxAge,
 		}, []string{cfg.DLQPrefix + ".*"}},
 	}
@@ -123,6 +125,12 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 		}
 		if info.Config.Name == cfg.OutputStream && info.Config.Duplicates < cfg.AckWait {
 			log.Warn("pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost ack may not collapse",
+				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
+		}
+		if info.Config.Name == cfg.DLQStream && info.Config.Duplicates < cfg.AckWait {
+			log.Warn("pipeline: dead-letter stream's duplicate window is shorter than the ack wait: the redelivery of an "+
+				"envelope whose ack was lost after its dead letter may store a second dead letter (nats stream edit "+
+				info.Config.Name+" --dupe-window=…)",
 				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}

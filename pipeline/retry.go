@@ -5,7 +5,16 @@ import (
 	"time"
 )
 
+// waitFor reports whether ch is closed, waiting at most d for it.
 func waitFor(ch <-chan struct{}, d time.Duration) bool {
+	select {
+	case <-ch: // closed already: true even when d has passed (a select on both would pick either)
+		return true
+	default:
+	}
+	if d <= 0 {
+		return false
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
