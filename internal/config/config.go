@@ -67,7 +67,7 @@ type Config struct {
 	AckWait               time.Duration `split_words:"true" default:"30s" desc:"consumer ack wait" role:"run"`
 	ConsumerStart         string        `split_words:"true" desc:"where a consumer created on a non-empty input stream that keeps processed envelopes starts: all, new, seq:<n> or time:<RFC 3339>" role:"run"`
 	OutputMaxAge          time.Duration `split_words:"true" default:"168h" desc:"age limit of the output stream when the worker creates it" role:"run"`
-	OutputDuplicateWindow time.Duration `split_words:"true" desc:"duplicate window of the output stream when the worker creates it (default max(2m, 4 x DEDUPE_ACK_WAIT))" role:"run"`
+	OutputDuplicateWindow time.Duration `split_words:"true" desc:"duplicate window of the output and dead-letter streams when the worker creates them (default max(2m, 4 x DEDUPE_ACK_WAIT))" role:"run"`
 	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it" role:"run"`
 	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window" role:"run"`
 	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable" role:"run"`
