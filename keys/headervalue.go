@@ -2,6 +2,7 @@ package keys
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/contract"
@@ -82,7 +83,6 @@ func ParseHeaderValue(v string) (string, error) {
 
 // decodeHeaderValue is ParseHeaderValue; on error it returns what is wrong, without prefix.
 func decodeHeaderValue(v string) (key, why string) {
-	esc := false
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
 		case c == '%':
@@ -90,40 +90,18 @@ func decodeHeaderValue(v string) (key, why string) {
 				return "", fmt.Sprintf("malformed escape %q at byte %d: want %%XX with two hex digits (a literal %% is %%25)",
 					v[i:min(i+3, len(v))], i)
 			}
-			esc = true
 			i += 2
 		case c < 0x20 || c == 0x7F:
 			return "", fmt.Sprintf("raw control byte 0x%02X at byte %d: a header value has it as %%%02X (is this the key "+
 				"itself rather than its header value?)", c, i, c)
 		}
 	}
-	if !esc {
-		return v, ""
-	}
-	b := make([]byte, 0, len(v))
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c == '%' {
-			b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
-			i += 2
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b), ""
+	key, _ = url.PathUnescape(v) // cannot fail: every escape was checked above; '+' stays '+' in a path
+	return key, ""
 }
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // IdempotencyHeader is the Idempotency-Key header value of an event: tenant:source:HeaderValue(key).

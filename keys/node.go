@@ -23,19 +23,16 @@ func errAt(place, format string, args ...any) *placeError {
 }
 
 // inSpec renders the error as ParseSpec reports it: "dedupe: <place>: <msg>".
-func (e *placeError) inSpec() error {
-	if e.place == "" {
-		return fmt.Errorf("dedupe: %s", e.msg)
-	}
-	return fmt.Errorf("dedupe: %s: %s", e.place, e.msg)
-}
+func (e *placeError) inSpec() error { return e.below("dedupe", ": ") }
 
 // at renders the error below a dotted place of the sources file: "<parent>.<place>: <msg>".
-func (e *placeError) at(parent string) error {
+func (e *placeError) at(parent string) error { return e.below(parent, ".") }
+
+func (e *placeError) below(parent, sep string) error {
 	if e.place == "" {
 		return fmt.Errorf("%s: %s", parent, e.msg)
 	}
-	return fmt.Errorf("%s.%s: %s", parent, e.place, e.msg)
+	return fmt.Errorf("%s%s%s: %s", parent, sep, e.place, e.msg)
 }
 
 // readDocument parses a YAML or JSON document into its root node; nil means the document is empty (no value, or

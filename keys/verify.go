@@ -3,7 +3,6 @@ package keys
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -65,6 +64,8 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		return VerifySpec{}, fmt.Errorf("%s: %s", place, perr.msg)
 	}
 	var v VerifySpec
+	fields := map[string]*string{"scheme": &v.Scheme, "header": &v.Header, "algorithm": &v.Algorithm,
+		"encoding": &v.Encoding, "prefix": &v.Prefix}
 	for _, m := range ms {
 		at := place + "." + m.name
 		if m.name == "secret" || m.name == "secrets" {
@@ -82,26 +83,18 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
 		}
 		val := m.value.Value
-		switch m.name {
-		case "scheme":
-			v.Scheme = val
-		case "header":
-			v.Header = val
-		case "algorithm":
-			v.Algorithm = val
-		case "encoding":
-			v.Encoding = val
-		case "prefix":
-			v.Prefix = val
-		case "tolerance":
-			d, err := time.ParseDuration(val)
-			if err != nil || d <= 0 {
-				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
-			}
-			v.Tolerance = d
-		default:
+		if dst := fields[m.name]; dst != nil {
+			*dst = val
+			continue
+		}
+		if m.name != "tolerance" {
 			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
 		}
+		d, err := time.ParseDuration(val)
+		if err != nil || d <= 0 {
+			return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
+		}
+		v.Tolerance = d
 	}
 	if v.Scheme == "" {
 		return VerifySpec{}, fmt.Errorf("%s: scheme is required", place)
@@ -128,7 +121,7 @@ func parseOnInvalid(place string, n *yaml.Node) (string, error) {
 	if !isString(n) || (n.Value != OnInvalidReject && n.Value != OnInvalidForward) {
 		return "", fmt.Errorf("%s: must be %s or %s, got %s", place, OnInvalidReject, OnInvalidForward, describe(n))
 	}
-	return strings.TrimSpace(n.Value), nil
+	return n.Value, nil
 }
 
 // shownDuration is a bad duration as an error shows it: quoted when it reads as one someone meant ("soon", "10
