@@ -84,7 +84,7 @@ func ParsePath(s string) (Path, error) {
 			if r == utf8.RuneError && size <= 1 {
 				return Path{}, pathError(s, fmt.Sprintf("invalid UTF-8 at offset %d", i))
 			}
-			return Path{}, pathError(s, fmt.Sprintf("unexpected character %s at offset %d", quoteRune(r), i))
+			return Path{}, pathError(s, fmt.Sprintf("unexpected character %s at offset %d", strconv.QuoteRune(r), i))
 		}
 	}
 	return Path{steps: steps}, nil
@@ -131,17 +131,6 @@ func bareName(s string) bool {
 		}
 	}
 	return true
-}
-
-func quoteRune(r rune) string {
-	if r == '\'' {
-		return `'\''`
-	}
-	q := strconv.QuoteRune(r)
-	if r == '"' {
-		return `'"'`
-	}
-	return "'" + q[1:len(q)-1] + "'"
 }
 
 // Steps returns the path's steps, outermost first; "." has none. The slice is a copy.

@@ -76,20 +76,10 @@ func decodeEscape(b []byte) (rune, int) {
 	if len(b) < 2 {
 		return utf8.RuneError, len(b)
 	}
-	switch b[1] {
-	case '"', '\\', '/':
-		return rune(b[1]), 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
+	if c := unescaped[b[1]]; c != 0 {
+		return rune(c), 2
+	}
+	if b[1] == 'u' {
 		r, ok := parseHex4(b[2:])
 		if !ok {
 			return utf8.RuneError, min(len(b), 2)
@@ -106,6 +96,9 @@ func decodeEscape(b []byte) (rune, int) {
 	}
 	return utf8.RuneError, 2
 }
+
+// unescaped maps the byte after a backslash to the byte it stands for, for the escapes other than \u; 0 for others.
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
 func parseHex4(b []byte) (rune, bool) {
 	if len(b) < 4 {

@@ -141,7 +141,7 @@ func (s *Scanner) Next() (Token, error) {
 				s.last, s.hasLast = EOF, true
 				return Token{Kind: EOF}, nil
 			}
-			return s.fail(i, "unexpected end of input")
+			return Token{}, s.fail(i, "unexpected end of input")
 		}
 		c := data[i]
 		var k Kind
@@ -168,17 +168,11 @@ func (s *Scanner) Next() (Token, error) {
 				}
 			case ']':
 				if s.state != stArrFirst {
-					return s.fail(i, describe(data, i)+" looking for beginning of value")
+					return Token{}, s.fail(i, describe(data, i)+" looking for beginning of value")
 				}
 				k, d = ArrayEnd, s.close()
 			case 't', 'f', 'n':
-				lit, lk := "true", True
-				if c == 'f' {
-					lit, lk = "false", False
-				} else if c == 'n' {
-					lit, lk = "null", Null
-				}
-				e, err := s.literal(i, lit)
+				e, lk, err := s.literal(i)
 				if err != nil {
 					return Token{}, err
 				}
@@ -186,7 +180,7 @@ func (s *Scanner) Next() (Token, error) {
 				s.state = stAfterValue
 			default:
 				if c != '-' && (c < '0' || c > '9') {
-					return s.fail(i, describe(data, i)+" looking for beginning of value")
+					return Token{}, s.fail(i, describe(data, i)+" looking for beginning of value")
 				}
 				e, err := s.number(i)
 				if err != nil {
@@ -207,18 +201,18 @@ func (s *Scanner) Next() (Token, error) {
 			case c == '}' && s.state == stObjFirst:
 				k, d = ObjectEnd, s.close()
 			default:
-				return s.fail(i, describe(data, i)+" looking for beginning of object key string")
+				return Token{}, s.fail(i, describe(data, i)+" looking for beginning of object key string")
 			}
 		case stColon:
 			if c != ':' {
-				return s.fail(i, describe(data, i)+" after object key")
+				return Token{}, s.fail(i, describe(data, i)+" after object key")
 			}
 			i++
 			s.state = stValue
 			continue
 		case stAfterValue:
 			if d == 0 {
-				return s.fail(i, "trailing data after the JSON value")
+				return Token{}, s.fail(i, "trailing data after the JSON value")
 			}
 			if s.inObject() {
 				switch c {
@@ -229,7 +223,7 @@ func (s *Scanner) Next() (Token, error) {
 				case '}':
 					k, d = ObjectEnd, s.close()
 				default:
-					return s.fail(i, describe(data, i)+" after object key:value pair")
+					return Token{}, s.fail(i, describe(data, i)+" after object key:value pair")
 				}
 			} else {
 				switch c {
@@ -240,7 +234,7 @@ func (s *Scanner) Next() (Token, error) {
 				case ']':
 					k, d = ArrayEnd, s.close()
 				default:
-					return s.fail(i, describe(data, i)+" after array element")
+					return Token{}, s.fail(i, describe(data, i)+" after array element")
 				}
 			}
 		default: // stDone
@@ -280,19 +274,25 @@ func (s *Scanner) open(i int, c byte) error {
 	return nil
 }
 
-func (s *Scanner) literal(i int, lit string) (int, error) {
+// literal scans the keyword (true, false or null) whose first byte is at i and returns the offset just past it.
+func (s *Scanner) literal(i int) (int, Kind, error) {
 	data := s.data
+	lit, k := "true", True
+	switch data[i] {
+	case 'f':
+		lit, k = "false", False
+	case 'n':
+		lit, k = "null", Null
+	}
 	for j := 1; j < len(lit); j++ {
 		if i+j >= len(data) {
-			_, err := s.fail(i+j, "unexpected end of input")
-			return 0, err
+			return 0, 0, s.fail(i+j, "unexpected end of input")
 		}
 		if data[i+j] != lit[j] {
-			_, err := s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
-			return 0, err
+			return 0, 0, s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
 		}
 	}
-	return i + len(lit), nil
+	return i + len(lit), k, nil
 }
 
 // number scans a number starting at i and returns the offset just past it.
@@ -342,11 +342,9 @@ func (s *Scanner) number(i int) (int, error) {
 
 func (s *Scanner) numberFail(j int, what string) (int, error) {
 	if j >= len(s.data) {
-		_, err := s.fail(j, "unexpected end of input")
-		return 0, err
+		return 0, s.fail(j, "unexpected end of input")
 	}
-	_, err := s.fail(j, describe(s.data, j)+" in numeric literal"+what)
-	return 0, err
+	return 0, s.fail(j, describe(s.data, j)+" in numeric literal"+what)
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}

@@ -77,13 +77,7 @@ scan:
 				}
 				end = ArrayEnd
 			case 't', 'f', 'n':
-				lit := "true"
-				if c == 'f' {
-					lit = "false"
-				} else if c == 'n' {
-					lit = "null"
-				}
-				e, err := s.literal(i, lit)
+				e, _, err := s.literal(i)
 				if err != nil {
 					return err
 				}
