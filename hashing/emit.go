@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"io"
 
@@ -69,19 +70,11 @@ func (st *state) value(i int32, mode uint8) {
 	}
 	n := &st.nodes[i]
 	switch n.kind {
-	case kObject:
+	case jsonscan.ObjectStart:
 		st.object(i, mode)
-	case kArray:
+	case jsonscan.ArrayStart:
 		st.array(i, mode)
-	case kString:
-		if n.esc {
-			st.str = jsonscan.AppendUnescaped(st.str[:0], st.src[n.a:n.b])
-			st.escaped(st.str)
-		} else {
-			// Without escapes a valid string token has no control characters, '"' or '\', so it is canonical.
-			st.write(st.src[n.a:n.b])
-		}
-	case kInt:
+	case jsonscan.Number:
 		if n.b-n.a == 2 && st.src[n.a] == '-' && st.src[n.a+1] == '0' {
 			st.writeByte('0')
 		} else {
@@ -89,12 +82,15 @@ func (st *state) value(i int32, mode uint8) {
 		}
 	case kFloat:
 		st.write(st.aux[n.a:n.b])
-	case kTrue:
-		st.writeString("true")
-	case kFalse:
-		st.writeString("false")
-	case kNull:
-		st.writeString("null")
+	default: // String, True, False, Null
+		if n.esc {
+			st.str = jsonscan.AppendUnescaped(st.str[:0], st.src[n.a:n.b])
+			st.escaped(st.str)
+		} else {
+			// A literal, or a string without escapes: a valid such token has no control characters, '"' or '\', so
+			// it is canonical.
+			st.write(st.src[n.a:n.b])
+		}
 	}
 }
 
@@ -162,23 +158,15 @@ func (st *state) object(i int32, mode uint8) {
 	st.members = st.members[:base]
 }
 
-// compareNames orders two members by the bytes of their names.
-func (st *state) compareNames(x, y member) int {
-	switch {
-	case x.pre < y.pre:
-		return -1
-	case x.pre > y.pre:
-		return 1
-	}
-	return bytes.Compare(st.name(x.j), st.name(y.j))
-}
-
 // compareMembers orders members by their names' bytes, then by position.
 func (st *state) compareMembers(x, y member) int {
-	if c := st.compareNames(x, y); c != 0 {
+	if c := cmp.Compare(x.pre, y.pre); c != 0 {
 		return c
 	}
-	return int(x.j - y.j)
+	if c := bytes.Compare(st.name(x.j), st.name(y.j)); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.j, y.j)
 }
 
 func (st *state) array(i int32, mode uint8) {
@@ -224,22 +212,9 @@ func (st *state) escaped(s []byte) {
 			continue
 		}
 		st.write(s[start:k])
-		switch c {
-		case '"':
-			st.writeString(`\"`)
-		case '\\':
-			st.writeString(`\\`)
-		case '\b':
-			st.writeString(`\b`)
-		case '\t':
-			st.writeString(`\t`)
-		case '\n':
-			st.writeString(`\n`)
-		case '\f':
-			st.writeString(`\f`)
-		case '\r':
-			st.writeString(`\r`)
-		default:
+		if e := shortEscapes[c]; e != "" {
+			st.writeString(e)
+		} else {
 			st.writeString(`\u00`)
 			st.writeByte(hexDigits[c>>4])
 			st.writeByte(hexDigits[c&0xF])
@@ -249,3 +224,6 @@ func (st *state) escaped(s []byte) {
 	st.write(s[start:])
 	st.writeByte('"')
 }
+
+// shortEscapes are the two-character escapes of the canonical form, by the byte they stand for.
+var shortEscapes = [256]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\t': `\t`, '\n': `\n`, '\f': `\f`, '\r': `\r`}

@@ -33,8 +33,7 @@ type Options struct {
 
 // Hasher computes canonical payload digests. It is immutable once built and safe for concurrent use.
 type Hasher struct {
-	only   []Path
-	except []Path
+	paths  []Path // the Only or the Except paths, as mode says
 	mode   uint8
 	prefix bool
 }
@@ -47,32 +46,22 @@ const (
 
 // New builds a Hasher, parsing its paths once.
 func New(opts Options) (*Hasher, error) {
-	if opts.Only != nil && opts.Except != nil {
-		return nil, errors.New("hashing: only and except cannot be combined")
-	}
 	h := &Hasher{prefix: opts.Prefix == nil || *opts.Prefix}
-	parse := func(list []string) ([]Path, error) {
-		paths := make([]Path, 0, len(list))
-		for _, s := range list {
-			p, err := ParsePath(s)
-			if err != nil {
-				return nil, err
-			}
-			paths = append(paths, p)
-		}
-		return paths, nil
-	}
-	var err error
+	list := opts.Only
 	switch {
+	case opts.Only != nil && opts.Except != nil:
+		return nil, errors.New("hashing: only and except cannot be combined")
 	case opts.Only != nil:
 		h.mode = modeOnly
-		h.only, err = parse(opts.Only)
 	case opts.Except != nil:
-		h.mode = modeExcept
-		h.except, err = parse(opts.Except)
+		h.mode, list = modeExcept, opts.Except
 	}
-	if err != nil {
-		return nil, err
+	for _, s := range list {
+		p, err := ParsePath(s)
+		if err != nil {
+			return nil, err
+		}
+		h.paths = append(h.paths, p)
 	}
 	return h, nil
 }
@@ -133,28 +122,19 @@ func (h *Hasher) Canonical(w io.Writer, raw []byte) error {
 	return nil
 }
 
-// node kinds
-const (
-	kObject uint8 = iota
-	kArray
-	kName
-	kString
-	kInt
-	kFloat
-	kTrue
-	kFalse
-	kNull
-)
-
-// A node is one token of the payload in document order (a flat pre-order tree). For containers a is the index just
-// past the subtree; for names, strings and integers [a,b) is the raw token in the input (quotes included), unless
-// aux is set, in which case [a,b) is in state.aux: the decoded name (for names) or the canonical float text.
+// A node is one token of the payload in document order (a flat pre-order tree); its kind is the token's, but a
+// Number is always an integer and a float is kFloat. For containers a is the index just past the subtree; for the
+// other kinds [a,b) is the raw token in the input (quotes included), unless aux is set, in which case [a,b) is in
+// state.aux: the decoded name (for names) or the canonical float text.
 type node struct {
-	kind uint8
+	kind jsonscan.Kind
 	esc  bool // string or name token contains escapes
 	aux  bool // [a,b) indexes state.aux
 	a, b int32
 }
+
+// kFloat is the kind of a float node: a Number that is not an integer.
+const kFloat = jsonscan.Null + 1
 
 // marks
 const (
@@ -227,15 +207,13 @@ func (st *state) load(h *Hasher, raw []byte) error {
 	}
 	st.mode = h.mode
 	st.rootNull = false
-	switch h.mode {
-	case modeOnly:
+	if h.mode != modeAll {
 		st.resetMarks()
-		for _, p := range h.only {
+	}
+	for _, p := range h.paths {
+		if h.mode == modeOnly {
 			st.selectOnly(p.steps)
-		}
-	case modeExcept:
-		st.resetMarks()
-		for _, p := range h.except {
+		} else {
 			st.remove(p.steps)
 		}
 	}
@@ -279,12 +257,8 @@ func (st *state) build(raw []byte) error {
 			st.nodes = nodes
 			return nil
 		case jsonscan.ObjectStart, jsonscan.ArrayStart:
-			k := kObject
-			if tk.Kind == jsonscan.ArrayStart {
-				k = kArray
-			}
 			st.open = append(st.open, int32(len(nodes)))
-			nodes = pushNode(nodes, k, false, false, 0, 0)
+			nodes = pushNode(nodes, tk.Kind, false, false, 0, 0)
 		case jsonscan.ObjectEnd, jsonscan.ArrayEnd:
 			i := st.open[len(st.open)-1]
 			st.open = st.open[:len(st.open)-1]
@@ -293,15 +267,13 @@ func (st *state) build(raw []byte) error {
 			if tk.Escaped {
 				a := int32(len(st.aux))
 				st.aux = jsonscan.AppendUnescaped(st.aux, tk.Raw)
-				nodes = pushNode(nodes, kName, true, true, a, int32(len(st.aux)))
+				nodes = pushNode(nodes, jsonscan.Name, true, true, a, int32(len(st.aux)))
 			} else {
-				nodes = pushNode(nodes, kName, false, false, start, end)
+				nodes = pushNode(nodes, jsonscan.Name, false, false, start, end)
 			}
-		case jsonscan.String:
-			nodes = pushNode(nodes, kString, tk.Escaped, false, start, end)
 		case jsonscan.Number:
 			if jsonscan.IsInteger(tk.Raw) {
-				nodes = pushNode(nodes, kInt, false, false, start, end)
+				nodes = pushNode(nodes, jsonscan.Number, false, false, start, end)
 				break
 			}
 			f, err := strconv.ParseFloat(string(tk.Raw), 64)
@@ -316,18 +288,14 @@ func (st *state) build(raw []byte) error {
 			a := int32(len(st.aux))
 			st.aux = appendErlangFloat(st.aux, f)
 			nodes = pushNode(nodes, kFloat, false, true, a, int32(len(st.aux)))
-		case jsonscan.True:
-			nodes = pushNode(nodes, kTrue, false, false, 0, 0)
-		case jsonscan.False:
-			nodes = pushNode(nodes, kFalse, false, false, 0, 0)
-		case jsonscan.Null:
-			nodes = pushNode(nodes, kNull, false, false, 0, 0)
+		default: // String, True, False, Null: the raw token
+			nodes = pushNode(nodes, tk.Kind, tk.Escaped, false, start, end)
 		}
 	}
 }
 
 // pushNode appends a node to nodes, which has room for it.
-func pushNode(nodes []node, kind uint8, esc, aux bool, a, b int32) []node {
+func pushNode(nodes []node, kind jsonscan.Kind, esc, aux bool, a, b int32) []node {
 	nodes = nodes[:len(nodes)+1]
 	n := &nodes[len(nodes)-1]
 	n.kind, n.esc, n.aux, n.a, n.b = kind, esc, aux, a, b
@@ -336,7 +304,7 @@ func pushNode(nodes []node, kind uint8, esc, aux bool, a, b int32) []node {
 
 // next returns the index just past the value at i.
 func (st *state) next(i int32) int32 {
-	if k := st.nodes[i].kind; k == kObject || k == kArray {
+	if k := st.nodes[i].kind; k == jsonscan.ObjectStart || k == jsonscan.ArrayStart {
 		return st.nodes[i].a
 	}
 	return i + 1
@@ -357,7 +325,7 @@ func (st *state) child(cur int32, step Step) (v int32, ok bool) {
 	n := st.nodes[cur]
 	except := st.mode == modeExcept
 	if step.IsIndex {
-		if n.kind != kArray {
+		if n.kind != jsonscan.ArrayStart {
 			return 0, false
 		}
 		k := 0
@@ -372,7 +340,7 @@ func (st *state) child(cur int32, step Step) (v int32, ok bool) {
 		}
 		return 0, false
 	}
-	if n.kind != kObject {
+	if n.kind != jsonscan.ObjectStart {
 		return 0, false
 	}
 	found := int32(-1)
@@ -436,7 +404,7 @@ func (st *state) remove(steps []Step) {
 	}
 	// Removing a member removes every occurrence of its name (the earlier ones are shadowed anyway).
 	n := st.nodes[cur]
-	if n.kind != kObject {
+	if n.kind != jsonscan.ObjectStart {
 		return
 	}
 	for j := cur + 1; j < n.a; j = st.next(j + 1) {
