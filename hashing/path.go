@@ -22,18 +22,9 @@ type Path struct {
 // maxIndex bounds array indexes in paths; no payload this package accepts has an array that long.
 const maxIndex = 1<<31 - 1
 
-// ParsePath parses a jq-flavoured path:
-//
-//	.                 the whole payload
-//	.user_id          a member (a bare name is [A-Za-z_][A-Za-z0-9_]*)
-//	.user.id          a nested member
-//	.items[0]         an array element (an index is one or more ASCII digits)
-//	.[0]              an element of a root array
-//	.["dotted.key"]   a quoted member name: a backslash makes the next character literal, and the name ends at
-//	                  the first `"]`
-//
-// A path starts with '.'; a '.' between steps is a separator and repeated dots are harmless (".a..b" is ".a.b").
-// As in zizq-elixir, a step may follow a ']' without a dot (".a[0]b" is ".a[0].b").
+// ParsePath parses a jq-flavoured path such as .user.id, .items[0] or .["dotted.key"]; docs/sources.md ("Payload
+// digests") writes the grammar. As in zizq-elixir, a step may follow a ']' without a dot (".a[0]b" is ".a[0].b"),
+// and a quoted name ends at the first `"]`.
 func ParsePath(s string) (Path, error) {
 	if !strings.HasPrefix(s, ".") {
 		return Path{}, pathError(s, "must start with '.'")

@@ -65,9 +65,7 @@ const secretsNotHere = "secrets are never read from the sources file: dedupework
 //	  orders:  {dedupe: {json: data.order.id}}
 //	  legacy:  {}
 //
-// An empty document, or `sources: {}`, has no sources. Errors name the place at fault, such as
-// `sources.orders.dedupe.json: segment 2 is empty in "data..id"`; unknown fields are errors at every level.
-
+// An empty document, or `sources: {}`, has no sources; unknown fields are errors at every level.
 func LoadSources(doc []byte) (Sources, error) {
 	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
 	root, err := readDocument(doc)
@@ -185,13 +183,10 @@ func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onIn
 }
 
 // syntaxErrorLine gives a YAML syntax error the line of the file it is on. The YAML library (go.yaml.in/yaml/v3)
-// reports, for the errors its parser finds, the 0-based line of the construct it was parsing instead of the
-// 1-based line of the fault: "  b: x" indented one space too far on line 6, inside a mapping that starts on line
-// 5, reads "line 4: did not find expected key"; on the first line it reports no line at all. Its messages carry
-// nothing else, so the line is found again: it is the line whose addition makes a prefix of whole lines fail with
-// the very same error (for a bracket or quote left open, the line that opens it, or the first one that cannot be
-// its contents). Lines are counted as in the file: '\n' ends one, so CRLF counts once. It runs only on a document
-// that does not parse, and parses O(log lines) prefixes.
+// reports, for its parser's errors, the 0-based line of the construct it was parsing instead of the 1-based line of
+// the fault ("  b: x" indented one space too far on line 6, in a mapping starting on line 5, reads "line 4: did not
+// find expected key"), and no line at all on the first line. So the line is found again: the line whose addition
+// makes a prefix of whole lines fail with the very same error, by bisection ('\n' ends a line, so CRLF counts once).
 func syntaxErrorLine(doc []byte, err error) error {
 	msg := err.Error()
 	rest, ok := strings.CutPrefix(msg, "yaml: ")

@@ -11,11 +11,7 @@ import (
 // VerifySpec is a source's `verify:` block: how the webhook receiver (dedupeworker ingest) checks a request's
 // signature. The worker itself never reads it. It names a scheme and its options, never a secret: secrets come
 // from the receiver's environment or files, so that the sources file can live in a ConfigMap or a repository.
-//
-//	sources:
-//	  github: {dedupe: github, verify: github}
-//	  stripe: {dedupe: stripe, verify: {scheme: stripe, tolerance: 10m}, on_invalid: forward}
-//	  orders: {dedupe: {json: id}, verify: {scheme: hmac, header: X-Signature, algorithm: sha256, encoding: hex, prefix: "sha256="}}
+// docs/sources.md ("Verification per source") has examples.
 type VerifySpec struct {
 	// Scheme is github, stripe, standard_webhooks, svix, shopify, hmac or none. The receiver checks the name and
 	// the options against what the scheme takes.

@@ -79,10 +79,8 @@ const (
 	stDone                    // EOF was returned
 )
 
-// Scanner reads one JSON document held in memory, validating it completely as it goes: RFC 8259 grammar, valid
-// UTF-8 everywhere, escapes well formed, no lone surrogate \u escapes, nesting within the limit, and nothing but
-// whitespace after the value. It never recurses and does not allocate per token (the depth stack is a fixed bit
-// set inside the Scanner). The zero value is ready for Reset.
+// Scanner reads one JSON document held in memory, validating it completely as it goes (see the package
+// documentation). The zero value is ready for Reset.
 type Scanner struct {
 	data     []byte
 	pos      int
