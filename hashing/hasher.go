@@ -69,7 +69,7 @@ func New(opts Options) (*Hasher, error) {
 // Digest returns the lowercase hex SHA-256 (64 characters) of raw's canonical form, after applying the hasher's
 // only/except selection. raw must be exactly one valid JSON document (see the package documentation).
 func (h *Hasher) Digest(raw []byte) (string, error) {
-	st := getState()
+	st := statePool.Get().(*state)
 	defer putState(st)
 	return h.digest(st, raw)
 }
@@ -111,7 +111,7 @@ func (h *Hasher) DigestValue(v any) (string, error) {
 // Canonical writes the canonical stream that Digest would hash for raw to w. Nothing is written when raw is
 // invalid.
 func (h *Hasher) Canonical(w io.Writer, raw []byte) error {
-	st := getState()
+	st := statePool.Get().(*state)
 	defer putState(st)
 	if err := st.load(h, raw); err != nil {
 		return err
@@ -175,8 +175,6 @@ func newState() *state { return &state{sha: sha256.New(), out: make([]byte, 0, o
 
 var statePool = sync.Pool{New: func() any { return newState() }}
 
-func getState() *state { return statePool.Get().(*state) }
-
 // Buffers larger than this are dropped rather than kept in the pool after a call.
 const maxPooledNodes = 1 << 18
 
@@ -221,13 +219,8 @@ func (st *state) load(h *Hasher, raw []byte) error {
 }
 
 func (st *state) resetMarks() {
-	n := len(st.nodes)
-	if cap(st.marks) < n {
-		st.marks = make([]uint8, n)
-	} else {
-		st.marks = st.marks[:n]
-		clear(st.marks)
-	}
+	st.marks = slices.Grow(st.marks[:0], len(st.nodes))[:len(st.nodes)]
+	clear(st.marks)
 }
 
 // build scans raw into st.nodes.

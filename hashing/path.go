@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -125,12 +126,7 @@ func bareName(s string) bool {
 }
 
 // Steps returns the path's steps, outermost first; "." has none. The slice is a copy.
-func (p Path) Steps() []Step {
-	if len(p.steps) == 0 {
-		return nil
-	}
-	return append([]Step(nil), p.steps...)
-}
+func (p Path) Steps() []Step { return slices.Clone(p.steps) }
 
 // String returns the path in a normal form that ParsePath parses back to the same steps: bare names where the
 // grammar allows, otherwise quoted keys with '"' and '\' escaped.

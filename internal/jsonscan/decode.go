@@ -80,12 +80,12 @@ func decodeEscape(b []byte) (rune, int) {
 		return rune(c), 2
 	}
 	if b[1] == 'u' {
-		r, ok := parseHex4(b[2:])
-		if !ok {
+		r, bad := parseHex4(b[2:])
+		if bad >= 0 {
 			return utf8.RuneError, min(len(b), 2)
 		}
 		if r >= 0xD800 && r <= 0xDBFF && len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-			if lo, ok := parseHex4(b[8:]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+			if lo, bad := parseHex4(b[8:]); bad < 0 && lo >= 0xDC00 && lo <= 0xDFFF {
 				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
 			}
 		}
@@ -100,17 +100,14 @@ func decodeEscape(b []byte) (rune, int) {
 // unescaped maps the byte after a backslash to the byte it stands for, for the escapes other than \u; 0 for others.
 var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
-func parseHex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		h := unhex[c]
-		if h < 0 {
-			return 0, false
+// parseHex4 decodes the four hex digits at the start of b; bad is the index of the first byte that is not one
+// (len(b) when b is shorter), or -1.
+func parseHex4(b []byte) (r rune, bad int) {
+	for k := range 4 {
+		if k >= len(b) || unhex[b[k]] < 0 {
+			return 0, k
 		}
-		r = r<<4 | rune(h)
+		r = r<<4 | rune(unhex[b[k]])
 	}
-	return r, true
+	return r, -1
 }

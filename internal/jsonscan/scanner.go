@@ -300,42 +300,39 @@ func (s *Scanner) number(i int) (int, error) {
 	if data[j] == '-' {
 		j++
 	}
+	k := digits(data, j)
 	switch {
-	case j < len(data) && data[j] == '0':
-		j++
-		if j < len(data) && data[j] >= '0' && data[j] <= '9' {
-			return s.numberFail(j, " (leading zero)")
-		}
-	case j < len(data) && data[j] >= '1' && data[j] <= '9':
-		j++
-		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
-			j++
-		}
-	default:
+	case k == j:
 		return s.numberFail(j, " (expecting digit)")
+	case data[j] == '0' && k > j+1:
+		return s.numberFail(j+1, " (leading zero)")
 	}
+	j = k
 	if j < len(data) && data[j] == '.' {
-		j++
-		if j >= len(data) || data[j] < '0' || data[j] > '9' {
-			return s.numberFail(j, " (expecting digit after '.')")
+		if k = digits(data, j+1); k == j+1 {
+			return s.numberFail(k, " (expecting digit after '.')")
 		}
-		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
-			j++
-		}
+		j = k
 	}
-	if j < len(data) && (data[j] == 'e' || data[j] == 'E') {
+	if j < len(data) && data[j]|0x20 == 'e' {
 		j++
 		if j < len(data) && (data[j] == '+' || data[j] == '-') {
 			j++
 		}
-		if j >= len(data) || data[j] < '0' || data[j] > '9' {
+		if k = digits(data, j); k == j {
 			return s.numberFail(j, " (expecting digit in exponent)")
 		}
-		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
-			j++
-		}
+		j = k
 	}
 	return j, nil
+}
+
+// digits returns the offset of the first byte at or after j that is not an ASCII digit.
+func digits(data []byte, j int) int {
+	for j < len(data) && data[j]-'0' <= 9 {
+		j++
+	}
+	return j
 }
 
 func (s *Scanner) numberFail(j int, what string) (int, error) {

@@ -101,19 +101,15 @@ func (s *Scanner) escape(j int) (int, error) {
 
 // hex4 decodes the four hex digits of the \u escape whose backslash is at j.
 func (s *Scanner) hex4(j int) (rune, error) {
-	data := s.data
-	var r rune
-	for k := j + 2; k < j+6; k++ {
-		if k >= len(data) {
-			return 0, s.fail(k, "unexpected end of input")
-		}
-		h := unhex[data[k]]
-		if h < 0 {
-			return 0, s.fail(k, describe(data, k)+" in \\u hexadecimal character escape")
-		}
-		r = r<<4 | rune(h)
+	r, bad := parseHex4(s.data[j+2:])
+	switch k := j + 2 + bad; {
+	case bad < 0:
+		return r, nil
+	case k >= len(s.data):
+		return 0, s.fail(k, "unexpected end of input")
+	default:
+		return 0, s.fail(k, describe(s.data, k)+" in \\u hexadecimal character escape")
 	}
-	return r, nil
 }
 
 // plain marks bytes that may appear in a string as themselves without further checks: ASCII other than control
