@@ -50,11 +50,9 @@ func ParsePath(s string) (Path, error) {
 				j++
 			}
 			if j == i+1 || j >= len(s) || s[j] != ']' {
-				end := strings.IndexByte(s[i:], ']')
-				if end < 0 {
-					end = len(s)
-				} else {
-					end += i + 1
+				end := len(s)
+				if k := strings.IndexByte(s[i:], ']'); k >= 0 {
+					end = i + k + 1
 				}
 				return Path{}, pathError(s, fmt.Sprintf("invalid array index %q (want one or more digits 0-9 in [])", s[i:end]))
 			}

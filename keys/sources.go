@@ -194,17 +194,16 @@ func syntaxErrorLine(doc []byte, err error) error {
 		return err // not the YAML library's syntax error ("more than one YAML document", ...)
 	}
 	from := 1
-	if l, after, ok := cutLine(rest); ok {
-		// The reported line is at most the line at fault; prefixes that end before it cannot fail the same way.
-		rest, from = after, max(1, l)
+	if num, after, ok := strings.Cut(rest, ": "); ok && strings.HasPrefix(num, "line ") {
+		if l, err := strconv.Atoi(num[len("line "):]); err == nil {
+			// The reported line is at most the line at fault; prefixes that end before it cannot fail the same way.
+			rest, from = after, max(1, l)
+		}
 	}
 	var ends []int // ends[i] is the end of line i+1
-	for end := 0; end < len(doc); {
-		if nl := bytes.IndexByte(doc[end:], '\n'); nl >= 0 {
-			end += nl + 1
-		} else {
-			end = len(doc)
-		}
+	end := 0
+	for line := range bytes.Lines(doc) {
+		end += len(line)
 		ends = append(ends, end)
 	}
 	same := func(line int) bool {
@@ -224,19 +223,6 @@ func syntaxErrorLine(doc []byte, err error) error {
 		}
 	}
 	return fmt.Errorf("yaml: line %d: %s", lo, rest)
-}
-
-// cutLine splits "line N: rest" into N and rest.
-func cutLine(s string) (int, string, bool) {
-	num, rest, ok := strings.Cut(strings.TrimPrefix(s, "line "), ": ")
-	if !ok || !strings.HasPrefix(s, "line ") {
-		return 0, s, false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil {
-		return 0, s, false
-	}
-	return n, rest, true
 }
 
 // parseYAMLStream parses every document of doc and returns the first error, as readDocument meets it.
