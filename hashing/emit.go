@@ -201,8 +201,7 @@ func (st *state) array(i int32, mode uint8) {
 	st.writeByte(']')
 }
 
-// escaped writes decoded string bytes as a canonical JSON string: '"' and '\' escaped, \b \t \n \f \r for those
-// control characters, \u00XX (uppercase hex) for the other bytes below 0x20, everything else raw.
+// escaped writes decoded string bytes as a canonical JSON string (docs/sources.md, "Canonical form").
 func (st *state) escaped(s []byte) {
 	const hexDigits = "0123456789ABCDEF"
 	st.writeByte('"')
