@@ -212,28 +212,21 @@ func (s *Scanner) Next() (Token, error) {
 			if d == 0 {
 				return Token{}, s.fail(i, "trailing data after the JSON value")
 			}
-			if s.inObject() {
-				switch c {
-				case ',':
-					i++
-					s.state = stName
-					continue
-				case '}':
-					k, d = ObjectEnd, s.close()
-				default:
-					return Token{}, s.fail(i, describe(data, i)+" after object key:value pair")
-				}
-			} else {
-				switch c {
-				case ',':
-					i++
-					s.state = stValue
-					continue
-				case ']':
-					k, d = ArrayEnd, s.close()
-				default:
-					return Token{}, s.fail(i, describe(data, i)+" after array element")
-				}
+			switch obj := s.inObject(); {
+			case c == ',' && obj:
+				i, s.state = i+1, stName
+				continue
+			case c == ',':
+				i, s.state = i+1, stValue
+				continue
+			case c == '}' && obj:
+				k, d = ObjectEnd, s.close()
+			case c == ']' && !obj:
+				k, d = ArrayEnd, s.close()
+			case obj:
+				return Token{}, s.fail(i, describe(data, i)+" after object key:value pair")
+			default:
+				return Token{}, s.fail(i, describe(data, i)+" after array element")
 			}
 		default: // stDone
 			s.pos = i
