@@ -70,11 +70,19 @@ func (st *state) value(i int32, mode uint8) {
 	}
 	n := &st.nodes[i]
 	switch n.kind {
-	case jsonscan.ObjectStart:
+	case kObject:
 		st.object(i, mode)
-	case jsonscan.ArrayStart:
+	case kArray:
 		st.array(i, mode)
-	case jsonscan.Number:
+	case kString:
+		if n.esc {
+			st.str = jsonscan.AppendUnescaped(st.str[:0], st.src[n.a:n.b])
+			st.escaped(st.str)
+		} else {
+			// Without escapes a valid string token has no control characters, '"' or '\', so it is canonical.
+			st.write(st.src[n.a:n.b])
+		}
+	case kInt:
 		if n.b-n.a == 2 && st.src[n.a] == '-' && st.src[n.a+1] == '0' {
 			st.writeByte('0')
 		} else {
@@ -82,15 +90,12 @@ func (st *state) value(i int32, mode uint8) {
 		}
 	case kFloat:
 		st.write(st.aux[n.a:n.b])
-	default: // String, True, False, Null
-		if n.esc {
-			st.str = jsonscan.AppendUnescaped(st.str[:0], st.src[n.a:n.b])
-			st.escaped(st.str)
-		} else {
-			// A literal, or a string without escapes: a valid such token has no control characters, '"' or '\', so
-			// it is canonical.
-			st.write(st.src[n.a:n.b])
-		}
+	case kTrue:
+		st.writeString("true")
+	case kFalse:
+		st.writeString("false")
+	case kNull:
+		st.writeString("null")
 	}
 }
 
@@ -211,9 +216,22 @@ func (st *state) escaped(s []byte) {
 			continue
 		}
 		st.write(s[start:k])
-		if e := shortEscapes[c]; e != "" {
-			st.writeString(e)
-		} else {
+		switch c {
+		case '"':
+			st.writeString(`\"`)
+		case '\\':
+			st.writeString(`\\`)
+		case '\b':
+			st.writeString(`\b`)
+		case '\t':
+			st.writeString(`\t`)
+		case '\n':
+			st.writeString(`\n`)
+		case '\f':
+			st.writeString(`\f`)
+		case '\r':
+			st.writeString(`\r`)
+		default:
 			st.writeString(`\u00`)
 			st.writeByte(hexDigits[c>>4])
 			st.writeByte(hexDigits[c&0xF])
@@ -223,6 +241,3 @@ func (st *state) escaped(s []byte) {
 	st.write(s[start:])
 	st.writeByte('"')
 }
-
-// shortEscapes are the two-character escapes of the canonical form, by the byte they stand for.
-var shortEscapes = [256]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\t': `\t`, '\n': `\n`, '\f': `\f`, '\r': `\r`}

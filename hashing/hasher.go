@@ -122,19 +122,28 @@ func (h *Hasher) Canonical(w io.Writer, raw []byte) error {
 	return nil
 }
 
-// A node is one token of the payload in document order (a flat pre-order tree); its kind is the token's, but a
-// Number is always an integer and a float is kFloat. For containers a is the index just past the subtree; for the
-// other kinds [a,b) is the raw token in the input (quotes included), unless aux is set, in which case [a,b) is in
-// state.aux: the decoded name (for names) or the canonical float text.
+// node kinds
+const (
+	kObject uint8 = iota
+	kArray
+	kName
+	kString
+	kInt
+	kFloat
+	kTrue
+	kFalse
+	kNull
+)
+
+// A node is one token of the payload in document order (a flat pre-order tree). For containers a is the index just
+// past the subtree; for names, strings and integers [a,b) is the raw token in the input (quotes included), unless
+// aux is set, in which case [a,b) is in state.aux: the decoded name (for names) or the canonical float text.
 type node struct {
-	kind jsonscan.Kind
+	kind uint8
 	esc  bool // string or name token contains escapes
 	aux  bool // [a,b) indexes state.aux
 	a, b int32
 }
-
-// kFloat is the kind of a float node: a Number that is not an integer.
-const kFloat = jsonscan.Null + 1
 
 // marks
 const (
@@ -250,8 +259,12 @@ func (st *state) build(raw []byte) error {
 			st.nodes = nodes
 			return nil
 		case jsonscan.ObjectStart, jsonscan.ArrayStart:
+			k := kObject
+			if tk.Kind == jsonscan.ArrayStart {
+				k = kArray
+			}
 			st.open = append(st.open, int32(len(nodes)))
-			nodes = pushNode(nodes, tk.Kind, false, false, 0, 0)
+			nodes = pushNode(nodes, k, false, false, 0, 0)
 		case jsonscan.ObjectEnd, jsonscan.ArrayEnd:
 			i := st.open[len(st.open)-1]
 			st.open = st.open[:len(st.open)-1]
@@ -260,13 +273,15 @@ func (st *state) build(raw []byte) error {
 			if tk.Escaped {
 				a := int32(len(st.aux))
 				st.aux = jsonscan.AppendUnescaped(st.aux, tk.Raw)
-				nodes = pushNode(nodes, jsonscan.Name, true, true, a, int32(len(st.aux)))
+				nodes = pushNode(nodes, kName, true, true, a, int32(len(st.aux)))
 			} else {
-				nodes = pushNode(nodes, jsonscan.Name, false, false, start, end)
+				nodes = pushNode(nodes, kName, false, false, start, end)
 			}
+		case jsonscan.String:
+			nodes = pushNode(nodes, kString, tk.Escaped, false, start, end)
 		case jsonscan.Number:
 			if jsonscan.IsInteger(tk.Raw) {
-				nodes = pushNode(nodes, jsonscan.Number, false, false, start, end)
+				nodes = pushNode(nodes, kInt, false, false, start, end)
 				break
 			}
 			f, err := strconv.ParseFloat(string(tk.Raw), 64)
@@ -281,14 +296,18 @@ func (st *state) build(raw []byte) error {
 			a := int32(len(st.aux))
 			st.aux = appendErlangFloat(st.aux, f)
 			nodes = pushNode(nodes, kFloat, false, true, a, int32(len(st.aux)))
-		default: // String, True, False, Null: the raw token
-			nodes = pushNode(nodes, tk.Kind, tk.Escaped, false, start, end)
+		case jsonscan.True:
+			nodes = pushNode(nodes, kTrue, false, false, 0, 0)
+		case jsonscan.False:
+			nodes = pushNode(nodes, kFalse, false, false, 0, 0)
+		case jsonscan.Null:
+			nodes = pushNode(nodes, kNull, false, false, 0, 0)
 		}
 	}
 }
 
 // pushNode appends a node to nodes, which has room for it.
-func pushNode(nodes []node, kind jsonscan.Kind, esc, aux bool, a, b int32) []node {
+func pushNode(nodes []node, kind uint8, esc, aux bool, a, b int32) []node {
 	nodes = nodes[:len(nodes)+1]
 	n := &nodes[len(nodes)-1]
 	n.kind, n.esc, n.aux, n.a, n.b = kind, esc, aux, a, b
@@ -297,7 +316,7 @@ func pushNode(nodes []node, kind jsonscan.Kind, esc, aux bool, a, b int32) []nod
 
 // next returns the index just past the value at i.
 func (st *state) next(i int32) int32 {
-	if k := st.nodes[i].kind; k == jsonscan.ObjectStart || k == jsonscan.ArrayStart {
+	if k := st.nodes[i].kind; k == kObject || k == kArray {
 		return st.nodes[i].a
 	}
 	return i + 1
@@ -318,7 +337,7 @@ func (st *state) child(cur int32, step Step) (v int32, ok bool) {
 	n := st.nodes[cur]
 	except := st.mode == modeExcept
 	if step.IsIndex {
-		if n.kind != jsonscan.ArrayStart {
+		if n.kind != kArray {
 			return 0, false
 		}
 		k := 0
@@ -333,7 +352,7 @@ func (st *state) child(cur int32, step Step) (v int32, ok bool) {
 		}
 		return 0, false
 	}
-	if n.kind != jsonscan.ObjectStart {
+	if n.kind != kObject {
 		return 0, false
 	}
 	found := int32(-1)
@@ -397,7 +416,7 @@ func (st *state) remove(steps []Step) {
 	}
 	// Removing a member removes every occurrence of its name (the earlier ones are shadowed anyway).
 	n := st.nodes[cur]
-	if n.kind != jsonscan.ObjectStart {
+	if n.kind != kObject {
 		return
 	}
 	for j := cur + 1; j < n.a; j = st.next(j + 1) {
