@@ -170,7 +170,13 @@ func (s *Scanner) Next() (Token, error) {
 				}
 				k, d = ArrayEnd, s.close()
 			case 't', 'f', 'n':
-				e, lk, err := s.literal(i)
+				lit, lk := "true", True
+				if c == 'f' {
+					lit, lk = "false", False
+				} else if c == 'n' {
+					lit, lk = "null", Null
+				}
+				e, err := s.literal(i, lit)
 				if err != nil {
 					return Token{}, err
 				}
@@ -265,25 +271,17 @@ func (s *Scanner) open(i int, c byte) error {
 	return nil
 }
 
-// literal scans the keyword (true, false or null) whose first byte is at i and returns the offset just past it.
-func (s *Scanner) literal(i int) (int, Kind, error) {
+func (s *Scanner) literal(i int, lit string) (int, error) {
 	data := s.data
-	lit, k := "true", True
-	switch data[i] {
-	case 'f':
-		lit, k = "false", False
-	case 'n':
-		lit, k = "null", Null
-	}
 	for j := 1; j < len(lit); j++ {
 		if i+j >= len(data) {
-			return 0, 0, s.fail(i+j, "unexpected end of input")
+			return 0, s.fail(i+j, "unexpected end of input")
 		}
 		if data[i+j] != lit[j] {
-			return 0, 0, s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
+			return 0, s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
 		}
 	}
-	return i + len(lit), k, nil
+	return i + len(lit), nil
 }
 
 // number scans a number starting at i and returns the offset just past it.
@@ -293,39 +291,42 @@ func (s *Scanner) number(i int) (int, error) {
 	if data[j] == '-' {
 		j++
 	}
-	k := digits(data, j)
 	switch {
-	case k == j:
-		return s.numberFail(j, " (expecting digit)")
-	case data[j] == '0' && k > j+1:
-		return s.numberFail(j+1, " (leading zero)")
-	}
-	j = k
-	if j < len(data) && data[j] == '.' {
-		if k = digits(data, j+1); k == j+1 {
-			return s.numberFail(k, " (expecting digit after '.')")
+	case j < len(data) && data[j] == '0':
+		j++
+		if j < len(data) && data[j] >= '0' && data[j] <= '9' {
+			return s.numberFail(j, " (leading zero)")
 		}
-		j = k
+	case j < len(data) && data[j] >= '1' && data[j] <= '9':
+		j++
+		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+			j++
+		}
+	default:
+		return s.numberFail(j, " (expecting digit)")
 	}
-	if j < len(data) && data[j]|0x20 == 'e' {
+	if j < len(data) && data[j] == '.' {
+		j++
+		if j >= len(data) || data[j] < '0' || data[j] > '9' {
+			return s.numberFail(j, " (expecting digit after '.')")
+		}
+		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+			j++
+		}
+	}
+	if j < len(data) && (data[j] == 'e' || data[j] == 'E') {
 		j++
 		if j < len(data) && (data[j] == '+' || data[j] == '-') {
 			j++
 		}
-		if k = digits(data, j); k == j {
+		if j >= len(data) || data[j] < '0' || data[j] > '9' {
 			return s.numberFail(j, " (expecting digit in exponent)")
 		}
-		j = k
+		for j < len(data) && data[j] >= '0' && data[j] <= '9' {
+			j++
+		}
 	}
 	return j, nil
-}
-
-// digits returns the offset of the first byte at or after j that is not an ASCII digit.
-func digits(data []byte, j int) int {
-	for j < len(data) && data[j]-'0' <= 9 {
-		j++
-	}
-	return j
 }
 
 func (s *Scanner) numberFail(j int, what string) (int, error) {

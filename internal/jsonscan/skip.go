@@ -77,7 +77,13 @@ scan:
 				}
 				end = ArrayEnd
 			case 't', 'f', 'n':
-				e, _, err := s.literal(i)
+				lit := "true"
+				if c == 'f' {
+					lit = "false"
+				} else if c == 'n' {
+					lit = "null"
+				}
+				e, err := s.literal(i, lit)
 				if err != nil {
 					return err
 				}

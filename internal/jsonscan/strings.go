@@ -67,10 +67,10 @@ func (s *Scanner) escape(j int) (int, error) {
 	if j+1 >= len(data) {
 		return 0, s.fail(j+1, "unexpected end of input")
 	}
-	switch {
-	case unescaped[data[j+1]] != 0:
+	switch data[j+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		return j + 2, nil
-	case data[j+1] == 'u':
+	case 'u':
 		r, err := s.hex4(j)
 		if err != nil {
 			return 0, err
