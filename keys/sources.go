@@ -104,12 +104,8 @@ func LoadSources(doc []byte) (Sources, error) {
 		if !ValidID(id) {
 			return Sources{}, fmt.Errorf("line %d: %s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", m.key.Line, place, id)
 		}
-		spec, verify, onInvalid, err := loadSource(place, m.value)
+		spec, verify, onInvalid, err := loadSource(place, m.key.Line, m.value)
 		if err != nil {
-			var le *lineError
-			if !errors.As(err, &le) {
-				err = &lineError{m.key.Line, err} // about the source as a whole: the line of its id
-			}
 			return Sources{}, err
 		}
 		out.Specs[id] = spec
@@ -144,16 +140,17 @@ type lineError struct {
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
 func (e *lineError) Unwrap() error { return e.err }
 
-func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
+// loadSource reads the source whose id is on line idLine; an error about the source as a whole is on that line.
+func loadSource(place string, idLine int, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
 	if isNull(v) {
 		return Spec{}, nil, "", nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return Spec{}, nil, "", fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))
+		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))}
 	}
 	ms, perr := members(v, "", "field")
 	if perr != nil {
-		return Spec{}, nil, "", fmt.Errorf("%s: %s", place, perr.msg)
+		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: %s", place, perr.msg)}
 	}
 	for _, m := range ms {
 		switch m.name {
