@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"io"
 
@@ -162,23 +163,15 @@ func (st *state) object(i int32, mode uint8) {
 	st.members = st.members[:base]
 }
 
-// compareNames orders two members by the bytes of their names.
-func (st *state) compareNames(x, y member) int {
-	switch {
-	case x.pre < y.pre:
-		return -1
-	case x.pre > y.pre:
-		return 1
-	}
-	return bytes.Compare(st.name(x.j), st.name(y.j))
-}
-
 // compareMembers orders members by their names' bytes, then by position.
 func (st *state) compareMembers(x, y member) int {
-	if c := st.compareNames(x, y); c != 0 {
+	if c := cmp.Compare(x.pre, y.pre); c != 0 {
 		return c
 	}
-	return int(x.j - y.j)
+	if c := bytes.Compare(st.name(x.j), st.name(y.j)); c != 0 {
+		return c
+	}
+	return cmp.Compare(x.j, y.j)
 }
 
 func (st *state) array(i int32, mode uint8) {
@@ -213,8 +206,7 @@ func (st *state) array(i int32, mode uint8) {
 	st.writeByte(']')
 }
 
-// escaped writes decoded string bytes as a canonical JSON string: '"' and '\' escaped, \b \t \n \f \r for those
-// control characters, \u00XX (uppercase hex) for the other bytes below 0x20, everything else raw.
+// escaped writes decoded string bytes as a canonical JSON string (docs/sources.md, "Canonical form").
 func (st *state) escaped(s []byte) {
 	const hexDigits = "0123456789ABCDEF"
 	st.writeByte('"')

@@ -33,8 +33,7 @@ type Options struct {
 
 // Hasher computes canonical payload digests. It is immutable once built and safe for concurrent use.
 type Hasher struct {
-	only   []Path
-	except []Path
+	paths  []Path // the Only or the Except paths, as mode says
 	mode   uint8
 	prefix bool
 }
@@ -47,32 +46,22 @@ const (
 
 // New builds a Hasher, parsing its paths once.
 func New(opts Options) (*Hasher, error) {
-	if opts.Only != nil && opts.Except != nil {
-		return nil, errors.New("hashing: only and except cannot be combined")
-	}
 	h := &Hasher{prefix: opts.Prefix == nil || *opts.Prefix}
-	parse := func(list []string) ([]Path, error) {
-		paths := make([]Path, 0, len(list))
-		for _, s := range list {
-			p, err := ParsePath(s)
-			if err != nil {
-				return nil, err
-			}
-			paths = append(paths, p)
-		}
-		return paths, nil
-	}
-	var err error
+	list := opts.Only
 	switch {
+	case opts.Only != nil && opts.Except != nil:
+		return nil, errors.New("hashing: only and except cannot be combined")
 	case opts.Only != nil:
 		h.mode = modeOnly
-		h.only, err = parse(opts.Only)
 	case opts.Except != nil:
-		h.mode = modeExcept
-		h.except, err = parse(opts.Except)
+		h.mode, list = modeExcept, opts.Except
 	}
-	if err != nil {
-		return nil, err
+	for _, s := range list {
+		p, err := ParsePath(s)
+		if err != nil {
+			return nil, err
+		}
+		h.paths = append(h.paths, p)
 	}
 	return h, nil
 }
@@ -80,7 +69,7 @@ func New(opts Options) (*Hasher, error) {
 // Digest returns the lowercase hex SHA-256 (64 characters) of raw's canonical form, after applying the hasher's
 // only/except selection. raw must be exactly one valid JSON document (see the package documentation).
 func (h *Hasher) Digest(raw []byte) (string, error) {
-	st := getState()
+	st := statePool.Get().(*state)
 	defer putState(st)
 	return h.digest(st, raw)
 }
@@ -122,7 +111,7 @@ func (h *Hasher) DigestValue(v any) (string, error) {
 // Canonical writes the canonical stream that Digest would hash for raw to w. Nothing is written when raw is
 // invalid.
 func (h *Hasher) Canonical(w io.Writer, raw []byte) error {
-	st := getState()
+	st := statePool.Get().(*state)
 	defer putState(st)
 	if err := st.load(h, raw); err != nil {
 		return err
@@ -195,8 +184,6 @@ func newState() *state { return &state{sha: sha256.New(), out: make([]byte, 0, o
 
 var statePool = sync.Pool{New: func() any { return newState() }}
 
-func getState() *state { return statePool.Get().(*state) }
-
 // Buffers larger than this are dropped rather than kept in the pool after a call.
 const maxPooledNodes = 1 << 18
 
@@ -227,15 +214,13 @@ func (st *state) load(h *Hasher, raw []byte) error {
 	}
 	st.mode = h.mode
 	st.rootNull = false
-	switch h.mode {
-	case modeOnly:
+	if h.mode != modeAll {
 		st.resetMarks()
-		for _, p := range h.only {
+	}
+	for _, p := range h.paths {
+		if h.mode == modeOnly {
 			st.selectOnly(p.steps)
-		}
-	case modeExcept:
-		st.resetMarks()
-		for _, p := range h.except {
+		} else {
 			st.remove(p.steps)
 		}
 	}
@@ -243,13 +228,8 @@ func (st *state) load(h *Hasher, raw []byte) error {
 }
 
 func (st *state) resetMarks() {
-	n := len(st.nodes)
-	if cap(st.marks) < n {
-		st.marks = make([]uint8, n)
-	} else {
-		st.marks = st.marks[:n]
-		clear(st.marks)
-	}
+	st.marks = slices.Grow(st.marks[:0], len(st.nodes))[:len(st.nodes)]
+	clear(st.marks)
 }
 
 // build scans raw into st.nodes.

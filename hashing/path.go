@@ -2,6 +2,7 @@ package hashing
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -22,18 +23,9 @@ type Path struct {
 // maxIndex bounds array indexes in paths; no payload this package accepts has an array that long.
 const maxIndex = 1<<31 - 1
 
-// ParsePath parses a jq-flavoured path:
-//
-//	.                 the whole payload
-//	.user_id          a member (a bare name is [A-Za-z_][A-Za-z0-9_]*)
-//	.user.id          a nested member
-//	.items[0]         an array element (an index is one or more ASCII digits)
-//	.[0]              an element of a root array
-//	.["dotted.key"]   a quoted member name: a backslash makes the next character literal, and the name ends at
-//	                  the first `"]`
-//
-// A path starts with '.'; a '.' between steps is a separator and repeated dots are harmless (".a..b" is ".a.b").
-// As in zizq-elixir, a step may follow a ']' without a dot (".a[0]b" is ".a[0].b").
+// ParsePath parses a jq-flavoured path such as .user.id, .items[0] or .["dotted.key"]; docs/sources.md ("Payload
+// digests") writes the grammar. As in zizq-elixir, a step may follow a ']' without a dot (".a[0]b" is ".a[0].b"),
+// and a quoted name ends at the first `"]`.
 func ParsePath(s string) (Path, error) {
 	if !strings.HasPrefix(s, ".") {
 		return Path{}, pathError(s, "must start with '.'")
@@ -58,11 +50,9 @@ func ParsePath(s string) (Path, error) {
 				j++
 			}
 			if j == i+1 || j >= len(s) || s[j] != ']' {
-				end := strings.IndexByte(s[i:], ']')
-				if end < 0 {
-					end = len(s)
-				} else {
-					end += i + 1
+				end := len(s)
+				if k := strings.IndexByte(s[i:], ']'); k >= 0 {
+					end = i + k + 1
 				}
 				return Path{}, pathError(s, fmt.Sprintf("invalid array index %q (want one or more digits 0-9 in [])", s[i:end]))
 			}
@@ -84,7 +74,7 @@ func ParsePath(s string) (Path, error) {
 			if r == utf8.RuneError && size <= 1 {
 				return Path{}, pathError(s, fmt.Sprintf("invalid UTF-8 at offset %d", i))
 			}
-			return Path{}, pathError(s, fmt.Sprintf("unexpected character %s at offset %d", quoteRune(r), i))
+			return Path{}, pathError(s, fmt.Sprintf("unexpected character %s at offset %d", strconv.QuoteRune(r), i))
 		}
 	}
 	return Path{steps: steps}, nil
@@ -133,24 +123,8 @@ func bareName(s string) bool {
 	return true
 }
 
-func quoteRune(r rune) string {
-	if r == '\'' {
-		return `'\''`
-	}
-	q := strconv.QuoteRune(r)
-	if r == '"' {
-		return `'"'`
-	}
-	return "'" + q[1:len(q)-1] + "'"
-}
-
 // Steps returns the path's steps, outermost first; "." has none. The slice is a copy.
-func (p Path) Steps() []Step {
-	if len(p.steps) == 0 {
-		return nil
-	}
-	return append([]Step(nil), p.steps...)
-}
+func (p Path) Steps() []Step { return slices.Clone(p.steps) }
 
 // String returns the path in a normal form that ParsePath parses back to the same steps: bare names where the
 // grammar allows, otherwise quoted keys with '"' and '\' escaped.

@@ -29,5 +29,5 @@
 // place, e.g. `sources.orders.dedupe.json: segment 2 is empty in "data..id"`.
 //
 // A window entry is keyed by IdempotencyKey(tenant, source, key) and lives for Spec.TTL(def): the spec's own TTL or
-// the worker's default (DefaultTTL, 72h, covers Stripe's 3-day and Shopify's 48-hour retries).
+// the worker's default (DefaultTTL).
 package keys

@@ -106,20 +106,15 @@ func extractJSON(path []string, body []byte) (string, Reason) {
 	if !w.has {
 		return "", ReasonMissing
 	}
-	raw := w.last.Raw
-	if w.last.Kind == jsonscan.Number {
-		if len(raw) == 2 && raw[0] == '-' && raw[1] == '0' {
-			return "0", ReasonNone
-		}
-		if len(raw) > MaxKeyBytes {
-			return hashKey(raw), ReasonNone
-		}
-		return string(raw), ReasonNone
-	}
-	content := raw[1 : len(raw)-1]
-	if w.last.Escaped {
+	raw, content := w.last.Raw, w.last.Raw // a number: its literal
+	switch {
+	case w.last.Kind == jsonscan.Number && string(raw) == "-0":
+		return "0", ReasonNone
+	case w.last.Escaped:
 		w.buf = jsonscan.AppendUnescaped(w.buf[:0], raw)
 		content = w.buf
+	case w.last.Kind == jsonscan.String:
+		content = raw[1 : len(raw)-1]
 	}
 	switch {
 	case len(content) == 0:

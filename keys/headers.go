@@ -37,11 +37,8 @@ func (h NATSHeaders) Get(name string) (string, bool) {
 	if vs := h[name]; len(vs) > 0 {
 		return vs[0], true
 	}
-	var (
-		best  string
-		value string
-		found bool
-	)
+	var best, value string
+	found := false
 	for k, vs := range h {
 		if len(vs) == 0 || !equalFoldASCII(k, name) {
 			continue

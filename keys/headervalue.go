@@ -2,6 +2,7 @@ package keys
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/contract"
@@ -10,22 +11,12 @@ import (
 // HeaderValue encodes an event key for a NATS header value so that distinct keys stay distinct and the value
 // survives NATS unchanged: nats.go trims spaces, tabs, CRs and LFs from both ends of a value it sends and turns
 // every other CR and LF into a space, and a reader skips spaces and tabs after the colon, so the keys "A", "A "
-// and " A", or "A\r\nB" and "A  B", would otherwise arrive as one value (nats-server passes header bytes through
-// as they are).
+// and " A", or "A\r\nB" and "A  B", would otherwise arrive as one value.
 //
-// The encoding is percent-encoding (%XX, uppercase hex) of exactly these bytes, and of nothing else:
-//
-//   - the escape character '%' itself, anywhere (%25);
-//   - every ASCII control byte 0x00-0x1F and 0x7F, anywhere (so a tab is %09, CR %0D, LF %0A, NUL %00). Those
-//     other than CR and LF survive nats.go where they are not outer; they are escaped all the same, so that the
-//     value is printable text that any client, the nats CLI and a log line carry as it is;
-//   - a space that is the first or the last byte of the key (%20). Other spaces stay as they are, so "a b" is
-//     unchanged and "  a  " becomes "%20 a %20".
-//
-// Every other byte is kept, including bytes 0x80-0xFF (NATS carries them as they are; a valid UTF-8 key stays
-// valid UTF-8). A key without '%', control bytes and outer spaces (the usual delivery ids) is returned as it is,
-// without allocating, so for such keys the headers are the same as before this encoding existed. The result is
-// never longer than three times the key. ParseHeaderValue reverses it.
+// It percent-encodes (%XX, uppercase hex) '%', every ASCII control byte (0x00-0x1F, 0x7F: escaped even where
+// nats.go would keep it, so that the value is printable text) and a space that is the first or last byte, and
+// nothing else ("  a  " becomes "%20 a %20"; bytes 0x80-0xFF are kept). A key with none of those (the usual
+// delivery ids) is returned as it is, without allocating. ParseHeaderValue reverses it.
 func HeaderValue(key string) string {
 	n := 0 // bytes to escape
 	for i := 0; i < len(key); i++ {
@@ -82,7 +73,6 @@ func ParseHeaderValue(v string) (string, error) {
 
 // decodeHeaderValue is ParseHeaderValue; on error it returns what is wrong, without prefix.
 func decodeHeaderValue(v string) (key, why string) {
-	esc := false
 	for i := 0; i < len(v); i++ {
 		switch c := v[i]; {
 		case c == '%':
@@ -90,40 +80,18 @@ func decodeHeaderValue(v string) (key, why string) {
 				return "", fmt.Sprintf("malformed escape %q at byte %d: want %%XX with two hex digits (a literal %% is %%25)",
 					v[i:min(i+3, len(v))], i)
 			}
-			esc = true
 			i += 2
 		case c < 0x20 || c == 0x7F:
 			return "", fmt.Sprintf("raw control byte 0x%02X at byte %d: a header value has it as %%%02X (is this the key "+
 				"itself rather than its header value?)", c, i, c)
 		}
 	}
-	if !esc {
-		return v, ""
-	}
-	b := make([]byte, 0, len(v))
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; c == '%' {
-			b = append(b, unhex(v[i+1])<<4|unhex(v[i+2]))
-			i += 2
-		} else {
-			b = append(b, c)
-		}
-	}
-	return string(b), ""
+	key, _ = url.PathUnescape(v) // cannot fail: every escape was checked above; '+' stays '+' in a path
+	return key, ""
 }
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-func unhex(c byte) byte {
-	switch {
-	case c <= '9':
-		return c - '0'
-	case c <= 'F':
-		return c - 'A' + 10
-	}
-	return c - 'a' + 10
 }
 
 // IdempotencyHeader is the Idempotency-Key header value of an event: tenant:source:HeaderValue(key).
@@ -134,10 +102,7 @@ func IdempotencyHeader(tenant, source, key string) string {
 // ParseIdempotencyHeader splits an Idempotency-Key header value into tenant, source and the exact key.
 //
 // Tenant and source are ids (ValidID: no ':'), so the value splits at its first two colons; the rest, colons
-// included, is the key as HeaderValue wrote it, decoded with ParseHeaderValue. It is an error when the value has
-// fewer than two colons (an event without a key carries "msg/<input stream>/<sequence>" instead, which names no
-// claim), when tenant or source is not a valid id, when the key is empty (no keyed event has an empty key), or
-// when ParseHeaderValue rejects the key. Errors start with "keys: ".
+// included, is the key as HeaderValue wrote it. Errors start with "keys: ".
 func ParseIdempotencyHeader(v string) (tenant, source, key string, err error) {
 	tenant, rest, ok1 := strings.Cut(v, ":")
 	source, enc, ok2 := strings.Cut(rest, ":")

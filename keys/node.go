@@ -23,19 +23,16 @@ func errAt(place, format string, args ...any) *placeError {
 }
 
 // inSpec renders the error as ParseSpec reports it: "dedupe: <place>: <msg>".
-func (e *placeError) inSpec() error {
-	if e.place == "" {
-		return fmt.Errorf("dedupe: %s", e.msg)
-	}
-	return fmt.Errorf("dedupe: %s: %s", e.place, e.msg)
-}
+func (e *placeError) inSpec() error { return e.below("dedupe", ": ") }
 
 // at renders the error below a dotted place of the sources file: "<parent>.<place>: <msg>".
-func (e *placeError) at(parent string) error {
+func (e *placeError) at(parent string) error { return e.below(parent, ".") }
+
+func (e *placeError) below(parent, sep string) error {
 	if e.place == "" {
 		return fmt.Errorf("%s: %s", parent, e.msg)
 	}
-	return fmt.Errorf("%s.%s: %s", parent, e.place, e.msg)
+	return fmt.Errorf("%s%s%s: %s", parent, sep, e.place, e.msg)
 }
 
 // readDocument parses a YAML or JSON document into its root node; nil means the document is empty (no value, or
@@ -79,38 +76,29 @@ func jsonNode(dec *json.Decoder, lines *lineCounter) (*yaml.Node, error) {
 		return nil, err
 	}
 	switch t := tok.(type) {
-	case json.Delim:
-		switch t {
-		case '{':
-			n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
-			for dec.More() {
+	case json.Delim: // '{' or '[': a valid document has no other delimiter here
+		n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+		if t == '{' {
+			n.Kind, n.Tag = yaml.MappingNode, "!!map"
+		}
+		for dec.More() {
+			if n.Kind == yaml.MappingNode {
 				name, err := dec.Token()
 				if err != nil {
 					return nil, err
 				}
 				s, _ := name.(string)
-				line := lines.at(dec.InputOffset())
-				v, err := jsonNode(dec, lines)
-				if err != nil {
-					return nil, err
-				}
-				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s, Line: line}, v)
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s,
+					Line: lines.at(dec.InputOffset())})
 			}
-			_, err = dec.Token() // '}'
-			return n, err
-		case '[':
-			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
-			for dec.More() {
-				v, err := jsonNode(dec, lines)
-				if err != nil {
-					return nil, err
-				}
-				n.Content = append(n.Content, v)
+			v, err := jsonNode(dec, lines)
+			if err != nil {
+				return nil, err
 			}
-			_, err = dec.Token() // ']'
-			return n, err
+			n.Content = append(n.Content, v)
 		}
-		return nil, fmt.Errorf("unexpected %v", t)
+		_, err = dec.Token() // '}' or ']'
+		return n, err
 	case string:
 		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t, Style: yaml.DoubleQuotedStyle}, nil
 	case json.Number:

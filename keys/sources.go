@@ -65,9 +65,7 @@ const secretsNotHere = "secrets are never read from the sources file: dedupework
 //	  orders:  {dedupe: {json: data.order.id}}
 //	  legacy:  {}
 //
-// An empty document, or `sources: {}`, has no sources. Errors name the place at fault, such as
-// `sources.orders.dedupe.json: segment 2 is empty in "data..id"`; unknown fields are errors at every level.
-
+// An empty document, or `sources: {}`, has no sources; unknown fields are errors at every level.
 func LoadSources(doc []byte) (Sources, error) {
 	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
 	root, err := readDocument(doc)
@@ -106,12 +104,8 @@ func LoadSources(doc []byte) (Sources, error) {
 		if !ValidID(id) {
 			return Sources{}, fmt.Errorf("line %d: %s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", m.key.Line, place, id)
 		}
-		spec, verify, onInvalid, err := loadSource(place, m.value)
+		spec, verify, onInvalid, err := loadSource(place, m.key.Line, m.value)
 		if err != nil {
-			var le *lineError
-			if !errors.As(err, &le) {
-				err = &lineError{m.key.Line, err} // about the source as a whole: the line of its id
-			}
 			return Sources{}, err
 		}
 		out.Specs[id] = spec
@@ -146,16 +140,17 @@ type lineError struct {
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
 func (e *lineError) Unwrap() error { return e.err }
 
-func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
+// loadSource reads the source whose id is on line idLine; an error about the source as a whole is on that line.
+func loadSource(place string, idLine int, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
 	if isNull(v) {
 		return Spec{}, nil, "", nil
 	}
 	if v.Kind != yaml.MappingNode {
-		return Spec{}, nil, "", fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))
+		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))}
 	}
 	ms, perr := members(v, "", "field")
 	if perr != nil {
-		return Spec{}, nil, "", fmt.Errorf("%s: %s", place, perr.msg)
+		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: %s", place, perr.msg)}
 	}
 	for _, m := range ms {
 		switch m.name {
@@ -185,13 +180,10 @@ func loadSource(place string, v *yaml.Node) (spec Spec, verify *VerifySpec, onIn
 }
 
 // syntaxErrorLine gives a YAML syntax error the line of the file it is on. The YAML library (go.yaml.in/yaml/v3)
-// reports, for the errors its parser finds, the 0-based line of the construct it was parsing instead of the
-// 1-based line of the fault: "  b: x" indented one space too far on line 6, inside a mapping that starts on line
-// 5, reads "line 4: did not find expected key"; on the first line it reports no line at all. Its messages carry
-// nothing else, so the line is found again: it is the line whose addition makes a prefix of whole lines fail with
-// the very same error (for a bracket or quote left open, the line that opens it, or the first one that cannot be
-// its contents). Lines are counted as in the file: '\n' ends one, so CRLF counts once. It runs only on a document
-// that does not parse, and parses O(log lines) prefixes.
+// reports, for its parser's errors, the 0-based line of the construct it was parsing instead of the 1-based line of
+// the fault ("  b: x" indented one space too far on line 6, in a mapping starting on line 5, reads "line 4: did not
+// find expected key"), and no line at all on the first line. So the line is found again: the line whose addition
+// makes a prefix of whole lines fail with the very same error, by bisection ('\n' ends a line, so CRLF counts once).
 func syntaxErrorLine(doc []byte, err error) error {
 	msg := err.Error()
 	rest, ok := strings.CutPrefix(msg, "yaml: ")
@@ -199,17 +191,16 @@ func syntaxErrorLine(doc []byte, err error) error {
 		return err // not the YAML library's syntax error ("more than one YAML document", ...)
 	}
 	from := 1
-	if l, after, ok := cutLine(rest); ok {
-		// The reported line is at most the line at fault; prefixes that end before it cannot fail the same way.
-		rest, from = after, max(1, l)
+	if num, after, ok := strings.Cut(rest, ": "); ok && strings.HasPrefix(num, "line ") {
+		if l, err := strconv.Atoi(num[len("line "):]); err == nil {
+			// The reported line is at most the line at fault; prefixes that end before it cannot fail the same way.
+			rest, from = after, max(1, l)
+		}
 	}
 	var ends []int // ends[i] is the end of line i+1
-	for end := 0; end < len(doc); {
-		if nl := bytes.IndexByte(doc[end:], '\n'); nl >= 0 {
-			end += nl + 1
-		} else {
-			end = len(doc)
-		}
+	end := 0
+	for line := range bytes.Lines(doc) {
+		end += len(line)
 		ends = append(ends, end)
 	}
 	same := func(line int) bool {
@@ -229,19 +220,6 @@ func syntaxErrorLine(doc []byte, err error) error {
 		}
 	}
 	return fmt.Errorf("yaml: line %d: %s", lo, rest)
-}
-
-// cutLine splits "line N: rest" into N and rest.
-func cutLine(s string) (int, string, bool) {
-	num, rest, ok := strings.Cut(strings.TrimPrefix(s, "line "), ": ")
-	if !ok || !strings.HasPrefix(s, "line ") {
-		return 0, s, false
-	}
-	n, err := strconv.Atoi(num)
-	if err != nil {
-		return 0, s, false
-	}
-	return n, rest, true
 }
 
 // parseYAMLStream parses every document of doc and returns the first error, as readDocument meets it.

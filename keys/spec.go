@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -34,14 +33,11 @@ const (
 	KindPayload             // a digest of the JSON body
 )
 
+var kindNames = [...]string{"none", "header", "json", "payload"}
+
 func (k Kind) String() string {
-	switch k {
-	case KindHeader:
-		return "header"
-	case KindJSON:
-		return "json"
-	case KindPayload:
-		return "payload"
+	if int(k) < len(kindNames) {
+		return kindNames[k]
 	}
 	return "none"
 }
@@ -61,21 +57,16 @@ type spec struct {
 	ttl          time.Duration   // 0: none given
 }
 
-type preset struct {
-	kind   Kind
-	header string
-	json   string
-}
-
-var presets = map[string]preset{
+// presets holds each preset's spec; presetSpec copies it, since a spec naming a preset may add a TTL.
+var presets = map[string]spec{
 	"github":            {kind: KindHeader, header: "X-GitHub-Delivery"},
 	"standard_webhooks": {kind: KindHeader, header: "webhook-id"},
 	"svix":              {kind: KindHeader, header: "svix-id"},
 	"shopify":           {kind: KindHeader, header: "X-Shopify-Webhook-Id"},
-	"stripe":            {kind: KindJSON, json: "id"},
+	"stripe":            {kind: KindJSON, jsonPath: "id", path: []string{"id"}},
 	// Salesforce stamps no delivery id: the outbound callout must set a top-level "id" that stays the same on
 	// every retry of one event. A body without it is forwarded without dedupe.
-	"salesforce": {kind: KindJSON, json: "id"},
+	"salesforce": {kind: KindJSON, jsonPath: "id", path: []string{"id"}},
 }
 
 var presetNames = slices.Sorted(maps.Keys(presets))
@@ -84,13 +75,9 @@ var presetNames = slices.Sorted(maps.Keys(presets))
 func Presets() []string { return slices.Clone(presetNames) }
 
 func presetSpec(name string) *spec {
-	p := presets[name]
-	s := &spec{kind: p.kind, preset: name, header: p.header}
-	if p.kind == KindJSON {
-		s.jsonPath = p.json
-		s.path = strings.Split(p.json, ".")
-	}
-	return s
+	s := presets[name]
+	s.preset = name
+	return &s
 }
 
 // Enabled reports whether the spec asks for dedupe (false for the zero Spec).
@@ -172,24 +159,14 @@ func (s Spec) describe(def time.Duration, mark bool) string {
 
 // formatTTL prints a duration as hours, minutes and seconds without zero parts: 72h, 1h30m, 90s -> 1m30s.
 func formatTTL(d time.Duration) string {
+	s := d.String()
 	if d <= 0 || d%time.Second != 0 {
-		return d.String()
+		return s
 	}
-	var b []byte
-	h, m, sec := d/time.Hour, d%time.Hour/time.Minute, d%time.Minute/time.Second
-	if h > 0 {
-		b = strconv.AppendInt(b, int64(h), 10)
-		b = append(b, 'h')
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
 	}
-	if m > 0 {
-		b = strconv.AppendInt(b, int64(m), 10)
-		b = append(b, 'm')
-	}
-	if sec > 0 {
-		b = strconv.AppendInt(b, int64(sec), 10)
-		b = append(b, 's')
-	}
-	return string(b)
+	return strings.Replace(s, "h0m", "h", 1)
 }
 
 // ParseSpec parses one dedupe spec as given on a command line or in the sources file: YAML or JSON, either a preset
@@ -294,42 +271,33 @@ func stringField(name string, v *yaml.Node) (string, *placeError) {
 }
 
 func parseSource(name string, v *yaml.Node) (*spec, *placeError) {
-	switch name {
-	case "preset":
-		p, perr := stringField(name, v)
-		if perr != nil {
-			return nil, perr
-		}
-		if _, ok := presets[p]; !ok {
-			return nil, unknownPreset(name, p)
-		}
-		return presetSpec(p), nil
-	case "header":
-		h, perr := stringField(name, v)
-		if perr != nil {
-			return nil, perr
-		}
-		if h == "" {
-			return nil, errAt(name, "must not be empty")
-		}
-		if !validHeaderName(h) {
-			return nil, errAt(name, "%q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~ only)", h)
-		}
-		return &spec{kind: KindHeader, header: h}, nil
-	case "json":
-		j, perr := stringField(name, v)
-		if perr != nil {
-			return nil, perr
-		}
-		path, msg := parseJSONPath(j)
-		if msg != "" {
-			return nil, errAt(name, "%s", msg)
-		}
-		return &spec{kind: KindJSON, jsonPath: j, path: path}, nil
-	case "payload":
+	if name == "payload" {
 		return parsePayload(v)
 	}
-	panic("unreachable")
+	str, perr := stringField(name, v)
+	if perr != nil {
+		return nil, perr
+	}
+	switch name {
+	case "preset":
+		if _, ok := presets[str]; !ok {
+			return nil, unknownPreset(name, str)
+		}
+		return presetSpec(str), nil
+	case "header":
+		if str == "" {
+			return nil, errAt(name, "must not be empty")
+		}
+		if !validHeaderName(str) {
+			return nil, errAt(name, "%q is not a valid header name (letters, digits and !#$%%&'*+-.^_`|~ only)", str)
+		}
+		return &spec{kind: KindHeader, header: str}, nil
+	}
+	path, msg := parseJSONPath(str)
+	if msg != "" {
+		return nil, errAt(name, "%s", msg)
+	}
+	return &spec{kind: KindJSON, jsonPath: str, path: path}, nil
 }
 
 // validHeaderName reports whether h is an HTTP field name (RFC 9110 token); any other name could never match.
@@ -467,11 +435,8 @@ func parseTTL(v *yaml.Node) (time.Duration, *placeError) {
 
 func parseTTLSeconds(v *yaml.Node) (time.Duration, *placeError) {
 	const place = "ttl_seconds"
-	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" {
-		return 0, errAt(place, "must be a positive integer, got %s", describe(v))
-	}
 	var n int64
-	if err := v.Decode(&n); err != nil {
+	if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!int" || v.Decode(&n) != nil {
 		return 0, errAt(place, "must be a positive integer, got %s", describe(v))
 	}
 	if n <= 0 {

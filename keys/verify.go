@@ -3,7 +3,6 @@ package keys
 import (
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	yaml "go.yaml.in/yaml/v3"
@@ -12,11 +11,7 @@ import (
 // VerifySpec is a source's `verify:` block: how the webhook receiver (dedupeworker ingest) checks a request's
 // signature. The worker itself never reads it. It names a scheme and its options, never a secret: secrets come
 // from the receiver's environment or files, so that the sources file can live in a ConfigMap or a repository.
-//
-//	sources:
-//	  github: {dedupe: github, verify: github}
-//	  stripe: {dedupe: stripe, verify: {scheme: stripe, tolerance: 10m}, on_invalid: forward}
-//	  orders: {dedupe: {json: id}, verify: {scheme: hmac, header: X-Signature, algorithm: sha256, encoding: hex, prefix: "sha256="}}
+// docs/sources.md ("Verification per source") has examples.
 type VerifySpec struct {
 	// Scheme is github, stripe, standard_webhooks, svix, shopify, hmac or none. The receiver checks the name and
 	// the options against what the scheme takes.
@@ -65,6 +60,8 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 		return VerifySpec{}, fmt.Errorf("%s: %s", place, perr.msg)
 	}
 	var v VerifySpec
+	fields := map[string]*string{"scheme": &v.Scheme, "header": &v.Header, "algorithm": &v.Algorithm,
+		"encoding": &v.Encoding, "prefix": &v.Prefix}
 	for _, m := range ms {
 		at := place + "." + m.name
 		if m.name == "secret" || m.name == "secrets" {
@@ -82,26 +79,18 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
 		}
 		val := m.value.Value
-		switch m.name {
-		case "scheme":
-			v.Scheme = val
-		case "header":
-			v.Header = val
-		case "algorithm":
-			v.Algorithm = val
-		case "encoding":
-			v.Encoding = val
-		case "prefix":
-			v.Prefix = val
-		case "tolerance":
-			d, err := time.ParseDuration(val)
-			if err != nil || d <= 0 {
-				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
-			}
-			v.Tolerance = d
-		default:
+		if dst := fields[m.name]; dst != nil {
+			*dst = val
+			continue
+		}
+		if m.name != "tolerance" {
 			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
 		}
+		d, err := time.ParseDuration(val)
+		if err != nil || d <= 0 {
+			return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
+		}
+		v.Tolerance = d
 	}
 	if v.Scheme == "" {
 		return VerifySpec{}, fmt.Errorf("%s: scheme is required", place)
@@ -128,7 +117,7 @@ func parseOnInvalid(place string, n *yaml.Node) (string, error) {
 	if !isString(n) || (n.Value != OnInvalidReject && n.Value != OnInvalidForward) {
 		return "", fmt.Errorf("%s: must be %s or %s, got %s", place, OnInvalidReject, OnInvalidForward, describe(n))
 	}
-	return strings.TrimSpace(n.Value), nil
+	return n.Value, nil
 }
 
 // shownDuration is a bad duration as an error shows it: quoted when it reads as one someone meant ("soon", "10

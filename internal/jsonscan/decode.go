@@ -76,26 +76,16 @@ func decodeEscape(b []byte) (rune, int) {
 	if len(b) < 2 {
 		return utf8.RuneError, len(b)
 	}
-	switch b[1] {
-	case '"', '\\', '/':
-		return rune(b[1]), 2
-	case 'b':
-		return '\b', 2
-	case 'f':
-		return '\f', 2
-	case 'n':
-		return '\n', 2
-	case 'r':
-		return '\r', 2
-	case 't':
-		return '\t', 2
-	case 'u':
-		r, ok := parseHex4(b[2:])
-		if !ok {
+	if c := unescaped[b[1]]; c != 0 {
+		return rune(c), 2
+	}
+	if b[1] == 'u' {
+		r, bad := parseHex4(b[2:])
+		if bad >= 0 {
 			return utf8.RuneError, min(len(b), 2)
 		}
 		if r >= 0xD800 && r <= 0xDBFF && len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-			if lo, ok := parseHex4(b[8:]); ok && lo >= 0xDC00 && lo <= 0xDFFF {
+			if lo, bad := parseHex4(b[8:]); bad < 0 && lo >= 0xDC00 && lo <= 0xDFFF {
 				return 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00), 12
 			}
 		}
@@ -107,17 +97,17 @@ func decodeEscape(b []byte) (rune, int) {
 	return utf8.RuneError, 2
 }
 
-func parseHex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		h := unhex[c]
-		if h < 0 {
-			return 0, false
+// unescaped maps the byte after a backslash to the byte it stands for, for the escapes other than \u; 0 for others.
+var unescaped = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// parseHex4 decodes the four hex digits at the start of b; bad is the index of the first byte that is not one
+// (len(b) when b is shorter), or -1.
+func parseHex4(b []byte) (r rune, bad int) {
+	for k := range 4 {
+		if k >= len(b) || unhex[b[k]] < 0 {
+			return 0, k
 		}
-		r = r<<4 | rune(h)
+		r = r<<4 | rune(unhex[b[k]])
 	}
-	return r, true
+	return r, -1
 }

@@ -27,32 +27,17 @@ var ErrTooDeep = errors.New("jsonscan: nesting too deep")
 // errSkipMisuse is returned by SkipValue when it is not called right after a Name, ObjectStart or ArrayStart.
 var errSkipMisuse = errors.New("jsonscan: SkipValue called without a preceding Name, ObjectStart or ArrayStart")
 
-func (s *Scanner) fail(off int, msg string) (Token, error) {
+func (s *Scanner) fail(off int, msg string) error {
 	s.err = &SyntaxError{Offset: off, Msg: msg}
-	return Token{}, s.err
+	return s.err
 }
 
 // describe names the byte at data[i] for an error message: "invalid character 'x'", or "invalid UTF-8" when the
 // bytes there are not UTF-8.
 func describe(data []byte, i int) string {
-	c := data[i]
-	if c < utf8.RuneSelf {
-		return "invalid character " + quoteChar(rune(c))
-	}
 	r, size := utf8.DecodeRune(data[i:])
 	if r == utf8.RuneError && size <= 1 {
 		return "invalid UTF-8"
 	}
-	return "invalid character " + quoteChar(r)
-}
-
-func quoteChar(r rune) string {
-	switch r {
-	case '\'':
-		return `'\''`
-	case '"':
-		return `'"'`
-	}
-	q := strconv.QuoteRune(r)
-	return "'" + q[1:len(q)-1] + "'"
+	return "invalid character " + strconv.QuoteRune(r)
 }

@@ -79,10 +79,8 @@ const (
 	stDone                    // EOF was returned
 )
 
-// Scanner reads one JSON document held in memory, validating it completely as it goes: RFC 8259 grammar, valid
-// UTF-8 everywhere, escapes well formed, no lone surrogate \u escapes, nesting within the limit, and nothing but
-// whitespace after the value. It never recurses and does not allocate per token (the depth stack is a fixed bit
-// set inside the Scanner). The zero value is ready for Reset.
+// Scanner reads one JSON document held in memory, validating it completely as it goes (see the package
+// documentation). The zero value is ready for Reset.
 type Scanner struct {
 	data     []byte
 	pos      int
@@ -141,7 +139,7 @@ func (s *Scanner) Next() (Token, error) {
 				s.last, s.hasLast = EOF, true
 				return Token{Kind: EOF}, nil
 			}
-			return s.fail(i, "unexpected end of input")
+			return Token{}, s.fail(i, "unexpected end of input")
 		}
 		c := data[i]
 		var k Kind
@@ -168,7 +166,7 @@ func (s *Scanner) Next() (Token, error) {
 				}
 			case ']':
 				if s.state != stArrFirst {
-					return s.fail(i, describe(data, i)+" looking for beginning of value")
+					return Token{}, s.fail(i, describe(data, i)+" looking for beginning of value")
 				}
 				k, d = ArrayEnd, s.close()
 			case 't', 'f', 'n':
@@ -186,7 +184,7 @@ func (s *Scanner) Next() (Token, error) {
 				s.state = stAfterValue
 			default:
 				if c != '-' && (c < '0' || c > '9') {
-					return s.fail(i, describe(data, i)+" looking for beginning of value")
+					return Token{}, s.fail(i, describe(data, i)+" looking for beginning of value")
 				}
 				e, err := s.number(i)
 				if err != nil {
@@ -207,41 +205,34 @@ func (s *Scanner) Next() (Token, error) {
 			case c == '}' && s.state == stObjFirst:
 				k, d = ObjectEnd, s.close()
 			default:
-				return s.fail(i, describe(data, i)+" looking for beginning of object key string")
+				return Token{}, s.fail(i, describe(data, i)+" looking for beginning of object key string")
 			}
 		case stColon:
 			if c != ':' {
-				return s.fail(i, describe(data, i)+" after object key")
+				return Token{}, s.fail(i, describe(data, i)+" after object key")
 			}
 			i++
 			s.state = stValue
 			continue
 		case stAfterValue:
 			if d == 0 {
-				return s.fail(i, "trailing data after the JSON value")
+				return Token{}, s.fail(i, "trailing data after the JSON value")
 			}
-			if s.inObject() {
-				switch c {
-				case ',':
-					i++
-					s.state = stName
-					continue
-				case '}':
-					k, d = ObjectEnd, s.close()
-				default:
-					return s.fail(i, describe(data, i)+" after object key:value pair")
-				}
-			} else {
-				switch c {
-				case ',':
-					i++
-					s.state = stValue
-					continue
-				case ']':
-					k, d = ArrayEnd, s.close()
-				default:
-					return s.fail(i, describe(data, i)+" after array element")
-				}
+			switch obj := s.inObject(); {
+			case c == ',' && obj:
+				i, s.state = i+1, stName
+				continue
+			case c == ',':
+				i, s.state = i+1, stValue
+				continue
+			case c == '}' && obj:
+				k, d = ObjectEnd, s.close()
+			case c == ']' && !obj:
+				k, d = ArrayEnd, s.close()
+			case obj:
+				return Token{}, s.fail(i, describe(data, i)+" after object key:value pair")
+			default:
+				return Token{}, s.fail(i, describe(data, i)+" after array element")
 			}
 		default: // stDone
 			s.pos = i
@@ -284,12 +275,10 @@ func (s *Scanner) literal(i int, lit string) (int, error) {
 	data := s.data
 	for j := 1; j < len(lit); j++ {
 		if i+j >= len(data) {
-			_, err := s.fail(i+j, "unexpected end of input")
-			return 0, err
+			return 0, s.fail(i+j, "unexpected end of input")
 		}
 		if data[i+j] != lit[j] {
-			_, err := s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
-			return 0, err
+			return 0, s.fail(i+j, describe(data, i+j)+" in literal "+lit+" (expecting '"+lit[j:j+1]+"')")
 		}
 	}
 	return i + len(lit), nil
@@ -342,11 +331,9 @@ func (s *Scanner) number(i int) (int, error) {
 
 func (s *Scanner) numberFail(j int, what string) (int, error) {
 	if j >= len(s.data) {
-		_, err := s.fail(j, "unexpected end of input")
-		return 0, err
+		return 0, s.fail(j, "unexpected end of input")
 	}
-	_, err := s.fail(j, describe(s.data, j)+" in numeric literal"+what)
-	return 0, err
+	return 0, s.fail(j, describe(s.data, j)+" in numeric literal"+what)
 }
 
 var isSpace = [256]bool{' ': true, '\t': true, '\n': true, '\r': true}

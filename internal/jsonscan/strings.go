@@ -37,8 +37,7 @@ func (s *Scanner) scanString(i int) (int, bool, error) {
 			j++
 		}
 		if j >= len(data) {
-			_, err := s.fail(j, "unexpected end of input")
-			return 0, false, err
+			return 0, false, s.fail(j, "unexpected end of input")
 		}
 		c := data[j]
 		switch {
@@ -51,13 +50,11 @@ func (s *Scanner) scanString(i int) (int, bool, error) {
 			}
 			j, escaped = n, true
 		case c < 0x20:
-			_, err := s.fail(j, describe(data, j)+" in string literal (control characters must be escaped)")
-			return 0, false, err
+			return 0, false, s.fail(j, describe(data, j)+" in string literal (control characters must be escaped)")
 		default: // non-ASCII
 			r, size := utf8.DecodeRune(data[j:])
 			if r == utf8.RuneError && size <= 1 {
-				_, err := s.fail(j, "invalid UTF-8")
-				return 0, false, err
+				return 0, false, s.fail(j, "invalid UTF-8")
 			}
 			j += size
 		}
@@ -68,8 +65,7 @@ func (s *Scanner) scanString(i int) (int, bool, error) {
 func (s *Scanner) escape(j int) (int, error) {
 	data := s.data
 	if j+1 >= len(data) {
-		_, err := s.fail(j+1, "unexpected end of input")
-		return 0, err
+		return 0, s.fail(j+1, "unexpected end of input")
 	}
 	switch data[j+1] {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -91,39 +87,29 @@ func (s *Scanner) escape(j int) (int, error) {
 					return j + 12, nil
 				}
 			} else if j+6 >= len(data) || (data[j+6] == '\\' && j+7 >= len(data)) {
-				_, err := s.fail(len(data), "unexpected end of input")
-				return 0, err
+				return 0, s.fail(len(data), "unexpected end of input")
 			}
-			_, err := s.fail(j, "lone surrogate escape "+string(data[j:j+6]))
-			return 0, err
+			return 0, s.fail(j, "lone surrogate escape "+string(data[j:j+6]))
 		case r >= 0xDC00 && r <= 0xDFFF:
-			_, err := s.fail(j, "lone surrogate escape "+string(data[j:j+6]))
-			return 0, err
+			return 0, s.fail(j, "lone surrogate escape "+string(data[j:j+6]))
 		}
 		return j + 6, nil
 	default:
-		_, err := s.fail(j+1, describe(data, j+1)+" in string escape code")
-		return 0, err
+		return 0, s.fail(j+1, describe(data, j+1)+" in string escape code")
 	}
 }
 
 // hex4 decodes the four hex digits of the \u escape whose backslash is at j.
 func (s *Scanner) hex4(j int) (rune, error) {
-	data := s.data
-	var r rune
-	for k := j + 2; k < j+6; k++ {
-		if k >= len(data) {
-			_, err := s.fail(k, "unexpected end of input")
-			return 0, err
-		}
-		h := unhex[data[k]]
-		if h < 0 {
-			_, err := s.fail(k, describe(data, k)+" in \\u hexadecimal character escape")
-			return 0, err
-		}
-		r = r<<4 | rune(h)
+	r, bad := parseHex4(s.data[j+2:])
+	switch k := j + 2 + bad; {
+	case bad < 0:
+		return r, nil
+	case k >= len(s.data):
+		return 0, s.fail(k, "unexpected end of input")
+	default:
+		return 0, s.fail(k, describe(s.data, k)+" in \\u hexadecimal character escape")
 	}
-	return r, nil
 }
 
 // plain marks bytes that may appear in a string as themselves without further checks: ASCII other than control
