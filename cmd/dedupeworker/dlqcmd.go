@@ -57,9 +57,12 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
         Each envelope is published with Nats-Msg-Id replay/<dlq stream>/<seq>/<stored at>, so a replay
         interrupted and run again within the input stream's duplicate window stores it once. The running worker processes the replayed
         envelopes like any delivery: one whose event was published meanwhile is a duplicate. A dead letter whose
-        subject the input stream does not capture is not published (result "failed"). After 3 publishes in a row
+        subject the input stream does not capture is not published (result "failed"). A publish without an
+        answer (none in time, or interrupted) may have been stored (result "unconfirmed"): run the replay again
+        within the input stream's duplicate window. One stored but not removed (result "not-removed"): remove it
+        with dlq rm --seq N --yes; a replay after the duplicate window stores it again. After 3 publishes in a row
         without an answer (none in time, or no stream to give one) replay stops. With --yes, exit status 1 when
-        any selected dead letter was not replayed.
+        any selected dead letter was not replayed and removed.
 
 rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
         their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes

@@ -92,18 +92,21 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Stored, but not removed: reported, exit status 1.
+	// Stored, but not removed: reported, exit status 1, and the way out is dlq rm (a replay after INGEST's
+	// duplicate window would store it again).
 	t.Setenv("DEDUPE_NATS_URL", url("nodelete"))
 	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--seq", "1")
-	if code != 1 || !strings.Contains(stderr, "dlq replay: 1 of 1 selected dead letters not replayed: seq 1 (failed)") ||
-		!strings.Contains(out, "seq 1: stored as message 1 of INGEST but not removed from DEDUPE_DLQ") {
+	if code != 1 || !strings.Contains(stderr, "dlq replay: 1 of 1 selected dead letters not replayed: seq 1 (not-removed)") ||
+		!strings.Contains(out, "seq 1: stored as message 1 of INGEST but not removed from DEDUPE_DLQ") ||
+		!strings.Contains(out, "remove it with dedupeworker dlq rm --seq 1 --yes, not with another replay (after INGEST's duplicate window of 2m a replay stores it again)") ||
+		!strings.Contains(out, "removed none of the 1 selected dead letters from DEDUPE_DLQ; 1 not-removed (stored in INGEST: remove with dedupeworker dlq rm --seq 1 --yes, not with another replay)") {
 		t.Fatalf("replay without delete permission: %d\n%s\n%s", code, out, stderr)
 	}
 	if in, dlq := e.state("INGEST"), e.state("DEDUPE_DLQ"); in.Msgs != 1 || dlq.Msgs != 4 {
 		t.Fatalf("after the interrupted replay: INGEST %+v, DEDUPE_DLQ %+v", in, dlq)
 	}
 
-	// Run again: the input stream collapses the second publish; the dead letter goes.
+	// Run again within INGEST's duplicate window: the input stream collapses the second publish; the dead letter goes.
 	t.Setenv("DEDUPE_NATS_URL", url("admin"))
 	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--force", "--seq", "1-2", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
