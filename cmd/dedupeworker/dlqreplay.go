@@ -24,7 +24,7 @@ const (
 	dlqWouldReplay   = "would-replay"   // dry run: it would be replayed
 	dlqWouldFail     = "would-fail"     // dry run: the input stream does not capture its subject
 	dlqReplayed      = "replayed"       // stored by the input stream and removed from the dead-letter stream
-	dlqAlreadyStored = "already-stored" // an earlier, interrupted replay had stored it; now removed
+	dlqAlreadyStored = "already-stored" // stored before (an earlier replay, or another dead letter of the envelope); now removed
 	dlqRefused       = "refused"        // truncated, original still in the input, or can only fail again (detail says which)
 	dlqFailed        = "failed"         // not replayed: not published, or refused by the server
 	dlqUnconfirmed   = "unconfirmed"    // published without an answer (none in time, interrupted): may be stored
@@ -147,7 +147,7 @@ func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemove
 				done, n, dlqName, rp.inputStream, map[bool]string{true: "it", false: "them"}[done == 1], dlqName)
 		}
 		if k := tally[dlqAlreadyStored]; k > 0 {
-			fmt.Fprintf(&b, " (%d already stored by an earlier, interrupted replay)", k)
+			fmt.Fprintf(&b, " (%d already stored, by an earlier replay or from another dead letter of the same envelope)", k)
 		}
 	}
 	for _, r := range []string{dlqRefused, dlqWouldFail, dlqFailed} {
@@ -251,7 +251,8 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 			"stores it again)", ack.Sequence, rp.inputStream, rp.r.name, err, dl.seq, rp.inputStream, rp.windowText(" of ")))
 	}
 	if ack.Duplicate {
-		return done(dlqAlreadyStored, fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream))
+		return done(dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or from "+
+			"another dead letter of the same envelope", ack.Sequence, rp.inputStream))
 	}
 	return done(dlqReplayed, rec.Detail)
 }
@@ -332,9 +333,16 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 		"now accepts it (a source or tenant rule changed)", dl.reason, dl.subject)
 }
 
-// replayID is the Nats-Msg-Id of a dead letter's replay: the dead-letter stream, the sequence, and the time the
+// replayID is the Nats-Msg-Id of a dead letter's replay: "replay/" and the dead letter's own Nats-Msg-Id, the
+// envelope's identity (dlq/<input stream>/<seq>/<stored at>). One envelope dead-lettered twice (the worker stopped
+// between the dead letter and the input ack, and the redelivery came after the dead-letter stream's duplicate
+// window) is two dead letters with one identity: their replays collapse in the input stream. A dead letter without
+// a Nats-Msg-Id is named by where the dead-letter stream holds it: the stream, the sequence, and the time the
 // stream stored it (sequences restart when the stream is created again; times do not).
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
+	if id := dl.header.Get(contract.HeaderMsgID); id != "" {
+		return contract.ReplayIDPrefix + id
+	}
 	return contract.ReplayIDPrefix + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
 }
