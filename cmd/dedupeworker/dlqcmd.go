@@ -64,11 +64,13 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
         within the input stream's duplicate window. One stored but not removed (result "not-removed"): remove it
         with dlq rm --seq N --yes; a replay after the duplicate window stores it again. After 3 publishes in a row
         without an answer (none in time, or no stream to give one) replay stops. With --yes, exit status 1 when
-        any selected dead letter was not replayed and removed.
+        any selected dead letter was not replayed and removed. A dead letter replayed and found removed meanwhile
+        (another replay or rm, the stream's limits) is no failure.
 
 rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
         their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes
-        it is a dry run: it prints what it would remove and changes nothing.
+        it is a dry run: it prints what it would remove and changes nothing. A dead letter found removed meanwhile
+        (another replay or rm, the stream's limits) is "removed-meanwhile", no failure.
 
 Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
 DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's

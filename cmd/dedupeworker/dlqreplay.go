@@ -39,6 +39,7 @@ type dlqReplayRecord struct {
 	Detail    string `json:"detail,omitempty"`
 
 	unanswered bool // the publish got no answer: none in time, or no stream to give one (jserr.Unanswered)
+	gone       bool // replayed, and found removed from the dead-letter stream meanwhile
 }
 
 // dlqMaxUnanswered is how many publishes in a row may go unanswered before replay stops: a user who may not
@@ -74,7 +75,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	n, next, err := rp.r.scanLimited(ctx, rp.opts, stdout, rp.now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := rp.one(ctx, dl)
 		tally[rec.Result]++
-		if rec.Detail != "" && rec.Result != dlqReplayed {
+		if rec.Detail != "" && (rec.Result != dlqReplayed || rec.gone) {
 			notes = append(notes, fmt.Sprintf("seq %d: %s", dl.seq, rec.Detail))
 		}
 		switch rec.Result {
@@ -243,18 +244,22 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	// Stored: the removal is not left to an interruption. Cancelled with the replay, it would fail at once and
 	// leave a dead letter whose envelope the input stream holds; a rerun after the input's duplicate window would
 	// store it a second time.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlqRequestTimeout)
-	defer cancel()
-	if err := rp.r.st.DeleteMsg(dctx, dl.seq); err != nil {
+	gone, err := rp.r.remove(ctx, dl.seq)
+	if err != nil {
 		return done(dlqNotRemoved, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; remove it "+
 			"with dedupeworker dlq rm --seq %d --yes, not with another replay (after %s's duplicate window%s a replay "+
 			"stores it again)", ack.Sequence, rp.inputStream, rp.r.name, err, dl.seq, rp.inputStream, rp.windowText(" of ")))
 	}
+	result, detail := dlqReplayed, rec.Detail
 	if ack.Duplicate {
-		return done(dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or from "+
-			"another dead letter of the same envelope", ack.Sequence, rp.inputStream))
+		result, detail = dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or "+
+			"from another dead letter of the same envelope", ack.Sequence, rp.inputStream)
 	}
-	return done(dlqReplayed, rec.Detail)
+	if gone { // not a failure: the dead letter is gone, its envelope stored, as a replay leaves them
+		rec.gone = true
+		detail = strings.TrimPrefix(detail+"; removed from "+rp.r.name+" meanwhile ("+dlqRemovedMeanwhileText+")", "; ")
+	}
+	return done(result, detail)
 }
 
 // dlqMaybeStored reports whether a publish that failed with err may still have been stored: it was sent and no
