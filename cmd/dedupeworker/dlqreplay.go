@@ -157,12 +157,16 @@ func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemove
 		}
 	}
 	if k := tally[dlqNotRemoved]; k > 0 {
-		seqs := make([]string, len(notRemoved))
-		for i, s := range notRemoved {
-			seqs[i] = strconv.FormatUint(s, 10)
+		var seqs []string
+		for _, s := range notRemoved[:min(len(notRemoved), 20)] {
+			seqs = append(seqs, strconv.FormatUint(s, 10))
 		}
-		fmt.Fprintf(&b, "; %d %s (stored in %s: remove with dedupeworker dlq rm --seq %s --yes, not with another replay)",
-			k, dlqNotRemoved, rp.inputStream, strings.Join(seqs, ","))
+		rest := ""
+		if len(notRemoved) > len(seqs) {
+			rest = fmt.Sprintf(" (and %d more, listed above)", len(notRemoved)-len(seqs))
+		}
+		fmt.Fprintf(&b, "; %d %s (stored in %s: remove with dedupeworker dlq rm --seq %s --yes%s, not with another replay)",
+			k, dlqNotRemoved, rp.inputStream, strings.Join(seqs, ","), rest)
 	}
 	if k := tally[dlqUnconfirmed]; k > 0 {
 		within := rp.inputStream + "'s duplicate window"
