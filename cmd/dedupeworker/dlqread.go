@@ -67,6 +67,8 @@ type dlqReader struct {
 	name                   string
 	last                   uint64 // the stream's last sequence when the reader was opened: nothing after it is read
 	dlqPrefix, inputPrefix string
+
+	del func(ctx context.Context, seq uint64) error // removes a message of the stream: streamDelete
 }
 
 func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefix, inputPrefix string) (*dlqReader, error) {
@@ -79,8 +81,10 @@ func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefi
 		return nil, fmt.Errorf("dlq: stream %s: %w", stream, err)
 	}
 	info := st.CachedInfo()
-	return &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
-		inputPrefix: inputPrefix}, nil
+	r := &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
+		inputPrefix: inputPrefix}
+	r.del = func(ctx context.Context, seq uint64) error { return streamDelete(ctx, js, r.name, seq) }
+	return r, nil
 }
 
 func (r *dlqReader) get(ctx context.Context, seq uint64) (dl *deadLetter, found bool, err error) {

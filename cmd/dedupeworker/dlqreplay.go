@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -23,9 +24,11 @@ const (
 	dlqWouldReplay   = "would-replay"   // dry run: it would be replayed
 	dlqWouldFail     = "would-fail"     // dry run: the input stream does not capture its subject
 	dlqReplayed      = "replayed"       // stored by the input stream and removed from the dead-letter stream
-	dlqAlreadyStored = "already-stored" // an earlier, interrupted replay had stored it; now removed
+	dlqAlreadyStored = "already-stored" // stored before (an earlier replay, or another dead letter of the envelope); now removed
 	dlqRefused       = "refused"        // truncated, original still in the input, or can only fail again (detail says which)
-	dlqFailed        = "failed"         // not replayed, or replayed and not removed (detail says which)
+	dlqFailed        = "failed"         // not replayed: not published, or refused by the server
+	dlqUnconfirmed   = "unconfirmed"    // published without an answer (none in time, interrupted): may be stored
+	dlqNotRemoved    = "not-removed"    // stored by the input stream, not removed from the dead-letter stream
 )
 
 // dlqReplayRecord is one dead letter as dlq replay and dlq rm --json print it: the dead letter and what became of it.
@@ -36,6 +39,7 @@ type dlqReplayRecord struct {
 	Detail    string `json:"detail,omitempty"`
 
 	unanswered bool // the publish got no answer: none in time, or no stream to give one (jserr.Unanswered)
+	gone       bool // replayed, and found removed from the dead-letter stream meanwhile
 }
 
 // dlqMaxUnanswered is how many publishes in a row may go unanswered before replay stops: a user who may not
@@ -61,20 +65,25 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		return failErr(fmt.Errorf("dlq replay: input stream %s: %w (check DEDUPE_INPUT_STREAM)", rp.inputStream, rp.inputErr))
 	}
 	var (
-		tally     = map[string]int{}
-		notes     []string // one line per dead letter not replayed (or to be refused)
-		notDone   []string // "seq N (why)" for the error line
-		stoppedAt error
-		silent    = 0 // publishes in a row without an answer
+		tally      = map[string]int{}
+		notes      []string // one line per dead letter not replayed (or to be refused)
+		notDone    []string // "seq N (why)" for the error line
+		notRemoved []uint64 // stored in the input stream, still in the dead-letter stream
+		stoppedAt  error
+		silent     = 0 // publishes in a row without an answer
 	)
 	n, next, err := rp.r.scanLimited(ctx, rp.opts, stdout, rp.now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := rp.one(ctx, dl)
 		tally[rec.Result]++
-		if rec.Detail != "" && rec.Result != dlqReplayed {
+		if rec.Detail != "" && (rec.Result != dlqReplayed || rec.gone) {
 			notes = append(notes, fmt.Sprintf("seq %d: %s", dl.seq, rec.Detail))
 		}
-		if rec.Result == dlqRefused || rec.Result == dlqFailed {
+		switch rec.Result {
+		case dlqRefused, dlqFailed, dlqUnconfirmed:
 			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
+		case dlqNotRemoved:
+			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
+			notRemoved = append(notRemoved, dl.seq)
 		}
 		result := rec.Result
 		if rec.IngestSeq > 0 {
@@ -100,7 +109,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	for _, l := range notes {
 		fmt.Fprintln(out, dlqCell(l, 0))
 	}
-	fmt.Fprintln(out, rp.summary(n, next > 0, tally))
+	fmt.Fprintln(out, rp.summary(n, next > 0, tally, notRemoved))
 	if err == nil {
 		err = stoppedAt
 	}
@@ -119,7 +128,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 	return nil
 }
 
-func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int) string {
+func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemoved []uint64) string {
 	dlqName := rp.r.name
 	if n == 0 {
 		return "no dead letter matches the selection: nothing to replay"
@@ -129,21 +138,42 @@ func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int) string {
 		fmt.Fprintf(&b, "dry run: would replay %d of the %d selected dead letters of %s to stream %s",
 			tally[dlqWouldReplay], n, dlqName, rp.inputStream)
 	} else {
-		switch done := tally[dlqReplayed] + tally[dlqAlreadyStored]; done {
-		case 0:
+		switch done := tally[dlqReplayed] + tally[dlqAlreadyStored]; {
+		case done == 0 && tally[dlqNotRemoved]+tally[dlqUnconfirmed] == 0:
 			fmt.Fprintf(&b, "replayed none of the %d selected dead letters of %s: nothing was removed", n, dlqName)
+		case done == 0: // some may be, or are, stored: not "none replayed"
+			fmt.Fprintf(&b, "removed none of the %d selected dead letters from %s", n, dlqName)
 		default:
 			fmt.Fprintf(&b, "replayed %d of the %d selected dead letters of %s to stream %s and removed %s from %s",
 				done, n, dlqName, rp.inputStream, map[bool]string{true: "it", false: "them"}[done == 1], dlqName)
 		}
 		if k := tally[dlqAlreadyStored]; k > 0 {
-			fmt.Fprintf(&b, " (%d already stored by an earlier, interrupted replay)", k)
+			fmt.Fprintf(&b, " (%d already stored, by an earlier replay or from another dead letter of the same envelope)", k)
 		}
 	}
 	for _, r := range []string{dlqRefused, dlqWouldFail, dlqFailed} {
 		if k := tally[r]; k > 0 {
 			fmt.Fprintf(&b, "; %d %s", k, r)
 		}
+	}
+	if k := tally[dlqNotRemoved]; k > 0 {
+		var seqs []string
+		for _, s := range notRemoved[:min(len(notRemoved), 20)] {
+			seqs = append(seqs, strconv.FormatUint(s, 10))
+		}
+		rest := ""
+		if len(notRemoved) > len(seqs) {
+			rest = fmt.Sprintf(" (and %d more, listed above)", len(notRemoved)-len(seqs))
+		}
+		fmt.Fprintf(&b, "; %d %s (stored in %s: remove with dedupeworker dlq rm --seq %s --yes%s, not with another replay)",
+			k, dlqNotRemoved, rp.inputStream, strings.Join(seqs, ","), rest)
+	}
+	if k := tally[dlqUnconfirmed]; k > 0 {
+		within := rp.inputStream + "'s duplicate window"
+		if w := rp.windowText(""); w != "" {
+			within = w + ", " + within
+		}
+		fmt.Fprintf(&b, "; %d %s (may be stored: run the replay again within %s)", k, dlqUnconfirmed, within)
 	}
 	if more {
 		fmt.Fprintf(&b, "; more dead letters match than --limit %d", rp.opts.limit)
@@ -200,23 +230,91 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		rec.Result = dlqWouldReplay
 		return rec
 	}
+	if ctx.Err() != nil { // interrupted before the publish: nothing sent
+		return done(dlqFailed, fmt.Sprintf("not published: %v; still in %s", ctx.Err(), rp.r.name))
+	}
 	msg := &nats.Msg{Subject: dl.subject, Header: dlqReplayHeaders(dl.header), Data: dl.data}
 	ack, err := rp.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(rp.inputStream), jetstream.WithMsgID(rp.replayID(dl)))
 	if err != nil {
 		rec.unanswered = jserr.Unanswered(err)
+		if dlqMaybeStored(err) {
+			return done(dlqUnconfirmed, fmt.Sprintf("no answer to the publish to %s (expecting stream %s): %v: it may "+
+				"be stored; %s; still in %s", dl.subject, rp.inputStream, err, rp.rerunAdvice("it"), rp.r.name))
+		}
 		return done(dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
 			dl.subject, rp.inputStream, err, rp.r.name))
 	}
 	rec.IngestSeq = ack.Sequence
-	if err := rp.r.st.DeleteMsg(ctx, dl.seq); err != nil {
-		return done(dlqFailed, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; run the "+
-			"replay again to remove it (within %s's duplicate window the second publish is collapsed)",
-			ack.Sequence, rp.inputStream, rp.r.name, err, rp.inputStream))
+	// Stored: the removal is not left to an interruption. Cancelled with the replay, it would fail at once and
+	// leave a dead letter whose envelope the input stream holds; a rerun after the input's duplicate window would
+	// store it a second time.
+	gone, err := rp.r.remove(ctx, dl.seq)
+	if err != nil {
+		return done(dlqNotRemoved, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; remove it "+
+			"with dedupeworker dlq rm --seq %d --yes, not with another replay (after %s's duplicate window%s a replay "+
+			"stores it again)", ack.Sequence, rp.inputStream, rp.r.name, err, dl.seq, rp.inputStream, rp.windowText(" of ")))
 	}
+	result, detail := dlqReplayed, rec.Detail
 	if ack.Duplicate {
-		return done(dlqAlreadyStored, fmt.Sprintf("an earlier replay had stored it as message %d of %s", ack.Sequence, rp.inputStream))
+		result, detail = dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or "+
+			"from another dead letter of the same envelope", ack.Sequence, rp.inputStream)
 	}
-	return done(dlqReplayed, rec.Detail)
+	if gone { // not a failure: the dead letter is gone, its envelope stored, as a replay leaves them
+		rec.gone = true
+		detail = strings.TrimPrefix(detail+"; removed from "+rp.r.name+" meanwhile ("+dlqRemovedMeanwhileText+")", "; ")
+	}
+	return done(result, detail)
+}
+
+// dlqMaybeStored reports whether a publish that failed with err may still have been stored: it was sent and no
+// answer came back (none in time, the replay interrupted, the connection lost meanwhile). A server's refusal, and
+// "no responders" (no stream captures the subject), store nothing.
+func dlqMaybeStored(err error) bool {
+	switch {
+	case jserr.API(err) != nil, errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// window is the input stream's duplicate window: within it, a second publish with the same Nats-Msg-Id is
+// collapsed into the first (0: unknown, the input stream was not read).
+func (rp *dlqReplayer) window() time.Duration {
+	if rp.input == nil {
+		return 0
+	}
+	return rp.input.CachedInfo().Config.Duplicates
+}
+
+// windowText is prefix and the input's duplicate window (" of 2m"), or "" when it is unknown.
+func (rp *dlqReplayer) windowText(prefix string) string {
+	if w := rp.window(); w > 0 {
+		return prefix + dlqDuration(w)
+	}
+	return ""
+}
+
+// rerunAdvice says how long running the replay again is safe for what (a dead letter that may be stored).
+func (rp *dlqReplayer) rerunAdvice(what string) string {
+	if w := rp.window(); w > 0 {
+		return fmt.Sprintf("run the replay again within %s (%s's duplicate window) and %s is not stored twice",
+			dlqDuration(w), rp.inputStream, what)
+	}
+	return fmt.Sprintf("run the replay again within %s's duplicate window and %s is not stored twice", rp.inputStream, what)
+}
+
+// dlqDuration prints a duration as people write a stream's duplicate window: 2m, 90s, 1h30m, 250ms.
+func dlqDuration(d time.Duration) string {
+	s := d.String()
+	if d%time.Minute == 0 {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if d%time.Hour == 0 {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // uncaptured says that the input stream does not store dl's subject.
@@ -244,9 +342,16 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 		"now accepts it (a source or tenant rule changed)", dl.reason, dl.subject)
 }
 
-// replayID is the Nats-Msg-Id of a dead letter's replay: the dead-letter stream, the sequence, and the time the
+// replayID is the Nats-Msg-Id of a dead letter's replay: "replay/" and the dead letter's own Nats-Msg-Id, the
+// envelope's identity (dlq/<input stream>/<seq>/<stored at>). One envelope dead-lettered twice (the worker stopped
+// between the dead letter and the input ack, and the redelivery came after the dead-letter stream's duplicate
+// window) is two dead letters with one identity: their replays collapse in the input stream. A dead letter without
+// a Nats-Msg-Id is named by where the dead-letter stream holds it: the stream, the sequence, and the time the
 // stream stored it (sequences restart when the stream is created again; times do not).
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
+	if id := dl.header.Get(contract.HeaderMsgID); id != "" {
+		return contract.ReplayIDPrefix + id
+	}
 	return contract.ReplayIDPrefix + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
 }

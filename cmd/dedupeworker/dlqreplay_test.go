@@ -92,18 +92,21 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Stored, but not removed: reported, exit status 1.
+	// Stored, but not removed: reported, exit status 1, and the way out is dlq rm (a replay after INGEST's
+	// duplicate window would store it again).
 	t.Setenv("DEDUPE_NATS_URL", url("nodelete"))
 	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--seq", "1")
-	if code != 1 || !strings.Contains(stderr, "dlq replay: 1 of 1 selected dead letters not replayed: seq 1 (failed)") ||
-		!strings.Contains(out, "seq 1: stored as message 1 of INGEST but not removed from DEDUPE_DLQ") {
+	if code != 1 || !strings.Contains(stderr, "dlq replay: 1 of 1 selected dead letters not replayed: seq 1 (not-removed)") ||
+		!strings.Contains(out, "seq 1: stored as message 1 of INGEST but not removed from DEDUPE_DLQ") ||
+		!strings.Contains(out, "remove it with dedupeworker dlq rm --seq 1 --yes, not with another replay (after INGEST's duplicate window of 2m a replay stores it again)") ||
+		!strings.Contains(out, "removed none of the 1 selected dead letters from DEDUPE_DLQ; 1 not-removed (stored in INGEST: remove with dedupeworker dlq rm --seq 1 --yes, not with another replay)") {
 		t.Fatalf("replay without delete permission: %d\n%s\n%s", code, out, stderr)
 	}
 	if in, dlq := e.state("INGEST"), e.state("DEDUPE_DLQ"); in.Msgs != 1 || dlq.Msgs != 4 {
 		t.Fatalf("after the interrupted replay: INGEST %+v, DEDUPE_DLQ %+v", in, dlq)
 	}
 
-	// Run again: the input stream collapses the second publish; the dead letter goes.
+	// Run again within INGEST's duplicate window: the input stream collapses the second publish; the dead letter goes.
 	t.Setenv("DEDUPE_NATS_URL", url("admin"))
 	code, out, stderr = runCLI(t, "", "dlq", "replay", "--yes", "--force", "--seq", "1-2", "--json")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -122,7 +125,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 		recs[1].Seq != 2 || recs[1].Result != dlqReplayed || recs[1].IngestSeq != 2 {
 		t.Errorf("replay again: %+v", recs)
 	}
-	if !strings.Contains(stderr, "replayed 2 of the 2 selected dead letters of DEDUPE_DLQ to stream INGEST and removed them from DEDUPE_DLQ (1 already stored by an earlier, interrupted replay)") {
+	if !strings.Contains(stderr, "replayed 2 of the 2 selected dead letters of DEDUPE_DLQ to stream INGEST and removed them from DEDUPE_DLQ (1 already stored, by an earlier replay or from another dead letter of the same envelope)") {
 		t.Errorf("replay again, summary: %s", stderr)
 	}
 	if in, dlq := e.state("INGEST"), e.state("DEDUPE_DLQ"); in.Msgs != 2 || dlq.Msgs != 2 {
@@ -135,12 +138,15 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dlqStored := recs[0].Stored
-	stamp, _ := time.Parse(time.RFC3339Nano, dlqStored)
+	// Its Nats-Msg-Id is the dead letter's own (the envelope's identity: dlq/INGEST/<input seq>/<stored at>).
+	id := m.Header.Get("Nats-Msg-Id")
+	m.Header.Del("Nats-Msg-Id")
 	wantHdr := nats.Header{"X-GitHub-Delivery": {"d1"}, "Stripe-Signature": {"t=1,v1=a", "t=1,v1=b"}, "Idempotency-Key": {"sender"},
-		"Nats-Msg-Id": {fmt.Sprintf("replay/DEDUPE_DLQ/1/%d", stamp.UnixNano())}, "Nats-Expected-Stream": {"INGEST"}}
-	if m.Subject != "ingest.acme.gh" || string(m.Data) != "one" || !reflect.DeepEqual(m.Header, wantHdr) {
-		t.Errorf("INGEST message 1: %s %q %v\nwant headers %v", m.Subject, m.Data, m.Header, wantHdr)
+		"Nats-Expected-Stream": {"INGEST"}}
+	if m.Subject != "ingest.acme.gh" || string(m.Data) != "one" || !reflect.DeepEqual(m.Header, wantHdr) ||
+		!strings.HasPrefix(id, "replay/dlq/INGEST/3/") {
+		t.Errorf("INGEST message 1: %s %q %v, Nats-Msg-Id %q\nwant headers %v, Nats-Msg-Id replay/dlq/INGEST/3/<stored at>",
+			m.Subject, m.Data, m.Header, id, wantHdr)
 	}
 
 	// Refused and failed ones are named, and stay.

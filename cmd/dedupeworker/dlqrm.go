@@ -2,26 +2,70 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jsapi"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
+
+// dlqCodeNoMessageToDelete is the server's answer to the removal of a message the stream does not hold: error code
+// 10057 (JSStreamMsgDeleteFailedF, "no message found"). It is not 10037 (JSNoMessageFoundErr, a get's answer), so
+// jetstream.ErrMsgNotFound does not match it; 10057 names other failed removals too, so the letter is read again.
+const dlqCodeNoMessageToDelete jetstream.ErrorCode = 10057
+
+// dlqRemovedMeanwhileText says where a dead letter found gone when this command removed it went.
+const dlqRemovedMeanwhileText = "by another dlq replay or dlq rm, or the stream's limits"
+
+// remove removes dead letter seq from the dead-letter stream. A removal once sent is waited for (its own request
+// timeout), even when the command is interrupted: what it reports is what happened. When the removal fails, the
+// letter is read again: gone after the server's "no message found", it was removed meanwhile by someone else
+// (meanwhile true, no error); gone after another failure (an answer lost), this removal did it.
+func (r *dlqReader) remove(ctx context.Context, seq uint64) (meanwhile bool, err error) {
+	ctx = context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(ctx, dlqRequestTimeout)
+	defer cancel()
+	err = r.del(dctx, seq)
+	if err == nil {
+		return false, nil
+	}
+	if _, found, rerr := r.get(ctx, seq); rerr == nil && !found {
+		return dlqNoMessageToDelete(err), nil
+	}
+	return false, err
+}
+
+// dlqNoMessageToDelete reports whether err is the server's answer to the removal of a message it does not hold.
+func dlqNoMessageToDelete(err error) bool {
+	return jserr.Code(err) == dlqCodeNoMessageToDelete || errors.Is(err, jetstream.ErrMsgNotFound)
+}
 
 // dlqRemove removes the selected dead letters (at most --limit) from the dead-letter stream, or, without --yes,
 // says which it would remove. A removal is final: the letter's headers and body are gone.
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	var (
-		removed int
-		failed  []string
+		removed   int
+		meanwhile int // of removed: gone when this command removed them
+		failed    []string
 	)
 	n, next, err := r.scanLimited(ctx, o, stdout, now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := dlqReplayRecord{dlqRecord: dl.record(now), Result: "would-remove"}
 		if o.yes {
-			if err := r.st.DeleteMsg(ctx, dl.seq); err != nil {
+			switch gone, err := r.remove(ctx, dl.seq); {
+			case err != nil:
 				rec.Result, rec.Detail = "failed", err.Error()
 				failed = append(failed, fmt.Sprintf("seq %d (%v)", dl.seq, err))
-			} else {
+			case gone:
+				rec.Result, rec.Detail = "removed-meanwhile", "removed meanwhile "+dlqRemovedMeanwhileText
+				removed++
+				meanwhile++
+			default:
 				rec.Result = "removed"
 				removed++
 			}
@@ -43,6 +87,9 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		fmt.Fprintf(&b, "removed none of the %d selected dead letters of %s", n, r.name)
 	default:
 		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", removed, n, r.name)
+		if meanwhile > 0 {
+			fmt.Fprintf(&b, " (%d of them removed meanwhile by another command or the stream's limits)", meanwhile)
+		}
 	}
 	if next > 0 {
 		fmt.Fprintf(&b, "; more dead letters match than --limit %d", o.limit)
@@ -55,4 +102,32 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, strings.Join(failed[:min(len(failed), 20)], ", ")))
 	}
 	return nil
+}
+
+// streamDelete removes message seq of a stream through the stream's API ($JS.API.STREAM.MSG.DELETE), as
+// jetstream.Stream.DeleteMsg does (no erase), but keeping the server's answer as a *jetstream.APIError:
+// DeleteMsg turns it into text, and its error code is what tells "no message found" from another failure.
+func streamDelete(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) error {
+	req, _ := json.Marshal(struct { // a number and a bool: never fails
+		Seq     uint64 `json:"seq"`
+		NoErase bool   `json:"no_erase"`
+	}{seq, true})
+	reply, err := js.Conn().RequestWithContext(ctx, jsapi.Prefix(js.Options())+"STREAM.MSG.DELETE."+stream, req)
+	if err == nil {
+		var resp struct {
+			Error   *jetstream.APIError `json:"error"`
+			Success bool                `json:"success"`
+		}
+		switch perr := json.Unmarshal(reply.Data, &resp); {
+		case perr != nil:
+			err = fmt.Errorf("invalid answer %q: %w", reply.Data, perr)
+		case resp.Error != nil:
+			err = resp.Error
+		case !resp.Success:
+			err = fmt.Errorf("not removed (answer %q)", reply.Data)
+		default:
+			return nil
+		}
+	}
+	return fmt.Errorf("remove message %d of stream %s: %w", seq, stream, err)
 }
