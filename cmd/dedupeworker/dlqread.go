@@ -68,7 +68,7 @@ type dlqReader struct {
 	last                   uint64 // the stream's last sequence when the reader was opened: nothing after it is read
 	dlqPrefix, inputPrefix string
 
-	del func(ctx context.Context, seq uint64) error // removes a message of the stream: streamDelete
+	del func(ctx context.Context, seq uint64) error // removes a message of the stream: its DeleteMsg
 }
 
 func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefix, inputPrefix string) (*dlqReader, error) {
@@ -83,7 +83,7 @@ func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefi
 	info := st.CachedInfo()
 	r := &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
 		inputPrefix: inputPrefix}
-	r.del = func(ctx context.Context, seq uint64) error { return streamDelete(ctx, js, r.name, seq) }
+	r.del = st.DeleteMsg
 	return r, nil
 }
 

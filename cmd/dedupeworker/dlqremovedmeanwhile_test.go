@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
@@ -82,20 +83,21 @@ func TestDlqRmLetterRemovedMeanwhile(t *testing.T) {
 	}
 }
 
-// The server's "no message found" to a removal is 10057, not a get's 10037; other removal failures are not it.
-func TestDlqNoMessageToDelete(t *testing.T) {
+// A removal the server refused (nats.go's ErrMsgDeleteUnsuccessful, wrapping "no message found" and the like)
+// removed nothing; an unanswered one may have.
+func TestDlqRefusedRemoval(t *testing.T) {
 	for _, tc := range []struct {
 		err  error
 		want bool
 	}{
-		{fmt.Errorf("remove message 3 of stream DEDUPE_DLQ: %w", &jetstream.APIError{Code: 500, ErrorCode: 10057, Description: "no message found"}), true},
+		{fmt.Errorf("%w: nats: API error: code=500 err_code=10057 description=no message found", jetstream.ErrMsgDeleteUnsuccessful), true},
 		{jetstream.ErrMsgNotFound, true},
-		{&jetstream.APIError{Code: 500, ErrorCode: 10077, Description: "resource limits exceeded"}, false},
 		{context.DeadlineExceeded, false},
-		{errors.New("nats: message deletion unsuccessful: nats: API error: code=500 err_code=10057 description=no message found"), false},
+		{nats.ErrTimeout, false},
+		{errors.New("nats: connection closed"), false},
 	} {
-		if got := dlqNoMessageToDelete(tc.err); got != tc.want {
-			t.Errorf("dlqNoMessageToDelete(%v) = %v, want %v", tc.err, got, tc.want)
+		if got := dlqRefusedRemoval(tc.err); got != tc.want {
+			t.Errorf("dlqRefusedRemoval(%v) = %v, want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,22 +9,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/dedupeworker/dedupeworker/internal/jsapi"
-	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
-
-// dlqCodeNoMessageToDelete is the server's answer to the removal of a message the stream does not hold: error code
-// 10057 (JSStreamMsgDeleteFailedF, "no message found"). It is not 10037 (JSNoMessageFoundErr, a get's answer), so
-// jetstream.ErrMsgNotFound does not match it; 10057 names other failed removals too, so the letter is read again.
-const dlqCodeNoMessageToDelete jetstream.ErrorCode = 10057
 
 // dlqRemovedMeanwhileText says where a dead letter found gone when this command removed it went.
 const dlqRemovedMeanwhileText = "by another dlq replay or dlq rm, or the stream's limits"
 
 // remove removes dead letter seq from the dead-letter stream. A removal once sent is waited for (its own request
 // timeout), even when the command is interrupted: what it reports is what happened. When the removal fails, the
-// letter is read again: gone after the server's "no message found", it was removed meanwhile by someone else
+// letter is read again: gone after the server refused the removal, it was removed meanwhile by someone else
 // (meanwhile true, no error); gone after another failure (an answer lost), this removal did it.
 func (r *dlqReader) remove(ctx context.Context, seq uint64) (meanwhile bool, err error) {
 	ctx = context.WithoutCancel(ctx)
@@ -36,14 +27,15 @@ func (r *dlqReader) remove(ctx context.Context, seq uint64) (meanwhile bool, err
 		return false, nil
 	}
 	if _, found, rerr := r.get(ctx, seq); rerr == nil && !found {
-		return dlqNoMessageToDelete(err), nil
+		return dlqRefusedRemoval(err), nil
 	}
 	return false, err
 }
 
-// dlqNoMessageToDelete reports whether err is the server's answer to the removal of a message it does not hold.
-func dlqNoMessageToDelete(err error) bool {
-	return jserr.Code(err) == dlqCodeNoMessageToDelete || errors.Is(err, jetstream.ErrMsgNotFound)
+// dlqRefusedRemoval reports whether the server answered a removal with a refusal ("no message found" among
+// others, which nats.go wraps in ErrMsgDeleteUnsuccessful): it removed nothing then.
+func dlqRefusedRemoval(err error) bool {
+	return errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) || errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
 // dlqRemove removes the selected dead letters (at most --limit) from the dead-letter stream, or, without --yes,
@@ -102,32 +94,4 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, strings.Join(failed[:min(len(failed), 20)], ", ")))
 	}
 	return nil
-}
-
-// streamDelete removes message seq of a stream through the stream's API ($JS.API.STREAM.MSG.DELETE), as
-// jetstream.Stream.DeleteMsg does (no erase), but keeping the server's answer as a *jetstream.APIError:
-// DeleteMsg turns it into text, and its error code is what tells "no message found" from another failure.
-func streamDelete(ctx context.Context, js jetstream.JetStream, stream string, seq uint64) error {
-	req, _ := json.Marshal(struct { // a number and a bool: never fails
-		Seq     uint64 `json:"seq"`
-		NoErase bool   `json:"no_erase"`
-	}{seq, true})
-	reply, err := js.Conn().RequestWithContext(ctx, jsapi.Prefix(js.Options())+"STREAM.MSG.DELETE."+stream, req)
-	if err == nil {
-		var resp struct {
-			Error   *jetstream.APIError `json:"error"`
-			Success bool                `json:"success"`
-		}
-		switch perr := json.Unmarshal(reply.Data, &resp); {
-		case perr != nil:
-			err = fmt.Errorf("invalid answer %q: %w", reply.Data, perr)
-		case resp.Error != nil:
-			err = resp.Error
-		case !resp.Success:
-			err = fmt.Errorf("not removed (answer %q)", reply.Data)
-		default:
-			return nil
-		}
-	}
-	return fmt.Errorf("remove message %d of stream %s: %w", seq, stream, err)
 }
