@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -126,11 +127,11 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	if cfg.Logger != nil {
-		ns.SetLoggerV2(slogAdapter{cfg.Logger.With("component", "nats-server")}, false, false, false)
-	}
+	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	log := slogAdapter{l: logger.With("component", "nats-server"), fatal: new(atomic.Pointer[string])}
+	ns.SetLoggerV2(log, false, false, false)
 	go ns.Start()
-	if err := waitReady(ctx, ns, cfg); err != nil {
+	if err := waitReady(ctx, ns, cfg, log.fatal); err != nil {
 		ns.Shutdown()
 		ns.WaitForShutdown() // the store stays locked until the server has let go of it
 		return nil, fmt.Errorf("embedded: server on %s (store %s): %w", cfg.Listen, cfg.StoreDir, err)
@@ -138,9 +139,10 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 	return &Server{ns: ns}, nil
 }
 
-// waitReady waits until ns accepts connections, or ctx ends, or cfg.ReadyTimeout passes, saying every 10 s that
-// the server is still recovering its streams.
-func waitReady(ctx context.Context, ns *server.Server, cfg Config) error {
+// waitReady waits until ns accepts connections, or ctx ends, or cfg.ReadyTimeout passes, or the server reports a
+// fatal error (it then never opens its client port), saying every 10 s that the server is still recovering its
+// streams.
+func waitReady(ctx context.Context, ns *server.Server, cfg Config, fatal *atomic.Pointer[string]) error {
 	start := time.Now()
 	for next := 10 * time.Second; ; {
 		if ctx.Err() != nil {
@@ -149,11 +151,14 @@ func waitReady(ctx context.Context, ns *server.Server, cfg Config) error {
 		if ns.ReadyForConnections(250 * time.Millisecond) {
 			return nil
 		}
+		if f := fatal.Load(); f != nil {
+			return fmt.Errorf("the server failed to start: %s", *f)
+		}
 		waited := time.Since(start)
 		switch {
 		case cfg.ReadyTimeout > 0 && waited >= cfg.ReadyTimeout:
 			return fmt.Errorf("not ready after %s", cfg.ReadyTimeout)
-		case waited >= next && cfg.Logger != nil:
+		case waited >= next:
 			cfg.Logger.Info("embedded NATS server still recovering its streams", "waited", waited.Round(time.Second),
 				"store", cfg.StoreDir)
 			next += 10 * time.Second
@@ -181,13 +186,20 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 }
 
-// slogAdapter routes nats-server's log lines into slog. The server's notices are chatty at startup, so they go
-// to debug; warnings and errors keep their level.
-type slogAdapter struct{ l *slog.Logger }
+// slogAdapter routes nats-server's log lines into slog, and keeps the first fatal one for Start. The server's
+// notices are chatty at startup, so they go to debug; warnings and errors keep their level.
+type slogAdapter struct {
+	l     *slog.Logger
+	fatal *atomic.Pointer[string]
+}
 
 func (a slogAdapter) Noticef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
 func (a slogAdapter) Warnf(f string, v ...any)   { a.l.Warn(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Fatalf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Errorf(f string, v ...any)  { a.l.Error(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Debugf(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
-func (a slogAdapter) Tracef(f string, v ...any)  { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Fatalf(f string, v ...any) {
+	msg := fmt.Sprintf(f, v...)
+	a.fatal.CompareAndSwap(nil, &msg)
+	a.l.Error(msg)
+}
+func (a slogAdapter) Errorf(f string, v ...any) { a.l.Error(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Debugf(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }
+func (a slogAdapter) Tracef(f string, v ...any) { a.l.Debug(fmt.Sprintf(f, v...)) }

@@ -3,6 +3,7 @@ package embedded_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -73,5 +74,28 @@ func TestStartEndsWithItsContext(t *testing.T) {
 	defer scancel()
 	if err := again.Shutdown(sctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A server that fails to start (here JetStream cannot make its directory) ends Start with the server's own reason
+// at once, not after the wait for a recovery that never comes.
+func TestStartFailsWhenTheServerCannotStart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nats")
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "jetstream"), []byte("not a directory"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	srv, err := embedded.Start(ctx, embedded.Config{Listen: "127.0.0.1:0", StoreDir: dir})
+	if err == nil {
+		_ = srv.Shutdown(context.Background())
+		t.Fatal("Start over a store JetStream cannot use: no error")
+	}
+	if took := time.Since(start); took > 10*time.Second || !strings.Contains(err.Error(), "JetStream") {
+		t.Fatalf("Start: %v after %s; want the server's reason (JetStream) at once", err, took.Round(time.Millisecond))
 	}
 }
