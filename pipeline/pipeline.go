@@ -308,9 +308,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() { workers.Wait(); close(done) }()
 	if !waitFor(done, time.Until(cancelAt)) {
+		workCancel() // before the log line: what reads it (a test) may rely on the cancellation having happened
 		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout,
 			"cancelled_after", rs.steps.cancel)
-		workCancel()
 		// Every blocking step of a worker selects on workCtx, and a window call is bounded by its own timeout: the
 		// rest of the budget is for the stored outcomes' record, release and ack. Past it, do not wait: what a
 		// worker does later is one of those, or a NAK.

@@ -45,7 +45,7 @@ func TestShutdownBetweenPubAckAndAck(t *testing.T) {
 	kv := e.kvWindow()
 	w := &shutdownWindow{Window: kv}
 	cfg := e.config(w)
-	cfg.ShutdownTimeout = 2 * time.Second
+	cfg.ShutdownTimeout = 4 * time.Second // in-flight work cancelled after 3 s; 1 s left for the record and the ack
 	w.cancelled = func() bool { return strings.Contains(e.log.String(), "handing back envelopes still in flight") }
 	r := e.start(cfg)
 	w.cancel = r.cancel
@@ -57,8 +57,7 @@ func TestShutdownBetweenPubAckAndAck(t *testing.T) {
 		t.Fatal("Run did not return")
 	}
 	e.waitCount(pipeline.DefaultOutputStream, 1, 10*time.Second)
-	// Sent within what is left of the shutdown's budget, or by the worker after Run returned when that was short.
-	natstest.Eventually(t, 10*time.Second, func() error {
+	sent := func() error {
 		entry, found, err := kv.Get(ctx(t), "t1", "gh", "shutdown-after-puback")
 		if err != nil || !found || !entry.Published {
 			return fmt.Errorf("claim after the shutdown: %+v found %v err %v; want the publish recorded", entry, found, err)
@@ -71,5 +70,13 @@ func TestShutdownBetweenPubAckAndAck(t *testing.T) {
 			return fmt.Errorf("consumer's ack floor %d, want the envelope %d acknowledged", ci.AckFloor.Stream, seq)
 		}
 		return nil
-	})
+	}
+	// Run waits for them within its budget: sent by the time it returns, unless it says it returned without its
+	// workers (a machine too loaded to record and ack within the budget's last quarter), when they still go out.
+	if err := sent(); err != nil {
+		if !strings.Contains(e.log.String(), "workers still busy after their cancellation") {
+			t.Fatalf("when Run returned: %v", err)
+		}
+		natstest.Eventually(t, 10*time.Second, sent)
+	}
 }
