@@ -40,6 +40,10 @@ func TestWindowStatusSharded(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "nothing to move") {
 		t.Errorf("window rebalance on a single server: exit %d\n%s", code, stdout)
 	}
+	code, stdout, _ = runCLI(t, "", "window", "rebalance", "--json")
+	if code != 0 || !strings.Contains(stdout, `"skipped_offline":[]`) {
+		t.Errorf("window rebalance --json on a single server: exit %d, want skipped_offline empty\n%s", code, stdout)
+	}
 	// The same buckets with another number of shards: refused, saying why.
 	t.Setenv("DEDUPE_WINDOW_SHARDS", "2")
 	code, _, stderr = runCLI(t, "", "window", "status")
