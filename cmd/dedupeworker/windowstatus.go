@@ -27,9 +27,8 @@ cost on each replica (keys x 180 bytes, measured); then, per server, the buckets
 estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
 not spread them by itself), never onto an offline replica (it names those it skipped; a replica merely behind stays a
 candidate), and, with --yes, moves them by preferred step-downs, one bucket at a time, stopping where a stream
-elects another server than the one asked for. Each
-bucket's state is one request to the server, bounded by --timeout (default 5s): a bucket that does not answer in
-time fails the command, naming the bucket.
+elects another server than the one asked for. Each bucket's state is one request to the server, bounded by
+--timeout (default 5s): a bucket that does not answer in time fails the command, naming the bucket.
 
 `
 
