@@ -113,3 +113,10 @@ func StepDown(ctx context.Context, m *Manager, mv Move) (Move, error) { return m
 
 // PlanRebalance is the plan Rebalance makes from a window's status.
 var PlanRebalance = planRebalance
+
+// StatusOf is the status Status reports for a bucket whose stream info has cluster info c, keys apart.
+func StatusOf(bucket string, c *jetstream.ClusterInfo) BucketStatus {
+	b := BucketStatus{Bucket: bucket}
+	b.placed(c)
+	return b
+}

@@ -102,7 +102,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 		})
 	}
 	plan, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 10*time.Second), false)
-	if err != nil || len(plan) != 4 {
+	if err != nil || len(plan.Moves) != 4 {
 		t.Fatalf("plan %v (%v), want 4 moves (6 leaders on n1 → 2 each)", plan, err)
 	}
 	if _, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 60*time.Second), true); err != nil {
@@ -119,7 +119,7 @@ func TestPlacementAndRebalance(t *testing.T) {
 	if led["n1"] != 2 || led["n2"] != 2 || led["n3"] != 2 {
 		t.Errorf("leaders after rebalance: %v, want 2 each", led)
 	}
-	if again, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 10*time.Second), false); err != nil || len(again) != 0 {
+	if again, err := kvwindow.ManagerOf(w3).Rebalance(ctxT(t, 10*time.Second), false); err != nil || len(again.Moves) != 0 {
 		t.Errorf("a balanced window plans %v (%v), want nothing", again, err)
 	}
 }

@@ -94,10 +94,14 @@ func TestRebalanceSkipsOfflineReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []kvwindow.Move{{Bucket: buckets[1], From: lead, To: healthy}}
-	if !slices.Equal(plan, want) {
-		t.Fatalf("plan with %s offline: %+v, want %+v", off, plan, want)
+	if !slices.Equal(plan.Moves, want) {
+		t.Fatalf("plan with %s offline: %+v, want %+v", off, plan.Moves, want)
 	}
-	moves, err := m.Rebalance(ctxT(t, 60*time.Second), true)
+	if wantOff := []kvwindow.Replica{{Bucket: buckets[0], Server: off}, {Bucket: buckets[1], Server: off}}; !slices.Equal(plan.Offline, wantOff) {
+		t.Errorf("plan with %s offline reports offline %+v, want %+v", off, plan.Offline, wantOff)
+	}
+	done, err := m.Rebalance(ctxT(t, 60*time.Second), true)
+	moves := done.Moves
 	if err != nil {
 		t.Fatalf("rebalance: %v (moved %+v)", err, moves)
 	}

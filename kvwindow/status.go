@@ -30,8 +30,9 @@ type BucketStatus struct {
 	// Lost, when set, says why the bucket holds nothing: it is missing (deleted with its claims); the other fields
 	// are then empty.
 	Lost string `json:"lost,omitempty"`
-	// Unusable are the servers of Replicas that cannot take the lead now: offline (not seen by the leader lately)
-	// or not current (behind the leader). Rebalance moves no leader to one of them.
+	// Unusable are the servers of Replicas that are offline: not seen by the bucket's leader lately. Rebalance moves
+	// no leader to one of them. A replica merely behind the leader is not among them: under claim load followers
+	// are often a few operations behind at the instant the state is read.
 	Unusable []string `json:"unusable,omitempty"`
 	// Cluster is the bucket's cluster info from the same read (nil on a single server): each replica's state.
 	Cluster *jetstream.ClusterInfo `json:"-"`
@@ -58,25 +59,32 @@ func (m *Manager) Status(ctx context.Context) ([]BucketStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, s.cfg.Bucket, err)
 		}
-		b.Keys, b.Bytes, b.Cluster = info.State.NumSubjects, info.State.Bytes, info.Cluster
+		b.Keys, b.Bytes = info.State.NumSubjects, info.State.Bytes
 		b.MemoryEstimate = b.Keys * BytesPerKey
-		if c := info.Cluster; c != nil {
-			b.Leader = c.Leader
-			if c.Leader != "" {
-				b.Replicas = append(b.Replicas, c.Leader)
-			}
-			for _, p := range c.Replicas {
-				if p == nil {
-					continue
-				}
-				b.Replicas = append(b.Replicas, p.Name)
-				if p.Offline || !p.Current {
-					b.Unusable = append(b.Unusable, p.Name)
-				}
-			}
-		}
+		b.placed(info.Cluster)
 	}
 	return out, nil
+}
+
+// placed fills b's leader, replicas and unusable replicas from its stream's cluster info (nil on a single server).
+func (b *BucketStatus) placed(c *jetstream.ClusterInfo) {
+	b.Cluster = c
+	if c == nil {
+		return
+	}
+	b.Leader = c.Leader
+	if c.Leader != "" {
+		b.Replicas = append(b.Replicas, c.Leader)
+	}
+	for _, p := range c.Replicas {
+		if p == nil {
+			continue
+		}
+		b.Replicas = append(b.Replicas, p.Name)
+		if p.Offline {
+			b.Unusable = append(b.Unusable, p.Name)
+		}
+	}
 }
 
 // NotAnswering reports whether err says that the server did not answer a request rather than refused it
@@ -104,42 +112,59 @@ type Move struct {
 	Asked string `json:"asked,omitempty"`
 }
 
+// Replica is one replica of a bucket: the server holding it.
+type Replica struct {
+	Bucket string `json:"bucket"`
+	Server string `json:"server"`
+}
+
+// Plan is what Rebalance moves (or would move), and the replicas it left out.
+type Plan struct {
+	Moves []Move
+	// Offline are the replicas no leader was planned onto as they are offline (BucketStatus.Unusable), in shard
+	// order: the leaders are spread over the others only.
+	Offline []Replica
+}
+
 // Rebalance spreads the buckets' stream leaders over the servers holding them, so that no server leads more than
 // its share (nats-server does not spread leaders by itself): bucket by bucket, the leader goes to the replica that
-// leads the fewest buckets so far, the current leader winning ties; a replica that is offline or not current
-// (BucketStatus.Unusable) is never chosen, as nats-server would elect another server in its place. With apply it
+// leads the fewest buckets so far, the current leader winning ties; an offline replica (BucketStatus.Unusable) is
+// never chosen, as nats-server would elect another server in its place, and is reported (Plan.Offline). A replica
+// behind the leader stays a candidate: a step-down to it is either refused by the server or ends on another one,
+// which the move then reports (Move.Asked). With apply it
 // asks each stream to step down in favour of that server (a preferred step-down) and waits for the change; without,
 // it only plans. Leadership is moved one bucket at a time; claims pause for each bucket's election (well under a
 // second on a healthy cluster). When a stream elects another server than the one asked for, Rebalance stops there:
 // the last move returned names where the leader went (Move.Asked the server asked for), and the error says so.
-func (m *Manager) Rebalance(ctx context.Context, apply bool) ([]Move, error) {
+func (m *Manager) Rebalance(ctx context.Context, apply bool) (Plan, error) {
 	status, err := m.Status(ctx)
 	if err != nil {
-		return nil, err
+		return Plan{}, err
 	}
-	moves := planRebalance(status)
+	plan := planRebalance(status)
 	if !apply {
-		return moves, nil
+		return plan, nil
 	}
-	for i, mv := range moves {
+	for i, mv := range plan.Moves {
 		made, err := m.w.stepDown(ctx, mv)
 		if err != nil {
-			done := moves[:i]
+			done := plan.Moves[:i:i]
 			if made.To != "" {
 				// The leader moved, elsewhere than planned: report where, and let a later run plan from there.
 				done = append(done, made)
 			}
-			return done, err
+			return Plan{Moves: done, Offline: plan.Offline}, err
 		}
 	}
-	return moves, nil
+	return plan, nil
 }
 
 // planRebalance is the moves that spread the leaders of status evenly, in shard order (see Rebalance): each
-// bucket's leader goes to its usable replica that leads the fewest buckets so far, the current leader winning ties.
-func planRebalance(status []BucketStatus) []Move {
+// bucket's leader goes to its online replica that leads the fewest buckets so far, the current leader winning ties.
+// The offline replicas of the buckets it planned for are reported beside.
+func planRebalance(status []BucketStatus) Plan {
 	led := map[string]int{}
-	var moves []Move
+	var plan Plan
 	for _, b := range status {
 		if b.Leader == "" || len(b.Replicas) < 2 {
 			continue
@@ -152,10 +177,13 @@ func planRebalance(status []BucketStatus) []Move {
 		}
 		led[best]++
 		if best != b.Leader {
-			moves = append(moves, Move{Bucket: b.Bucket, From: b.Leader, To: best})
+			plan.Moves = append(plan.Moves, Move{Bucket: b.Bucket, From: b.Leader, To: best})
+		}
+		for _, p := range b.Unusable {
+			plan.Offline = append(plan.Offline, Replica{Bucket: b.Bucket, Server: p})
 		}
 	}
-	return moves
+	return plan
 }
 
 // stepDown asks the bucket's stream leader to hand over to m.To and waits until the leader has changed. It returns

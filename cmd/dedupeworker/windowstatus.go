@@ -25,10 +25,10 @@ it, the servers holding its replicas with the state of each (current, N operatio
 by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry markers), bytes, and the server heap its keys
 cost on each replica (keys x 180 bytes, measured); then, per server, the buckets it leads and holds and its heap
 estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
-not spread them by itself), never onto a replica that is offline or behind, and, with --yes, moves them by preferred
-step-downs, one bucket at a time, stopping where a stream elects another server than the one asked for. Each
-bucket's state is one request to the server, bounded by --timeout (default 5s): a bucket that does not answer in
-time fails the command, naming the bucket.
+not spread them by itself), never onto an offline replica (it names those it skipped; a replica merely behind stays a
+candidate), and, with --yes, moves them by preferred step-downs, one bucket at a time, stopping where a stream
+elects another server than the one asked for. Each bucket's state is one request to the server, bounded by
+--timeout (default 5s): a bucket that does not answer in time fails the command, naming the bucket.
 
 `
 
@@ -57,13 +57,14 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 	defer b.nc.Close()
 	w := b.w
 	if sub == "rebalance" {
-		moves, err := w.Rebalance(ctx, yes)
+		plan, err := w.Rebalance(ctx, yes)
 		if *asJSON {
-			if werr := writeJSON(stdout, map[string]any{"applied": yes, "moves": moves}); werr != nil {
+			skipped := append([]kvwindow.Replica{}, plan.Offline...) // [], not null, in JSON
+			if werr := writeJSON(stdout, map[string]any{"applied": yes, "moves": plan.Moves, "skipped_offline": skipped}); werr != nil {
 				return werr
 			}
 		} else {
-			printMoves(stdout, moves, yes)
+			printMoves(stdout, plan, yes)
 		}
 		if err != nil {
 			return failErr(err)
@@ -214,25 +215,57 @@ func printStatus(w io.Writer, status []kvwindow.BucketStatus, health []replicaSt
 	}
 }
 
-func printMoves(w io.Writer, moves []kvwindow.Move, applied bool) {
-	if len(moves) == 0 {
+// printMoves writes what rebalance moved (or would move), and the offline replicas it left out: leaders spread
+// over the online replicas only are not spread over all of them.
+func printMoves(w io.Writer, plan kvwindow.Plan, applied bool) {
+	skipped := skippedOffline(plan.Offline)
+	switch {
+	case len(plan.Moves) == 0 && skipped == "":
 		fmt.Fprintln(w, "the leaders are spread already: nothing to move")
+		return
+	case len(plan.Moves) == 0:
+		fmt.Fprintf(w, "nothing to move among online replicas; skipped offline: %s\n", skipped)
 		return
 	}
 	verb := "would move"
 	if applied {
 		verb = "moved"
 	}
-	for _, m := range moves {
+	for _, m := range plan.Moves {
 		fmt.Fprintf(w, "%s %s: leader %s -> %s", verb, m.Bucket, m.From, m.To)
 		if m.Asked != "" {
 			fmt.Fprintf(w, " (asked %s)", m.Asked)
 		}
 		fmt.Fprintln(w)
 	}
+	if skipped != "" {
+		fmt.Fprintf(w, "skipped offline: %s\n", skipped)
+	}
 	if !applied {
 		fmt.Fprintln(w, "(a plan: run with --yes to move them)")
 	}
+}
+
+// skippedOffline names offline replicas server by server, in the order first seen: "n3 (buckets w-0, w-1), n2
+// (bucket w-2)"; "" for none.
+func skippedOffline(offline []kvwindow.Replica) string {
+	var servers []string
+	buckets := map[string][]string{}
+	for _, r := range offline {
+		if _, ok := buckets[r.Server]; !ok {
+			servers = append(servers, r.Server)
+		}
+		buckets[r.Server] = append(buckets[r.Server], r.Bucket)
+	}
+	parts := make([]string, 0, len(servers))
+	for _, s := range servers {
+		noun := "bucket"
+		if len(buckets[s]) > 1 {
+			noun = "buckets"
+		}
+		parts = append(parts, fmt.Sprintf("%s (%s %s)", s, noun, strings.Join(buckets[s], ", ")))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // human prints a byte count with a binary unit.

@@ -40,6 +40,10 @@ func TestWindowStatusSharded(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "nothing to move") {
 		t.Errorf("window rebalance on a single server: exit %d\n%s", code, stdout)
 	}
+	code, stdout, _ = runCLI(t, "", "window", "rebalance", "--json")
+	if code != 0 || !strings.Contains(stdout, `"skipped_offline":[]`) {
+		t.Errorf("window rebalance --json on a single server: exit %d, want skipped_offline empty\n%s", code, stdout)
+	}
 	// The same buckets with another number of shards: refused, saying why.
 	t.Setenv("DEDUPE_WINDOW_SHARDS", "2")
 	code, _, stderr = runCLI(t, "", "window", "status")
@@ -77,8 +81,34 @@ func TestWindowStatusReplicaHealth(t *testing.T) {
 // was asked.
 func TestPrintMovesNamesTheServerAsked(t *testing.T) {
 	var b strings.Builder
-	printMoves(&b, []kvwindow.Move{{Bucket: "w-0", From: "n1", To: "n2"}, {Bucket: "w-1", From: "n1", To: "n2", Asked: "n3"}}, true)
+	printMoves(&b, kvwindow.Plan{Moves: []kvwindow.Move{{Bucket: "w-0", From: "n1", To: "n2"}, {Bucket: "w-1", From: "n1", To: "n2", Asked: "n3"}}}, true)
 	if want := "moved w-0: leader n1 -> n2\nmoved w-1: leader n1 -> n2 (asked n3)\n"; b.String() != want {
 		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+}
+
+// A plan that left offline replicas out says so and names them, rather than calling the leaders spread: they are
+// spread over the online replicas only.
+func TestPrintMovesNamesSkippedOfflineReplicas(t *testing.T) {
+	offline := []kvwindow.Replica{{Bucket: "w-0", Server: "n3"}, {Bucket: "w-1", Server: "n3"}, {Bucket: "w-1", Server: "n2"}}
+	for _, tc := range []struct {
+		name string
+		plan kvwindow.Plan
+		want string
+	}{
+		{"spread", kvwindow.Plan{}, "the leaders are spread already: nothing to move\n"},
+		{"nothing to move, replicas skipped", kvwindow.Plan{Offline: offline[:1]},
+			"nothing to move among online replicas; skipped offline: n3 (bucket w-0)\n"},
+		{"moves, replicas skipped", kvwindow.Plan{Moves: []kvwindow.Move{{Bucket: "w-2", From: "n1", To: "n2"}}, Offline: offline},
+			"would move w-2: leader n1 -> n2\nskipped offline: n3 (buckets w-0, w-1), n2 (bucket w-1)\n" +
+				"(a plan: run with --yes to move them)\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			printMoves(&b, tc.plan, false)
+			if b.String() != tc.want {
+				t.Errorf("got\n%s\nwant\n%s", b.String(), tc.want)
+			}
+		})
 	}
 }
