@@ -248,7 +248,10 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	result, detail := dlqReplayed, rec.Detail
 	if ack.Duplicate {
 		// Collapsed into a message the input stream holds: the letter goes only if that message is this replay.
-		stored, err := rp.input.GetMsg(ctx, ack.Sequence)
+		// The read is not left to an interruption, like the removal below.
+		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlqRequestTimeout)
+		stored, err := rp.input.GetMsg(gctx, ack.Sequence)
+		cancel()
 		var remove bool
 		if remove, result, detail = dlqOnDuplicate(msg, stored, err, ack.Sequence, rp.inputStream, rp.r.name, dl.seq); !remove {
 			return done(result, detail)
