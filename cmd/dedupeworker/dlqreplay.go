@@ -1,9 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -245,18 +246,6 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		return done(dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
 			dl.subject, rp.inputStream, err, rp.r.name))
 	}
-	result, detail := dlqReplayed, rec.Detail
-	if ack.Duplicate {
-		// Collapsed into a message the input stream holds: the letter goes only if that message is this replay.
-		// The read is not left to an interruption, like the removal below.
-		gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), dlqRequestTimeout)
-		stored, err := rp.input.GetMsg(gctx, ack.Sequence)
-		cancel()
-		var remove bool
-		if remove, result, detail = dlqOnDuplicate(msg, stored, err, ack.Sequence, rp.inputStream, rp.r.name, dl.seq); !remove {
-			return done(result, detail)
-		}
-	}
 	rec.IngestSeq = ack.Sequence
 	// Stored: the removal is not left to an interruption. Cancelled with the replay, it would fail at once and
 	// leave a dead letter whose envelope the input stream holds; a rerun after the input's duplicate window would
@@ -267,34 +256,16 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 			"with dedupeworker dlq rm --seq %d --yes, not with another replay (after %s's duplicate window%s a replay "+
 			"stores it again)", ack.Sequence, rp.inputStream, rp.r.name, err, dl.seq, rp.inputStream, rp.windowText(" of ")))
 	}
+	result, detail := dlqReplayed, rec.Detail
+	if ack.Duplicate {
+		result, detail = dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or "+
+			"from another dead letter of the same envelope", ack.Sequence, rp.inputStream)
+	}
 	if gone { // not a failure: the dead letter is gone, its envelope stored, as a replay leaves them
 		rec.gone = true
 		detail = strings.TrimPrefix(detail+"; removed from "+rp.r.name+" meanwhile ("+dlqRemovedMeanwhileText+")", "; ")
 	}
 	return done(result, detail)
-}
-
-// dlqOnDuplicate decides what becomes of a dead letter whose replay (sent) the input stream answered as a duplicate
-// of its message seq, read back as stored (or not, readErr): removed as already-stored when that message has the
-// subject and body this replay published (an earlier replay, or another dead letter of the same envelope); kept and
-// failed otherwise: a letter published by hand with another letter's Nats-Msg-Id and an edited body would be lost.
-func dlqOnDuplicate(sent *nats.Msg, stored *jetstream.RawStreamMsg, readErr error, seq uint64, inputStream, dlqName string,
-	letter uint64) (remove bool, result, detail string) {
-	switch {
-	case readErr != nil || stored == nil:
-		if readErr == nil {
-			readErr = errors.New("no message")
-		}
-		return false, dlqFailed, fmt.Sprintf("the replay id collides with message %d of %s, which could not be read to "+
-			"compare (%v): kept in %s; if it is the same envelope (the worker may have processed it), remove the letter "+
-			"with dedupeworker dlq rm --seq %d --yes", seq, inputStream, readErr, dlqName, letter)
-	case stored.Subject != sent.Subject || !bytes.Equal(stored.Data, sent.Data):
-		return false, dlqFailed, fmt.Sprintf("the replay id collides with message %d of %s of other content (a "+
-			"different subject or body): not stored, kept in %s; publish it with a Nats-Msg-Id of its own",
-			seq, inputStream, dlqName)
-	}
-	return true, dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or "+
-		"from another dead letter of the same envelope", seq, inputStream)
 }
 
 // dlqMaybeStored reports whether a publish that failed with err may still have been stored: it was sent and no
@@ -379,13 +350,24 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 // window) is two dead letters with one identity: their replays collapse in the input stream. A dead letter without
 // a Nats-Msg-Id of that form (none, or one given by hand) is named by where the dead-letter stream holds it: the
 // stream, the sequence, and the time the stream stored it (sequences restart when the stream is created again;
-// times do not).
+// times do not). The identity is followed by a digest of what the replay publishes (subject and body): a letter
+// published by hand with another letter's Nats-Msg-Id and an edited body is another replay, stored, never
+// collapsed into the first and then removed as "already stored".
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
 	if id := dl.header.Get(contract.HeaderMsgID); dlqWorkerID(id) {
-		return contract.ReplayIDPrefix + id
+		return contract.ReplayIDPrefix + id + "/" + dlqContentTag(dl.subject, dl.data)
 	}
 	return contract.ReplayIDPrefix + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
+}
+
+// dlqContentTag is a short digest of a replay's subject and body: 16 bytes of SHA-256, in hex.
+func dlqContentTag(subject string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(subject))
+	h.Write([]byte{0}) // no subject holds a NUL: subject and body cannot trade bytes
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // dlqWorkerID reports whether id has the form of the Nats-Msg-Id the worker gives a dead letter:

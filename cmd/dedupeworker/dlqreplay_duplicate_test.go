@@ -1,40 +1,19 @@
 package main
 
-import (
-	"errors"
-	"strings"
-	"testing"
+import "testing"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-)
-
-// A replay answered as a duplicate removes its dead letter only when the input stream holds what it published.
-func TestDlqOnDuplicate(t *testing.T) {
-	sent := &nats.Msg{Subject: "ingest.acme.gh", Data: []byte("seven")}
-	for _, tc := range []struct {
-		name    string
-		stored  *jetstream.RawStreamMsg
-		err     error
-		remove  bool
-		result  string
-		contain string
-	}{
-		{"same subject and body", &jetstream.RawStreamMsg{Subject: "ingest.acme.gh", Data: []byte("seven")}, nil,
-			true, dlqAlreadyStored, "already stored as message 4 of INGEST"},
-		{"other body", &jetstream.RawStreamMsg{Subject: "ingest.acme.gh", Data: []byte("seven, edited")}, nil,
-			false, dlqFailed, "the replay id collides with message 4 of INGEST of other content (a different subject or body): not stored, kept in DEDUPE_DLQ"},
-		{"other subject", &jetstream.RawStreamMsg{Subject: "ingest.acme.other", Data: []byte("seven")}, nil,
-			false, dlqFailed, "collides with message 4 of INGEST of other content"},
-		{"empty body stored, body sent", &jetstream.RawStreamMsg{Subject: "ingest.acme.gh"}, nil,
-			false, dlqFailed, "of other content"},
-		{"read failed", nil, errors.New("message not found"),
-			false, dlqFailed, "could not be read to compare (message not found): kept in DEDUPE_DLQ; if it is the same envelope (the worker may have processed it), remove the letter with dedupeworker dlq rm --seq 9 --yes"},
-		{"nothing read, no error", nil, nil, false, dlqFailed, "could not be read to compare (no message)"},
-	} {
-		remove, result, detail := dlqOnDuplicate(sent, tc.stored, tc.err, 4, "INGEST", "DEDUPE_DLQ", 9)
-		if remove != tc.remove || result != tc.result || !strings.Contains(detail, tc.contain) {
-			t.Errorf("%s: %v %s %q, want %v %s containing %q", tc.name, remove, result, detail, tc.remove, tc.result, tc.contain)
+// A replay's content tag tells apart what it publishes: the same subject and body give one tag, a changed byte of
+// either another, and the subject's and the body's bytes cannot trade places.
+func TestDlqContentTag(t *testing.T) {
+	base := dlqContentTag("ingest.acme.gh", []byte("seven"))
+	if len(base) != 32 || base != dlqContentTag("ingest.acme.gh", []byte("seven")) {
+		t.Fatalf("tag %q: want 32 hex digits, the same for the same content", base)
+	}
+	for _, other := range []struct {
+		subject, body string
+	}{{"ingest.acme.gh", "seven, edited"}, {"ingest.acme.gl", "seven"}, {"ingest.acme.g", "hseven"}, {"ingest.acme.gh", ""}} {
+		if dlqContentTag(other.subject, []byte(other.body)) == base {
+			t.Errorf("%q %q: the same tag as ingest.acme.gh seven", other.subject, other.body)
 		}
 	}
 }
