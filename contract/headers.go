@@ -149,8 +149,8 @@ func ControlShaped(h map[string][]string, body []byte) bool {
 
 // Nats-Msg-Id prefixes of what is not a keyed event: each is followed by the envelope's identity,
 // "<input stream>/<stream sequence>/<stored at, unix ns>"; a replay's is followed by the dead letter's own Nats-Msg-Id
-// ("dlq/<input stream>/…", so that two dead letters of one envelope replay once), or by the dead letter's
-// "<dlq stream>/<seq>/<stored at>" when it has none.
+// ("dlq/<input stream>/…", so that two dead letters of one envelope replay once) and a digest of its subject and
+// body, or by the dead letter's "<dlq stream>/<seq>/<stored at>" when it has none.
 const (
 	UnkeyedIDPrefix    = "msg/"    // an unkeyed event; also its Idempotency-Key
 	DuplicateIDPrefix  = "dup/"    // a duplicate copy

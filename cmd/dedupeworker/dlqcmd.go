@@ -54,10 +54,10 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
           - one that can only fail again, unless --force: bad-subject, bad-tenant and bad-source (the worker
             refuses the subject) and control-header (an empty body with a Status header, published again with
             its Status and Description headers as they came, and dead-lettered again).
-        Each envelope is published with Nats-Msg-Id replay/ and its dead letter's own Nats-Msg-Id (the
-        envelope's identity, dlq/<input stream>/<seq>/<stored at>; without one: replay/<dlq stream>/<seq>/<stored
-        at>), so a replay interrupted and run again within the input stream's duplicate window, or two dead letters
-        of one envelope, store it once. The running worker processes the replayed
+        Each envelope is published with Nats-Msg-Id replay/, its dead letter's own Nats-Msg-Id (the
+        envelope's identity, dlq/<input stream>/<seq>/<stored at>) and a digest of its subject and body
+        (without an id of that form: replay/<dlq stream>/<seq>/<stored at>), so a replay interrupted and run
+        again within the input stream's duplicate window, or two dead letters of one envelope, store it once. The running worker processes the replayed
         envelopes like any delivery: one whose event was published meanwhile is a duplicate. A dead letter whose
         subject the input stream does not capture is not published (result "failed"). A publish without an
         answer (none in time, or interrupted) may have been stored (result "unconfirmed"): run the replay again

@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -346,14 +348,41 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 // envelope's identity (dlq/<input stream>/<seq>/<stored at>). One envelope dead-lettered twice (the worker stopped
 // between the dead letter and the input ack, and the redelivery came after the dead-letter stream's duplicate
 // window) is two dead letters with one identity: their replays collapse in the input stream. A dead letter without
-// a Nats-Msg-Id is named by where the dead-letter stream holds it: the stream, the sequence, and the time the
-// stream stored it (sequences restart when the stream is created again; times do not).
+// a Nats-Msg-Id of that form (none, or one given by hand) is named by where the dead-letter stream holds it: the
+// stream, the sequence, and the time the stream stored it (sequences restart when the stream is created again;
+// times do not). The identity is followed by a digest of what the replay publishes (subject and body): a letter
+// published by hand with another letter's Nats-Msg-Id and an edited body is another replay, stored, never
+// collapsed into the first and then removed as "already stored".
 func (rp *dlqReplayer) replayID(dl *deadLetter) string {
-	if id := dl.header.Get(contract.HeaderMsgID); id != "" {
-		return contract.ReplayIDPrefix + id
+	if id := dl.header.Get(contract.HeaderMsgID); dlqWorkerID(id) {
+		return contract.ReplayIDPrefix + id + "/" + dlqContentTag(dl.subject, dl.data)
 	}
 	return contract.ReplayIDPrefix + rp.r.name + "/" + strconv.FormatUint(dl.seq, 10) + "/" +
 		strconv.FormatInt(dl.stored.UnixNano(), 10)
+}
+
+// dlqContentTag is a short digest of a replay's subject and body: 16 bytes of SHA-256, in hex.
+func dlqContentTag(subject string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(subject))
+	h.Write([]byte{0}) // no subject holds a NUL: subject and body cannot trade bytes
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// dlqWorkerID reports whether id has the form of the Nats-Msg-Id the worker gives a dead letter:
+// dlq/<input stream>/<digits>/<digits> (a stream name holds no "/").
+func dlqWorkerID(id string) bool {
+	parts := strings.Split(strings.TrimPrefix(id, contract.DeadLetterIDPrefix), "/")
+	if !strings.HasPrefix(id, contract.DeadLetterIDPrefix) || len(parts) != 3 || parts[0] == "" {
+		return false
+	}
+	for _, p := range parts[1:] {
+		if p == "" || strings.Trim(p, "0123456789") != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // dlqReplayHeaders are the headers a replay publishes: the dead letter's, minus every Dedupe-* header (what the

@@ -145,7 +145,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 		"Nats-Expected-Stream": {"INGEST"}}
 	if m.Subject != "ingest.acme.gh" || string(m.Data) != "one" || !reflect.DeepEqual(m.Header, wantHdr) ||
 		!strings.HasPrefix(id, "replay/dlq/INGEST/3/") {
-		t.Errorf("INGEST message 1: %s %q %v, Nats-Msg-Id %q\nwant headers %v, Nats-Msg-Id replay/dlq/INGEST/3/<stored at>",
+		t.Errorf("INGEST message 1: %s %q %v, Nats-Msg-Id %q\nwant headers %v, Nats-Msg-Id replay/dlq/INGEST/3/<stored at>/<content tag>",
 			m.Subject, m.Data, m.Header, id, wantHdr)
 	}
 
