@@ -76,12 +76,15 @@ func (s *Server) launch() {
 	go ns.Start()
 }
 
-// ready waits until the server accepts connections.
+// ready waits until the server accepts connections. The bound is generous: under -race, with two test packages
+// running on two shared cores, a node of a three-node cluster has taken more than 10 s to open its client port.
 func (s *Server) ready() {
 	s.tb.Helper()
-	if !s.ReadyForConnections(10 * time.Second) {
+	const bound = 30 * time.Second
+	if !s.ReadyForConnections(bound) {
+		running := s.Running()
 		s.Server.Shutdown()
-		s.tb.Fatalf("natstest: server %s not ready", s.Opts.ServerName)
+		s.tb.Fatalf("natstest: server %s not ready after %s (running: %v)", s.Opts.ServerName, bound, running)
 	}
 }
 
