@@ -17,41 +17,7 @@ import (
 // replays carry that identity, so INGEST stores the envelope once: the second is already-stored, and both dead
 // letters go. Before, each replay was named by its dead letter's own sequence, and INGEST stored both.
 func TestDlqReplayEnvelopeDeadLetteredTwiceStoresOnce(t *testing.T) {
-	srv := natstest.Run(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
-	e := newDlqEnvWith(t, srv.URL(), []jetstream.StreamConfig{
-		{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
-		// A short duplicate window, so that the test can store the second dead letter after it.
-		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}, Duplicates: 100 * time.Millisecond},
-	})
-	id := fmt.Sprintf("dlq/INGEST/7/%d", time.Now().UnixNano())
-	publish := func() (*jetstream.PubAck, error) {
-		m := nats.NewMsg("dedupe.dlq.output-reject")
-		m.Header.Set("X-GitHub-Delivery", "d7")
-		m.Header.Set("Dedupe-Error", "too large")
-		m.Header.Set("Dedupe-Subject", "ingest.acme.gh")
-		m.Header.Set("Dedupe-Input-Stream", "INGEST")
-		m.Header.Set("Dedupe-Input-Seq", "7")
-		m.Header.Set("Nats-Msg-Id", id)
-		m.Data = []byte("seven")
-		return e.js.PublishMsg(e.ctx, m)
-	}
-	if _, err := publish(); err != nil {
-		t.Fatal(err)
-	}
-	natstest.Eventually(t, 10*time.Second, func() error {
-		ack, err := publish()
-		switch {
-		case err != nil:
-			return err
-		case ack.Duplicate:
-			return fmt.Errorf("still within DEDUPE_DLQ's duplicate window")
-		}
-		return nil
-	})
-	if n := e.state("DEDUPE_DLQ").Msgs; n != 2 {
-		t.Fatalf("DEDUPE_DLQ holds %d dead letters, want 2", n)
-	}
+	e, id := twoLettersOneID(t, "seven", "seven")
 
 	code, out, stderr := runCLI(t, "", "dlq", "replay", "--yes")
 	if code != 0 || !strings.Contains(out, "replayed 2 of the 2 selected dead letters of DEDUPE_DLQ to stream INGEST and removed them from DEDUPE_DLQ (1 already stored, by an earlier replay or from another dead letter of the same envelope)") {
@@ -68,4 +34,46 @@ func TestDlqReplayEnvelopeDeadLetteredTwiceStoresOnce(t *testing.T) {
 	if got := m.Header.Get("Nats-Msg-Id"); !strings.HasPrefix(got, "replay/"+id+"/") {
 		t.Errorf("INGEST message 1 has Nats-Msg-Id %q, want %q and the content's tag", got, "replay/"+id)
 	}
+}
+
+// twoLettersOneID is a dlq environment whose DEDUPE_DLQ holds two dead letters with one Nats-Msg-Id of the worker's
+// form (dlq/INGEST/7/<stamp>), the given bodies: one envelope dead-lettered twice, or a letter published again by
+// hand. DEDUPE_DLQ's duplicate window is short, so that the second can be stored after it; INGEST is a work queue.
+func twoLettersOneID(t *testing.T, first, second string) (e *dlqEnv, id string) {
+	t.Helper()
+	srv := natstest.Run(t)
+	t.Setenv("DEDUPE_NATS_URL", srv.URL())
+	e = newDlqEnvWith(t, srv.URL(), []jetstream.StreamConfig{
+		{Name: "INGEST", Subjects: []string{"ingest.>"}, Retention: jetstream.WorkQueuePolicy},
+		{Name: "DEDUPE_DLQ", Subjects: []string{"dedupe.dlq.>"}, Duplicates: 100 * time.Millisecond},
+	})
+	id = fmt.Sprintf("dlq/INGEST/7/%d", time.Now().UnixNano())
+	publish := func(body string) (*jetstream.PubAck, error) {
+		m := nats.NewMsg("dedupe.dlq.output-reject")
+		m.Header.Set("X-GitHub-Delivery", "d7")
+		m.Header.Set("Dedupe-Error", "too large")
+		m.Header.Set("Dedupe-Subject", "ingest.acme.gh")
+		m.Header.Set("Dedupe-Input-Stream", "INGEST")
+		m.Header.Set("Dedupe-Input-Seq", "7")
+		m.Header.Set("Nats-Msg-Id", id)
+		m.Data = []byte(body)
+		return e.js.PublishMsg(e.ctx, m)
+	}
+	if _, err := publish(first); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		ack, err := publish(second)
+		switch {
+		case err != nil:
+			return err
+		case ack.Duplicate:
+			return fmt.Errorf("still within DEDUPE_DLQ's duplicate window")
+		}
+		return nil
+	})
+	if n := e.state("DEDUPE_DLQ").Msgs; n != 2 {
+		t.Fatalf("DEDUPE_DLQ holds %d dead letters, want 2", n)
+	}
+	return e, id
 }
