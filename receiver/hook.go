@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/receiver/verify"
@@ -222,12 +223,9 @@ func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 	}
 }
 
-// claimMayHaveLanded reports whether a failed claim's write may have been stored with only its answer lost: no
-// answer in time, or the request's context ended. Every other failure (a lost bucket, no responders, the age
-// limit's or JetStream's refusal, a closed window) says nothing was written.
+// claimMayHaveLanded reports whether a failed claim's write may have been stored with only its answer lost
+// (jserr.MayHaveLanded), unless its bucket is lost. Every other failure (no responders, the age limit's or
+// JetStream's refusal, a closed window) says nothing was written.
 func claimMayHaveLanded(err error) bool {
-	if errors.Is(err, kvwindow.ErrWindowLost) {
-		return false
-	}
-	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.Is(err, nats.ErrTimeout)
+	return !errors.Is(err, kvwindow.ErrWindowLost) && jserr.MayHaveLanded(err)
 }

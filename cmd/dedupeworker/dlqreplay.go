@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -239,7 +238,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	ack, err := rp.js.PublishMsg(ctx, msg, jetstream.WithExpectStream(rp.inputStream), jetstream.WithMsgID(rp.replayID(dl)))
 	if err != nil {
 		rec.unanswered = jserr.Unanswered(err)
-		if dlqMaybeStored(err) {
+		if jserr.MayHaveLanded(err) { // sent, no answer: it may be stored
 			return done(dlqUnconfirmed, fmt.Sprintf("no answer to the publish to %s (expecting stream %s): %v: it may "+
 				"be stored; %s; still in %s", dl.subject, rp.inputStream, err, rp.rerunAdvice("it"), rp.r.name))
 		}
@@ -266,19 +265,6 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		detail = strings.TrimPrefix(detail+"; removed from "+rp.r.name+" meanwhile ("+dlqRemovedMeanwhileText+")", "; ")
 	}
 	return done(result, detail)
-}
-
-// dlqMaybeStored reports whether a publish that failed with err may still have been stored: it was sent and no
-// answer came back (none in time, the replay interrupted, the connection lost meanwhile). A server's refusal, and
-// "no responders" (no stream captures the subject), store nothing.
-func dlqMaybeStored(err error) bool {
-	switch {
-	case jserr.API(err) != nil, errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
-		return false
-	}
-	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
-		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting)
 }
 
 // window is the input stream's duplicate window: within it, a second publish with the same Nats-Msg-Id is

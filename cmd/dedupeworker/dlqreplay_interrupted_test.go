@@ -104,29 +104,6 @@ func TestDlqReplayUnansweredPublishIsUnconfirmed(t *testing.T) {
 	}
 }
 
-// What a failed publish says about the envelope: sent without an answer, it may be stored; refused, or with no
-// stream to answer, it is not.
-func TestDlqMaybeStored(t *testing.T) {
-	for _, tc := range []struct {
-		err  error
-		want bool
-	}{
-		{context.Canceled, true},
-		{context.DeadlineExceeded, true},
-		{nats.ErrTimeout, true},
-		{nats.ErrConnectionClosed, true},
-		{jetstream.ErrNoStreamResponse, false},
-		{nats.ErrNoResponders, false},
-		{&jetstream.APIError{Code: 400, ErrorCode: 10060, Description: "expected stream does not match"}, false},
-		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, false},
-		{nats.ErrMaxPayload, false},
-	} {
-		if got := dlqMaybeStored(tc.err); got != tc.want {
-			t.Errorf("dlqMaybeStored(%v) = %v, want %v", tc.err, got, tc.want)
-		}
-	}
-}
-
 func TestDlqDuration(t *testing.T) {
 	for d, want := range map[time.Duration]string{2 * time.Minute: "2m", 90 * time.Second: "1m30s", time.Hour: "1h",
 		90 * time.Minute: "1h30m", 45 * time.Second: "45s", 250 * time.Millisecond: "250ms"} {

@@ -123,6 +123,19 @@ func Unanswered(err error) bool {
 		Code(err) == CodeClusterUnavailable
 }
 
+// MayHaveLanded reports whether a request that failed with err may still have done its work, with only its answer
+// lost: it was sent and no answer came back (none in time, the caller's context ended, the connection lost under
+// it). A server's refusal, and no responders (nothing to take it), did nothing.
+func MayHaveLanded(err error) bool {
+	switch {
+	case API(err) != nil, errors.Is(err, jetstream.ErrNoStreamResponse), errors.Is(err, nats.ErrNoResponders):
+		return false
+	}
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrConnectionClosed) ||
+		errors.Is(err, nats.ErrDisconnected) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
 // NotAnswering reports whether the server did not answer rather than refused: no reply before the deadline, no
 // responders on the JetStream API, JetStream or its cluster not available (503), the server shutting down, the
 // stream offline (its servers gone from the cluster for now). A server that is stopping, or back but still

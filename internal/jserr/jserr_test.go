@@ -133,3 +133,30 @@ func checkLastSeq(t *testing.T, errs map[string]error) {
 		}
 	}
 }
+
+// What a failed request says about its work: sent without an answer (none in time, the caller gone, the
+// connection lost under it), it may have been done; refused, or with nothing to take it, it was not. Used for a
+// replayed dead letter's publish and the receiver's guard claim.
+func TestMayHaveLanded(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{context.Canceled, true},
+		{context.DeadlineExceeded, true},
+		{fmt.Errorf("claim: %w", context.DeadlineExceeded), true},
+		{nats.ErrTimeout, true},
+		{nats.ErrConnectionClosed, true},
+		{nats.ErrDisconnected, true},
+		{nats.ErrConnectionReconnecting, true},
+		{jetstream.ErrNoStreamResponse, false},
+		{nats.ErrNoResponders, false},
+		{&jetstream.APIError{Code: 400, ErrorCode: 10060, Description: "expected stream does not match"}, false},
+		{&jetstream.APIError{Code: 503, ErrorCode: 10008, Description: "JetStream system temporarily unavailable"}, false},
+		{nats.ErrMaxPayload, false},
+	} {
+		if got := jserr.MayHaveLanded(tc.err); got != tc.want {
+			t.Errorf("MayHaveLanded(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}
