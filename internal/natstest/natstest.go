@@ -8,9 +8,13 @@ package natstest
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -76,16 +80,23 @@ func (s *Server) launch() {
 	go ns.Start()
 }
 
-// ready waits until the server accepts connections. The bound is generous: under -race, with two test packages
-// running on two shared cores, a node of a three-node cluster has taken more than 10 s to open its client port.
+// ready waits until the server accepts connections, or it logs a fatal error (a port taken: the server then runs
+// on without that listener). The bound is generous: under -race, with two test packages running on two shared
+// cores, a node of a three-node cluster has taken more than 10 s to open its client port.
 func (s *Server) ready() {
 	s.tb.Helper()
 	const bound = 30 * time.Second
-	if !s.ReadyForConnections(bound) {
-		running := s.Running()
-		s.Server.Shutdown()
-		s.tb.Fatalf("natstest: server %s not ready after %s (running: %v)", s.Opts.ServerName, bound, running)
+	for deadline := time.Now().Add(bound); time.Now().Before(deadline) && s.log.fatal() == ""; {
+		if s.ReadyForConnections(250 * time.Millisecond) {
+			return
+		}
 	}
+	running := s.Running()
+	s.Server.Shutdown()
+	if fatal := s.log.fatal(); fatal != "" {
+		s.tb.Fatalf("natstest: server %s did not start%s", s.Opts.ServerName, fatal)
+	}
+	s.tb.Fatalf("natstest: server %s not ready after %s (running: %v)", s.Opts.ServerName, bound, running)
 }
 
 // up reports whether the server was started and is running.
@@ -118,15 +129,57 @@ func Connect(tb testing.TB, url string, opts ...nats.Option) *nats.Conn {
 	return nc
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that is free and reserved for tb until it ends: no other caller, in this
+// process or another test process, is given it meanwhile. It is picked below the kernel's ephemeral range, which
+// every outgoing connection draws from: a port picked there (as port 0 does) can be taken by a client or a
+// route before the server listens on it, and the server then runs without its listener. nats-server's own
+// cluster tests pick their route ports below that range too.
 func FreePort(tb testing.TB) int {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatalf("natstest: free port: %v", err)
+	lo, hi := pickRange()
+	for range 1000 {
+		p := lo + rand.IntN(hi-lo)
+		release, ok := reserve(p)
+		if !ok {
+			continue // another caller holds it
+		}
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			release()
+			continue
+		}
+		_ = ln.Close()
+		tb.Cleanup(release)
+		return p
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	tb.Fatalf("natstest: no free port in %d-%d", lo, hi)
+	return 0
+}
+
+// reserve holds port p for this process until release: an abstract unix socket (Linux only), which no other
+// process can bind while it is open and which is gone with its process. Elsewhere nothing holds it.
+func reserve(p int) (release func(), ok bool) {
+	if runtime.GOOS != "linux" {
+		return func() {}, true
+	}
+	hold, err := net.Listen("unix", "@natstest-port-"+strconv.Itoa(p))
+	if err != nil {
+		return nil, false
+	}
+	return func() { _ = hold.Close() }, true
+}
+
+// pickRange is the range FreePort picks from: below the ephemeral range (32768 unless the kernel says otherwise).
+func pickRange() (lo, hi int) {
+	hi = 32768
+	if raw, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(raw)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
+				hi = n
+			}
+		}
+	}
+	return 10000, hi
 }
 
 // Cluster is a JetStream cluster of nodes on loopback, each with the full route list.
@@ -163,7 +216,7 @@ func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *C
 		if opt != nil {
 			opt(i, o)
 		}
-		c.Servers = append(c.Servers, &Server{Opts: o, tb: tb})
+		c.Servers = append(c.Servers, &Server{Opts: o, tb: tb, log: &serverLog{}})
 	}
 	// Start all nodes before waiting on any: a node is only "ready" for JetStream once it sees its peers.
 	for _, s := range c.Servers {
@@ -175,6 +228,9 @@ func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *C
 	tb.Cleanup(func() {
 		for _, s := range c.Servers {
 			s.Shutdown()
+		}
+		for _, s := range c.Servers {
+			s.log.report(tb)
 		}
 	})
 	c.WaitMetaLeader(30 * time.Second)
