@@ -40,8 +40,11 @@ type Pipeline struct {
 	sources map[string]*sourceState
 	other   *sourceState
 
-	running     atomic.Bool
-	bound       atomic.Bool
+	running atomic.Bool
+	bound   atomic.Bool
+	// lastWorkers is closed once the last Run's workers have all returned: a Run that spent its budget returns
+	// without them, and the next one waits for them (written and read only by the Run holding running).
+	lastWorkers chan struct{}
 	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
 	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
 	silentErr   atomic.Pointer[error]   // a stream's leader not answering the status poll (nil: fine)
@@ -251,7 +254,8 @@ func planShutdown(budget time.Duration) shutdownSteps {
 // release and ack, each bounded by its own timeout — and returns when they are done or the budget is spent. A
 // worker still busy then can only send a stored outcome's record, release and ack, or a NAK. With
 // Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable.
-// Run returns nil after a cancellation; only one Run may be active at a time.
+// Run returns nil after a cancellation; only one Run may be active at a time: another returns an error at once. A
+// Run after one that returned with workers still busy waits for them first (or for ctx).
 func (p *Pipeline) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return errors.New("pipeline: Run is already running")
@@ -261,6 +265,20 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.bound.Store(false)
 		p.updateReady() // not running: 0, after any late change's call
 	}()
+	// A previous Run that spent its shutdown budget returned with workers still sending their stored outcomes'
+	// record, release and ack: they use the answers subscription and the counters this Run would set up again.
+	if prev := p.lastWorkers; prev != nil {
+		select {
+		case <-prev:
+		default:
+			p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
+			select {
+			case <-prev:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+	}
 
 	// Status: consumer pending and window health, for metrics and Ready. Owned by Run, stopped last.
 	bgCtx, bgCancel := context.WithCancel(context.Background())
@@ -307,6 +325,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	close(rs.quit)
 	done := make(chan struct{})
 	go func() { workers.Wait(); close(done) }()
+	p.lastWorkers = done
 	if !waitFor(done, time.Until(cancelAt)) {
 		workCancel() // before the log line: what reads it (a test) may rely on the cancellation having happened
 		p.log.Warn("pipeline: shutdown timeout: handing back envelopes still in flight", "timeout", p.cfg.ShutdownTimeout,
