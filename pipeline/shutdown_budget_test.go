@@ -22,11 +22,13 @@ func TestPlanShutdown(t *testing.T) {
 		{8 * time.Second, 5 * time.Second, 6 * time.Second},
 		{4 * time.Second, 3 * time.Second, 3 * time.Second},
 		{200 * time.Millisecond, 150 * time.Millisecond, 150 * time.Millisecond},
+		{0, 0, 0},            // no budget left: every step at once
+		{-time.Second, 0, 0}, // a budget already overspent: the same, never steps out of order
 	} {
 		drain, cancel, end := pipeline.PlanShutdown(c.budget)
-		if drain != c.drain || cancel != c.cancel || end != c.budget {
+		if drain != c.drain || cancel != c.cancel || end != max(c.budget, 0) {
 			t.Errorf("PlanShutdown(%s) = drain %s, cancel %s, end %s; want %s, %s, %s",
-				c.budget, drain, cancel, end, c.drain, c.cancel, c.budget)
+				c.budget, drain, cancel, end, c.drain, c.cancel, max(c.budget, 0))
 		}
 		if drain > cancel || cancel > end {
 			t.Errorf("PlanShutdown(%s): steps out of order: %s, %s, %s", c.budget, drain, cancel, end)
