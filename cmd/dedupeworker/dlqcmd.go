@@ -70,7 +70,8 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
 rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
         their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes
         it is a dry run: it prints what it would remove and changes nothing. A dead letter found removed meanwhile
-        (another replay or rm, the stream's limits) is "removed-meanwhile", no failure.
+        (another replay or rm, the stream's limits) is "removed-meanwhile", no failure; one found gone after a
+        removal without an answer (by it, or meanwhile) is "gone", no failure either.
 
 Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
 DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's

@@ -40,7 +40,7 @@ type dlqReplayRecord struct {
 	Detail    string `json:"detail,omitempty"`
 
 	unanswered bool // the publish got no answer: none in time, or no stream to give one (jserr.Unanswered)
-	gone       bool // replayed, and found removed from the dead-letter stream meanwhile
+	gone       bool // replayed, and found gone from the dead-letter stream after a removal it did not confirm
 }
 
 // dlqMaxUnanswered is how many publishes in a row may go unanswered before replay stops: a user who may not
@@ -249,7 +249,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	// Stored: the removal is not left to an interruption. Cancelled with the replay, it would fail at once and
 	// leave a dead letter whose envelope the input stream holds; a rerun after the input's duplicate window would
 	// store it a second time.
-	gone, err := rp.r.remove(ctx, dl.seq)
+	how, err := rp.r.remove(ctx, dl.seq)
 	if err != nil {
 		return done(dlqNotRemoved, fmt.Sprintf("stored as message %d of %s but not removed from %s: %v; remove it "+
 			"with dedupeworker dlq rm --seq %d --yes, not with another replay (after %s's duplicate window%s a replay "+
@@ -260,9 +260,14 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		result, detail = dlqAlreadyStored, fmt.Sprintf("already stored as message %d of %s, by an earlier replay or "+
 			"from another dead letter of the same envelope", ack.Sequence, rp.inputStream)
 	}
-	if gone { // not a failure: the dead letter is gone, its envelope stored, as a replay leaves them
+	// Not a failure: the dead letter is gone, its envelope stored, as a replay leaves them.
+	switch how {
+	case dlqRemovedMeanwhile:
 		rec.gone = true
 		detail = strings.TrimPrefix(detail+"; removed from "+rp.r.name+" meanwhile ("+dlqRemovedMeanwhileText+")", "; ")
+	case dlqRemovedUnconfirmed:
+		rec.gone = true
+		detail = strings.TrimPrefix(detail+"; removal from "+rp.r.name+" unanswered; "+dlqUnconfirmedText, "; ")
 	}
 	return done(result, detail)
 }

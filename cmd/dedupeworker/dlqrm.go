@@ -9,28 +9,46 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
 // dlqRemovedMeanwhileText says where a dead letter found gone when this command removed it went.
 const dlqRemovedMeanwhileText = "by another dlq replay or dlq rm, or the stream's limits"
 
+// dlqRemoval is what one removal of a dead letter is known to have done.
+type dlqRemoval int
+
+const (
+	dlqRemovedNow         dlqRemoval = iota // the server confirmed this removal
+	dlqRemovedMeanwhile                     // the server refused it, the letter gone: removed before it by someone else
+	dlqRemovedUnconfirmed                   // no answer, the letter gone: by this removal, or meanwhile by someone else
+)
+
 // remove removes dead letter seq from the dead-letter stream. A removal once sent is waited for (its own request
 // timeout), even when the command is interrupted: what it reports is what happened. When the removal fails, the
-// letter is read again: gone after the server refused the removal, it was removed meanwhile by someone else
-// (meanwhile true, no error); gone after another failure (an answer lost), this removal did it.
-func (r *dlqReader) remove(ctx context.Context, seq uint64) (meanwhile bool, err error) {
+// letter is read again: gone after a removal that did nothing (the server refused it, or nothing took it), it was
+// removed meanwhile by someone else; gone after one that may have landed with its answer lost
+// (jserr.MayHaveLanded), either may have removed it.
+func (r *dlqReader) remove(ctx context.Context, seq uint64) (dlqRemoval, error) {
 	ctx = context.WithoutCancel(ctx)
 	dctx, cancel := context.WithTimeout(ctx, dlqRequestTimeout)
 	defer cancel()
-	err = r.del(dctx, seq)
+	err := r.del(dctx, seq)
 	if err == nil {
-		return false, nil
+		return dlqRemovedNow, nil
 	}
 	if _, found, rerr := r.get(ctx, seq); rerr == nil && !found {
-		return dlqRefusedRemoval(err), nil
+		if dlqRefusedRemoval(err) || !jserr.MayHaveLanded(err) {
+			return dlqRemovedMeanwhile, nil
+		}
+		return dlqRemovedUnconfirmed, nil
 	}
-	return false, err
+	return dlqRemovedNow, err
 }
+
+// dlqUnconfirmedText says what a letter found gone after a removal without an answer is known to be.
+const dlqUnconfirmedText = "the letter is gone, by this removal (its answer lost) or meanwhile " + dlqRemovedMeanwhileText
 
 // dlqRefusedRemoval reports whether the server answered a removal with a refusal ("no message found" among
 // others, which nats.go wraps in ErrMsgDeleteUnsuccessful): it removed nothing then.
@@ -42,21 +60,26 @@ func dlqRefusedRemoval(err error) bool {
 // says which it would remove. A removal is final: the letter's headers and body are gone.
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
 	var (
-		removed   int
-		meanwhile int // of removed: gone when this command removed them
-		failed    []string
+		removed     int
+		meanwhile   int // of removed: gone when this command removed them
+		unconfirmed int // of removed: gone after a removal without an answer
+		failed      []string
 	)
 	n, next, err := r.scanLimited(ctx, o, stdout, now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := dlqReplayRecord{dlqRecord: dl.record(now), Result: "would-remove"}
 		if o.yes {
-			switch gone, err := r.remove(ctx, dl.seq); {
+			switch how, err := r.remove(ctx, dl.seq); {
 			case err != nil:
 				rec.Result, rec.Detail = "failed", err.Error()
 				failed = append(failed, fmt.Sprintf("seq %d (%v)", dl.seq, err))
-			case gone:
+			case how == dlqRemovedMeanwhile:
 				rec.Result, rec.Detail = "removed-meanwhile", "removed meanwhile "+dlqRemovedMeanwhileText
 				removed++
 				meanwhile++
+			case how == dlqRemovedUnconfirmed:
+				rec.Result, rec.Detail = "gone", "no answer to the removal; "+dlqUnconfirmedText
+				removed++
+				unconfirmed++
 			default:
 				rec.Result = "removed"
 				removed++
@@ -81,6 +104,10 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", removed, n, r.name)
 		if meanwhile > 0 {
 			fmt.Fprintf(&b, " (%d of them removed meanwhile by another command or the stream's limits)", meanwhile)
+		}
+		if unconfirmed > 0 {
+			fmt.Fprintf(&b, " (%d of them gone without an answer to the removal: removed by it, or meanwhile by another "+
+				"command or the stream's limits)", unconfirmed)
 		}
 	}
 	if next > 0 {
