@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -129,6 +131,7 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	if created := info.Created.UnixNano(); p.checkedCreated.Swap(created) != created {
 		logConsumerWarnings(p.cfg, warns)
 	}
+	p.seenConsumer.Store(&seenConsumer{created: info.Created.UnixNano(), warns: warningKeys(warns)})
 	p.consumerCreated.Store(info.Created.UnixNano())
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
@@ -191,4 +194,38 @@ func pullTimes(ackWait time.Duration) (expiry, heartbeat time.Duration) {
 	expiry = min(15*time.Second, max(time.Second, ackWait/2))
 	heartbeat = max(500*time.Millisecond, expiry/4)
 	return expiry, heartbeat
+}
+
+// seenConsumer is what the warnings about the bound consumer were when its configuration was last read.
+type seenConsumer struct {
+	created int64    // its creation time (unix ns)
+	warns   []string // warningKeys of its warnings
+}
+
+// consumerEdited logs the warnings that an operator's edit of the bound consumer in place (nats consumer edit: a
+// delivery limit, another ack wait) added since its configuration was last read: the bind logs a consumer's
+// warnings once, when it is first seen, and an edit keeps its creation time. c is its configuration as read now.
+func (p *Pipeline) consumerEdited(created int64, c jetstream.ConsumerConfig) {
+	warns, _ := checkConsumer(p.cfg, c)
+	keys := warningKeys(warns)
+	prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: keys})
+	if prev == nil || prev.created != created {
+		return // not the consumer bound (a rebind follows), or not read before: the bind logs its warnings
+	}
+	var added []consumerWarning
+	for i, w := range warns {
+		if !slices.Contains(prev.warns, keys[i]) {
+			added = append(added, w)
+		}
+	}
+	logConsumerWarnings(p.cfg, added)
+}
+
+// warningKeys identifies each warning by its text and values: a limit edited to another value is a new warning.
+func warningKeys(warns []consumerWarning) []string {
+	keys := make([]string, len(warns))
+	for i, w := range warns {
+		keys[i] = w.msg + fmt.Sprint(w.args...)
+	}
+	return keys
 }

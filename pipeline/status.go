@@ -116,6 +116,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
+			p.consumerEdited(info.Created.UnixNano(), info.Config)
 		}
 	}
 	streamsCut, silent := p.refreshStreams(ctx, pinged)
