@@ -31,3 +31,26 @@ func TestWindowHelpListsOnlyItsFlags(t *testing.T) {
 		}
 	}
 }
+
+// A flag given a bad value is named as the docs write it (--timeout, not -timeout), once, with what it wants: a
+// duration without its unit said only "parse error".
+func TestBadFlagValueSaysWhatItWants(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"window", "status", "--timeout", "5"},
+			`window status: --timeout "5": not a duration: give it with its unit, e.g. 5s, 2m or 1h30m (see 'dedupeworker window status -h')`},
+		{[]string{"window", "ls", "--tenant", "a", "--limit", "x"},
+			`window ls: --limit "x": not a whole number (see 'dedupeworker window ls -h')`},
+		{[]string{"dlq", "ls", "--reason", "nope"},
+			`dlq ls: --reason "nope": not a dead-letter reason (bad-subject, bad-tenant, bad-source, bad-claim, output-reject, control-header) (see 'dedupeworker dlq ls -h')`},
+		{[]string{"dlq", "ls", "--seq", "3-1"},
+			`dlq ls: --seq "3-1": the range ends before it starts (see 'dedupeworker dlq ls -h')`},
+	} {
+		code, out, errOut := runCLI(t, "", c.args...)
+		if code != 2 || out != "" || strings.TrimSpace(errOut) != c.want {
+			t.Errorf("%v: exit %d, stdout %q\nstderr %q\nwant   %q", c.args, code, out, strings.TrimSpace(errOut), c.want)
+		}
+	}
+}
