@@ -39,6 +39,18 @@ func guardReadiness(served, guarded int, guard error) error {
 // withConn is a JetStream that has a NATS connection (jetstream.JetStream has), whose state Ready reads first.
 type withConn interface{ Conn() *nats.Conn }
 
+// connState is err said as the connection being down, when it is: a request while disconnected fails at once with
+// the client's "outbound buffer limit exceeded" (there is no reconnect buffer), which names no cause a person
+// would look for.
+func (r *Receiver) connState(err error) error {
+	if c, ok := r.cfg.JetStream.(withConn); ok {
+		if nc := c.Conn(); !nc.IsConnected() {
+			return fmt.Errorf("not connected to NATS (%s): %w", nc.Status(), err)
+		}
+	}
+	return err
+}
+
 // Ready reports whether deliveries can be stored: the connection to NATS is up, the input stream can be looked up, Serve is not shutting down,
 // and, when every source served is guarded, the replay guard's window answers and is the bucket it bound to. Each
 // call looks them up; /readyz answers from a lookup at most a second old.
