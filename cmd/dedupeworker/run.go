@@ -85,10 +85,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 {
 		cmd = args[0]
 		args = args[1:]
-		switch cmd {
-		case "window", "dlq", "sources": // hasSubcommands
+		switch {
+		case hasSubcommands(cmd):
 			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
-		case "run", "key", "hash", "ingest", "version", "config":
+		case slices.Contains([]string{"run", "key", "hash", "ingest", "version", "config"}, cmd):
 			defer func(name string) { err = commandErr(name, err) }(cmd)
 		}
 	} else {
