@@ -54,3 +54,26 @@ func TestBadFlagValueSaysWhatItWants(t *testing.T) {
 		}
 	}
 }
+
+// sources check states each source's TTL once, the one in force: DEDUPE_DEFAULT_TTL for a source that sets none
+// (the rule column said "ttl 72h" beside a TTL column of 24h), marked as the default.
+func TestSourcesCheckStatesTheTTLOnce(t *testing.T) {
+	t.Setenv("DEDUPE_SOURCES_FILE", "")
+	t.Setenv("DEDUPE_SOURCES", "sources:\n  github: {dedupe: github, verify: github}\n  stripe: {dedupe: {preset: stripe, ttl: 48h}, verify: stripe}\n")
+	t.Setenv("DEDUPE_DEFAULT_TTL", "24h")
+	code, out, errOut := runCLI(t, "", "sources", "check")
+	if code != 0 || errOut != "" {
+		t.Fatalf("exit %d, %q", code, errOut)
+	}
+	for _, want := range []string{
+		"github  header X-GitHub-Delivery (preset github)  24h (default)  github\n",
+		"stripe  json id (preset stripe)                   48h            stripe\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("no line %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "ttl ") {
+		t.Errorf("a TTL stated twice:\n%s", out)
+	}
+}
