@@ -9,7 +9,8 @@ FUZZTIME  ?= 5s
 all: build
 
 ## build: a static binary; `bin/dedupeworker version` reports the module version and the git revision it was built
-## from (-buildvcs=auto: stamped inside a git checkout even where GOFLAGS says -buildvcs=false; BUILDVCS=false to skip).
+## from (-buildvcs=auto: stamped inside a git clone even where GOFLAGS says -buildvcs=false; BUILDVCS=false to skip;
+## a git worktree, whose .git is a file, is not stamped: the go command looks for a .git directory).
 BUILDVCS  ?= auto
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -buildvcs=$(BUILDVCS) -o $(BIN) ./cmd/dedupeworker

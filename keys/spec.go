@@ -127,11 +127,30 @@ func (s Spec) String() string { return s.describe(DefaultTTL, false) }
 // "json data.order.id, ttl 24h (default)". A `sources check` command prints it per source.
 func (s Spec) Describe(def time.Duration) string { return s.describe(def, true) }
 
-func (s Spec) describe(def time.Duration, mark bool) string {
-	p := s.p
-	if p == nil {
+// Rule is the spec without its TTL, e.g. "header X-GitHub-Delivery (preset github)": what a table that shows the
+// TTL in a column of its own prints (sources check).
+func (s Spec) Rule() string {
+	if s.p == nil {
 		return "no dedupe"
 	}
+	return s.rule()
+}
+
+func (s Spec) describe(def time.Duration, mark bool) string {
+	if s.p == nil {
+		return "no dedupe"
+	}
+	var b strings.Builder
+	b.WriteString(s.rule())
+	b.WriteString(", ttl " + formatTTL(s.TTL(def)))
+	if _, own := s.OwnTTL(); mark && !own {
+		b.WriteString(" (default)")
+	}
+	return b.String()
+}
+
+func (s Spec) rule() string {
+	p := s.p
 	var b strings.Builder
 	switch p.kind {
 	case KindHeader:
@@ -149,10 +168,6 @@ func (s Spec) describe(def time.Duration, mark bool) string {
 	}
 	if p.preset != "" {
 		b.WriteString(" (preset " + p.preset + ")")
-	}
-	b.WriteString(", ttl " + formatTTL(s.TTL(def)))
-	if _, own := s.OwnTTL(); mark && !own {
-		b.WriteString(" (default)")
 	}
 	return b.String()
 }

@@ -287,6 +287,12 @@ func TestDeadLetters(t *testing.T) {
 	if n := strings.Count(e.log.String(), "pipeline: dead letter"); n != len(cases) {
 		t.Errorf("%d dead-letter log lines, want %d", n, len(cases))
 	}
+	// Each line names the command that lists it (its seq is the input sequence, dlq ls's INPUT-SEQ column).
+	for _, reason := range []string{"bad-subject", "bad-source", "bad-tenant"} {
+		if !strings.Contains(e.log.String(), "dedupeworker dlq ls --reason "+reason) {
+			t.Errorf("no dead-letter log line names dlq ls --reason %s:\n%s", reason, e.log.String())
+		}
+	}
 }
 
 func TestTTLExpiryReadmits(t *testing.T) {

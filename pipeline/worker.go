@@ -337,7 +337,9 @@ func (s *step) count(c protocol.Count) {
 			p.log.Debug("pipeline: duplicate", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key)
 		}
 	case protocol.CountDeadLetter:
-		p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", s.d.msg.Subject, "reason", s.dead, "error", s.deadWhy)
+		// seq is the input sequence, as in every line of the pipeline; dlq ls shows it as INPUT-SEQ.
+		p.log.Warn("pipeline: dead letter", "seq", e.seq, "subject", s.d.msg.Subject, "reason", s.dead, "error", s.deadWhy,
+			"find", "dedupeworker dlq ls --reason "+s.dead)
 	}
 }
 

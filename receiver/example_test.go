@@ -86,7 +86,7 @@ func ExampleNew() {
 	fmt.Println(m.Subject, m.Header.Values("Ingest-Verified"), string(m.Data))
 	// Output:
 	// 202 accepted: INGEST seq 1
-	// 401 signature does not verify: verify: github: X-Hub-Signature-256: signature mismatch: matches none of 1 secret
+	// 401 signature does not verify: github: X-Hub-Signature-256: signature mismatch: matches none of 1 secret
 	// ingest.acme.github [true] Hello, World!
 }
 

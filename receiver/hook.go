@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -74,7 +75,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 			r.logSometimes(slog.LevelInfo, "rejected:"+label, "delivery rejected: signature does not verify",
 				"tenant", tenant, "source", source, "reason", reason, "err", verr, "remote", req.RemoteAddr)
 			w.Header().Set("WWW-Authenticate", "Signature")
-			return r.answer(w, label, OutcomeRejected, http.StatusUnauthorized, "signature does not verify: "+verr.Error())
+			return r.answer(w, label, OutcomeRejected, http.StatusUnauthorized, "signature does not verify: "+answerText(verr))
 		}
 	}
 	hdr := stripHeader(req.Header, conn)
@@ -104,7 +105,7 @@ func (r *Receiver) serveHook(w http.ResponseWriter, req *http.Request) string {
 		r.logSometimes(slog.LevelInfo, "forwarded:"+label, "delivery forwarded unverified: signature does not verify (on_invalid: forward)",
 			"tenant", tenant, "source", source, "reason", verify.Reason(verr), "err", verr, "remote", req.RemoteAddr, "seq", seq)
 		return r.answer(w, label, OutcomeForwarded, http.StatusAccepted,
-			fmt.Sprintf("accepted unverified: %s seq %d: %v", r.cfg.InputStream, seq, verr))
+			fmt.Sprintf("accepted unverified: %s seq %d: %s", r.cfg.InputStream, seq, answerText(verr)))
 	}
 	var text [96]byte
 	return r.answerBytes(w, label, OutcomeAccepted, http.StatusAccepted,
@@ -229,3 +230,7 @@ func (r *Receiver) releaseGuard(ctx context.Context, g guardHeld) {
 func claimMayHaveLanded(err error) bool {
 	return !errors.Is(err, kvwindow.ErrWindowLost) && jserr.MayHaveLanded(err)
 }
+
+// answerText is a verification error as a provider's answer words it: after "signature does not verify", without
+// the "verify: " its errors start with ("github: X-Hub-Signature-256: signature mismatch: …").
+func answerText(verr error) string { return strings.TrimPrefix(verr.Error(), "verify: ") }

@@ -65,7 +65,7 @@ func (r *Receiver) publishFailed(w http.ResponseWriter, label, subject string, e
 			"storage not confirmed: JetStream did not acknowledge within %s (the delivery may be stored); retry later: a retry is safe for keyed sources", r.cfg.PublishTimeout))
 	default:
 		r.logSometimes(slog.LevelWarn, "unavailable", "delivery not stored: JetStream did not acknowledge it; answered 503",
-			"stream", r.cfg.InputStream, "subject", subject, "err", err)
+			"stream", r.cfg.InputStream, "subject", subject, "err", r.connState(err))
 		return r.unavailable(w, label, OutcomeUnavailable, "not stored: JetStream is unavailable; retry later")
 	}
 }

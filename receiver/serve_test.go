@@ -81,10 +81,11 @@ func TestReceiverUnavailable(t *testing.T) {
 	}
 	accepted := []uint64{acceptedSeq(t, rec.Body.String())}
 
-	// The server goes away: 503 and not ready, until it is back.
+	// The server goes away: 503 and not ready, saying the connection is down (not what a request failed with), until
+	// it is back.
 	e.srv.Shutdown()
 	check503("server down", post())
-	readyz("with the server down", 503, "not ready")
+	readyz("with the server down", 503, "not ready: receiver: not connected to NATS (")
 	if n := strings.Count(logs.String(), "JetStream did not acknowledge it"); n != 1 {
 		t.Errorf("unavailability logged %d times; want once per 10s", n)
 	}

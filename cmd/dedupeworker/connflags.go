@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -63,6 +64,12 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 	nc.ConnectTimeout, nc.RetryFor = 5*time.Second, cfg.ConnectRetry(config.DefaultCommandConnectTimeout)
 	conn, err := natsconn.ConnectContext(ctx, nc)
 	if err != nil {
+		if embedded && errors.Is(err, nats.ErrNoServers) {
+			// Refused at the address of a server that exists only while a worker runs with it: the likeliest
+			// cause is that none runs, which "no servers available" alone does not say.
+			err = fmt.Errorf("%w; no server listens there: the embedded server runs only inside the worker (make "+
+				"run, dedupeworker run): start the worker, or name your NATS server (-s, --context, DEDUPE_NATS_URL)", err)
+		}
 		return nil, failErr(err)
 	}
 	return conn, nil

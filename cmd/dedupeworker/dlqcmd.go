@@ -57,9 +57,10 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
         Each envelope is published with Nats-Msg-Id replay/, its dead letter's own Nats-Msg-Id (the
         envelope's identity, dlq/<input stream>/<seq>/<stored at>) and a digest of its subject and body
         (without an id of that form: replay/<dlq stream>/<seq>/<stored at>), so a replay interrupted and run
-        again within the input stream's duplicate window, or two dead letters of one envelope, store it once. The running worker processes the replayed
-        envelopes like any delivery: one whose event was published meanwhile is a duplicate. A dead letter whose
-        subject the input stream does not capture is not published (result "failed"). A publish without an
+        again within the input stream's duplicate window, or two dead letters of one envelope, store it once.
+        The running worker processes the replayed envelopes like any delivery: one whose event was published
+        meanwhile is a duplicate. A dead letter whose subject the input stream does not capture is not
+        published (result "failed"). A publish without an
         answer (none in time, or interrupted) may have been stored (result "unconfirmed"): run the replay again
         within the input stream's duplicate window. One stored but not removed (result "not-removed"): remove it
         with dlq rm --seq N --yes; a replay after the duplicate window stores it again. After 3 publishes in a row
@@ -73,9 +74,10 @@ rm      removes the selected dead letters (at most --limit; default all) from th
         (another replay or rm, the stream's limits) is "removed-meanwhile", no failure; one found gone after a
         removal without an answer (by it, or meanwhile) is "gone", no failure either.
 
-Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else the worker's
-DEDUPE_NATS_* settings, as for every command that talks to NATS. Streams and subjects: the worker's
-DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX, DEDUPE_INPUT_STREAM, DEDUPE_INPUT_PREFIX and DEDUPE_CONSUMER.
+Nothing here creates a consumer; ls and show change nothing. Connection: the flags below, else DEDUPE_NATS_*, else
+NATS_URL / NATS_* and the nats CLI's selected context, else the embedded server's address DEDUPE_EMBEDDED_LISTEN
+(see "Connecting" in docs/reference.md). Streams and subjects: the worker's DEDUPE_DLQ_STREAM, DEDUPE_DLQ_PREFIX,
+DEDUPE_INPUT_STREAM, DEDUPE_INPUT_PREFIX and DEDUPE_CONSUMER.
 
 `
 

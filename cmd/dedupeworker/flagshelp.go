@@ -4,9 +4,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // printFlags writes fs's flags as the docs write them: --name for a long name, -s for a one-letter one, a flag
@@ -95,4 +97,40 @@ func subcommandPage(usage, cmd string, others []string) string {
 		page += "\n" // the blank line before the flags
 	}
 	return page
+}
+
+// invalidValue is the flag package's error for a value its flag refused.
+var invalidValue = regexp.MustCompile(`^invalid value "((?:[^"\\]|\\.)*)" for flag -([^:]+): (.*)$`)
+
+// flagErrText words a flag error as the docs write flags: a refused value is "--name "value": why", once (a Value
+// whose own error names the flag or the value already keeps it), and a value the flag package could not parse says
+// what the flag wants instead of "parse error".
+func flagErrText(fs *flag.FlagSet, err error) string {
+	m := invalidValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return err.Error()
+	}
+	value, name, why := m[1], m[2], m[3]
+	dash := "--"
+	if len(name) == 1 {
+		dash = "-"
+	}
+	named := dash + name + ` "` + value + `"`
+	if strings.HasPrefix(why, dash+name+" ") {
+		return why
+	}
+	why = strings.TrimPrefix(why, `"`+value+`": `)
+	if why == "parse error" {
+		if f := fs.Lookup(name); f != nil {
+			if g, ok := f.Value.(flag.Getter); ok {
+				switch g.Get().(type) {
+				case time.Duration:
+					why = "not a duration: give it with its unit, e.g. 5s, 2m or 1h30m"
+				case int, int64, uint, uint64:
+					why = "not a whole number"
+				}
+			}
+		}
+	}
+	return named + ": " + why
 }

@@ -42,7 +42,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			fs.Usage()
 		}}
 	default:
-		return usageErr("%s: %v (see 'dedupeworker %s -h')", fs.Name(), err, fs.Name())
+		return usageErr("%s: %s (see 'dedupeworker %s -h')", fs.Name(), flagErrText(fs, err), fs.Name())
 	}
 }
 

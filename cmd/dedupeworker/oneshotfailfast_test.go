@@ -57,3 +57,22 @@ func TestOneShotCommandsSayJetStreamIsOff(t *testing.T) {
 		}
 	}
 }
+
+// With no server configured, a one-shot command connects to the embedded server's address, and nothing listens
+// there while no worker runs: the error says so and what to do, not only that no server was available.
+func TestOneShotCommandsSayTheWorkerIsNotRunning(t *testing.T) {
+	cleanNATSEnv(t)
+	t.Setenv("DEDUPE_EMBEDDED_LISTEN", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
+	for _, args := range [][]string{{"window", "ls", "--tenant", "acme"}, {"dlq", "ls"}} {
+		code, _, stderr := runCLI(t, "", args...)
+		if code != 1 || strings.Count(stderr, "\n") != 1 ||
+			!strings.Contains(stderr, "no server listens there: the embedded server runs only inside the worker (make run, dedupeworker run)") {
+			t.Errorf("%v: exit %d, %q", args, code, stderr)
+		}
+	}
+	// A server named explicitly and refused is not the worker's embedded server: no such hint.
+	t.Setenv("DEDUPE_NATS_URL", fmt.Sprintf("nats://127.0.0.1:%d", natstest.FreePort(t)))
+	if code, _, stderr := runCLI(t, "", "dlq", "ls"); code != 1 || strings.Contains(stderr, "embedded server runs") {
+		t.Errorf("dlq ls against DEDUPE_NATS_URL: exit %d, %q", code, stderr)
+	}
+}

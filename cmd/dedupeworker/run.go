@@ -85,10 +85,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if len(args) > 0 {
 		cmd = args[0]
 		args = args[1:]
-		switch cmd {
-		case "window", "dlq", "sources":
+		switch {
+		case hasSubcommands(cmd):
 			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
-		case "run", "key", "hash", "ingest", "version", "config":
+		case slices.Contains([]string{"run", "key", "hash", "ingest", "version", "config"}, cmd):
 			defer func(name string) { err = commandErr(name, err) }(cmd)
 		}
 	} else {
@@ -112,10 +112,15 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "config":
 		return runConfig(args, stdout, stderr)
 	case "help", "-h", "-help", "--help":
-		// `help help`, `help -h`, `-h -h`: help about help is the root help. Only a command name is passed on
-		// (once, as `CMD -h`), so that no form can recurse.
+		// `help help`, `help -h`, `-h -h`: help about help is the root help. Only a command name, and for a
+		// command with subcommands the word after it (`help window get`), is passed on, once, as `CMD [SUB] -h`,
+		// so that no form can recurse.
 		if len(args) > 0 && !isHelpArg(args[0]) {
-			return run(ctx, []string{args[0], "-h"}, stdin, stdout, stderr)
+			topic := args[:1]
+			if hasSubcommands(args[0]) && len(args) > 1 && !strings.HasPrefix(args[1], "-") && !isHelpArg(args[1]) {
+				topic = args[:2]
+			}
+			return run(ctx, append(slices.Clone(topic), "-h"), stdin, stdout, stderr)
 		}
 		printHelp(stdout)
 		return nil
@@ -125,6 +130,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return usageErr("dedupeworker: unknown command %q (run 'dedupeworker help')", cmd)
 	}
 }
+
+// hasSubcommands reports whether cmd takes a subcommand (window get, dlq rm, sources check).
+func hasSubcommands(cmd string) bool { return cmd == "window" || cmd == "dlq" || cmd == "sources" }
 
 // pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's usage
 // is printed.
@@ -197,7 +205,7 @@ Usage:
   dedupeworker config [flags]              print the settings in force and where each came from (no secrets)
   dedupeworker sources check [FILE]        validate a sources file as the worker and ingest read it
   dedupeworker ingest [flags]              receive webhooks over HTTP, verify them, publish them to the input stream
-  dedupeworker help [COMMAND]              describe a command
+  dedupeworker help [COMMAND [SUBCOMMAND]] describe a command
   dedupeworker version (or -v)             print the version, VCS revision and Go version of the binary
 
 Exit status: 0 success; 1 failure while working (invalid input, NATS unreachable); 2 usage or configuration error.

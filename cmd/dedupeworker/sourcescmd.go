@@ -232,8 +232,8 @@ func writePresets(w io.Writer, def time.Duration) error {
 	return nil
 }
 
-// writeSources prints one line per source: its id, resolved dedupe spec, TTL, and the verify scheme ingest checks
-// its deliveries with ("-": none; for presets, once the source has a secret).
+// writeSources prints one line per source: its id, resolved dedupe rule, TTL (marked when it is the default), and
+// the verify scheme ingest checks its deliveries with ("-": none; for presets, once the source has a secret).
 func writeSources(w io.Writer, src keys.Sources, fromPresets bool, def time.Duration) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SOURCE\tDEDUPE\tTTL\tVERIFY")
@@ -250,7 +250,11 @@ func writeSources(w io.Writer, src keys.Sources, fromPresets bool, def time.Dura
 			fmt.Fprintf(tw, "%s\tnone\t-\t%s\n", id, verify)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id, s.String(), formatTTL(s.TTL(def)), verify)
+		ttl := formatTTL(s.TTL(def))
+		if _, own := s.OwnTTL(); !own {
+			ttl += " (default)" // DEDUPE_DEFAULT_TTL
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", id, s.Rule(), ttl, verify)
 	}
 	return tw.Flush()
 }

@@ -22,7 +22,7 @@ const windowUsage = `Usage:
   dedupeworker window get    --tenant T --source S --key K
   dedupeworker window get    --tenant T --source S --dedupe-key V
   dedupeworker window get    --idempotency-key V
-  dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV]
+  dedupeworker window ls     --tenant T [--source S] [--limit N] [--from REV] [--timeout D]
   dedupeworker window status [--json] [--timeout D]
   dedupeworker window rebalance [--yes] [--json] [--timeout D]
   dedupeworker window forget (any of the three forms of get)
@@ -36,18 +36,21 @@ A claim is named by its tenant, source and event key, in exactly one of three fo
   --idempotency-key V  the Idempotency-Key header of a published event, <tenant>:<source>:<key as in Dedupe-Key>;
                        gives tenant, source and key (--tenant and --source, when given, must agree with it)
 
-get prints {"claimed": true, "claimant_seq": N, "claimant_stamp": "...", "delivery_count": D, "revision": R,
-"claimed_at": "...", "expires_in_seconds": X, "copies_suppressed": C} or {"claimed": false}. claimant_seq and
-claimant_stamp identify the input envelope holding the claim (its sequence in the input stream and when the stream
-stored it; no claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that
-envelope that made or last took over the claim (0: not recorded). copies_suppressed is how many other envelopes of
-the event the workers have acknowledged as duplicates of this claim, counted best-effort (never more, possibly
-fewer); null with copies_suppressed_unknown saying why when the count cannot be read. forget removes claims, so that the next delivery of the event is
-published again (a deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
+get prints one JSON object: {"claimed": true, "tenant": T, "source": S, "key": K, "bucket": B, "kv_key": "...",
+"claimant_seq": N, "claimant_stamp": "...", "delivery_count": D, "revision": R, "claimed_at": "...",
+"age_seconds": A, "expires_in_seconds": X, "copies_suppressed": C}, or {"claimed": false, "tenant": T, "source": S,
+"key": K, "bucket": B} (what it looked for) when no claim is held. claimant_seq and claimant_stamp identify the
+input envelope holding the claim (its sequence in the input stream and when the stream stored it; no
+claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that envelope that made
+or last took over the claim (0: not recorded). copies_suppressed is how many other envelopes of the event the
+workers have acknowledged as duplicates of this claim, counted best-effort (never more, possibly fewer); null with
+copies_suppressed_unknown saying why when the count cannot be read (the workers count only with
+DEDUPE_COUNT_COPIES=true). forget removes claims, so that the next delivery of the event is published again (a
+deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
 
-Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context, else
-the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in docs/reference.md). The window is DEDUPE_BUCKET
-(and DEDUPE_WINDOW_SHARDS).
+Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context,
+else the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in docs/reference.md). The window is
+DEDUPE_BUCKET (and DEDUPE_WINDOW_SHARDS).
 
 `
 

@@ -20,15 +20,16 @@ const windowStatusUsage = `Usage:
   dedupeworker window status    [--json] [--timeout D]
   dedupeworker window rebalance [--yes] [--json] [--timeout D]
 
-status shows, for each bucket of the window (DEDUPE_BUCKET, or its DEDUPE_WINDOW_SHARDS shards): the server leading
-it, the servers holding its replicas with the state of each (current, N operations behind, or OFFLINE: not seen
-by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry markers), bytes, and the server heap its keys
-cost on each replica (keys x 180 bytes, measured); then, per server, the buckets it leads and holds and its heap
-estimate. rebalance plans how to spread the buckets' leaders evenly over the servers holding them (nats-server does
-not spread them by itself), never onto an offline replica (it names those it skipped; a replica merely behind stays a
-candidate), and, with --yes, moves them by preferred step-downs, one bucket at a time, stopping where a stream
-elects another server than the one asked for. Each bucket's state is one request to the server, bounded by
---timeout (default 5s): a bucket that does not answer in time fails the command, naming the bucket.
+status shows, for each bucket of the window (DEDUPE_BUCKET, or its DEDUPE_WINDOW_SHARDS shards): the server
+leading it, the servers holding its replicas with the state of each (current, N operations behind, or OFFLINE: not
+seen by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry
+markers), bytes, and the server heap its keys cost on each replica (keys x 180 bytes, measured); then, per server,
+the buckets it leads and holds and its heap estimate. rebalance plans how to spread the buckets' leaders evenly
+over the servers holding them (nats-server does not spread them by itself), never onto an offline replica (it
+names those it skipped; a replica merely behind stays a candidate), and, with --yes, moves them by preferred
+step-downs, one bucket at a time, stopping where a stream elects another server than the one asked for. Each
+bucket's state is one request to the server, bounded by --timeout (default 5s): a bucket that does not answer in
+time fails the command, naming the bucket.
 
 `
 

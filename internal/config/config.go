@@ -85,7 +85,7 @@ type Config struct {
 	IngestMaxHeaderBytes int           `split_words:"true" default:"32768" desc:"largest header block ingest publishes with a delivery, in bytes (431 above); at most 64512 (JetStream stores 65535, the receiver's own headers included)" role:"ingest"`
 	IngestSecretsDir     string        `split_words:"true" desc:"directory of ingest's signing secrets: files named <source> (every tenant) or <tenant>.<source>, one secret per line" role:"ingest"`
 	IngestPublishTimeout time.Duration `split_words:"true" default:"3s" desc:"how long ingest waits for JetStream to store a delivery before answering 503" role:"ingest"`
-	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"webhook requests ingest handles at once; more are answered 503" role:"ingest"`
+	IngestMaxInFlight    int           `split_words:"true" default:"256" desc:"deliveries ingest verifies and publishes at once, each taken once its body is in (slow bodies wait apart: DEDUPE_INGEST_MAX_BUFFERED_BYTES); more are answered 503 busy" role:"ingest"`
 	// Its default follows DEDUPE_INGEST_MAX_BODY, which it may not be below: IngestMaxBuffered is the value in force.
 	IngestMaxBufferedBytes int64         `split_words:"true" desc:"body bytes ingest holds at once over all requests, counted as they arrive (503 busy past it); at least DEDUPE_INGEST_MAX_BODY; empty: max(64 MiB, DEDUPE_INGEST_MAX_BODY)" role:"ingest"`
 	IngestBodyTimeout      time.Duration `split_words:"true" default:"10s" desc:"how long a webhook body may take to arrive after its headers (408 past it)" role:"ingest"`
