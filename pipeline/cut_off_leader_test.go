@@ -40,12 +40,7 @@ func newCutOffNode(t *testing.T) *cutOffNode {
 		t.Fatal(err)
 	}
 	setup := &env{t: t, nc: admin, js: adminJS, reg: prometheus.NewRegistry(), log: &natstest.Buffer{}}
-	// A cluster just formed may leave a create unanswered: each attempt gets 5s.
-	natstest.Eventually(t, 60*time.Second, func() error {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return pipeline.Provision(c, adminJS, setup.config(memWindow()))
-	})
+	provisionRetried(t, adminJS, setup.config(memWindow()))
 	in := cl.StreamLeader(pipeline.DefaultInputStream, 30*time.Second)
 	node := -1
 	for i, s := range cl.Servers {
