@@ -21,6 +21,7 @@ func TestLeaderChange(t *testing.T) {
 	e := newEnvOn(t, nil, natstest.Connect(t, c.URLs()))
 	cfg := e.config(memWindow())
 	cfg.Replicas = 3
+	provisionRetried(t, e.js, cfg)
 	r := e.start(cfg)
 
 	sendRetried(t, e.js, "a-", 10, 10*time.Second)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -35,3 +36,6 @@ func Leaderless(ci *jetstream.ClusterInfo) bool { return leaderless(ci) }
 
 // RefreshStatus runs one status poll.
 func RefreshStatus(p *Pipeline, ctx context.Context) { p.refreshStatus(ctx) }
+
+// LinkChanged is what the status loop does when the connection's status changes to st.
+func LinkChanged(p *Pipeline, st nats.Status) { p.linkChanged(st) }

@@ -190,6 +190,20 @@ func (e *env) sources() keys.Sources {
 	return s
 }
 
+// provisionRetried creates cfg's streams and consumer through js before a test starts a pipeline on a cluster just
+// formed, retried for up to a minute, each attempt bounded to 5s: such a cluster may leave a create unanswered, or
+// refuse a replicated stream for a while ("no suitable peers for placement, peer offline": its meta leader places
+// only on peers it has had statistics from since their route last came up, and under -race on a loaded machine a
+// route comes up again). Run, which provisions once and fails on a refusal, then finds them.
+func provisionRetried(t testing.TB, js jetstream.JetStream, cfg pipeline.Config) {
+	t.Helper()
+	natstest.Eventually(t, 60*time.Second, func() error {
+		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		return pipeline.Provision(c, js, cfg)
+	})
+}
+
 // config is the tests' configuration: fast status polls, a short ack wait and shutdown timeout.
 func (e *env) config(w pipeline.Window) pipeline.Config {
 	cfg := pipeline.DefaultConfig()

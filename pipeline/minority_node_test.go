@@ -29,12 +29,7 @@ func TestReadinessOnMinorityNode(t *testing.T) {
 	adminJS := setup.js
 	cfg := setup.config(memWindow())
 	cfg.Replicas = 3
-	// A cluster just formed may leave a create unanswered: each attempt gets 5s.
-	natstest.Eventually(t, 60*time.Second, func() error {
-		c, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		return pipeline.Provision(c, adminJS, cfg)
-	})
+	provisionRetried(t, adminJS, cfg)
 	leader := -1
 	natstest.Eventually(t, 30*time.Second, func() error {
 		for i, s := range cl.Servers {

@@ -86,7 +86,7 @@ func (p *Pipeline) windowReason(err error) error {
 	if bucket != "" {
 		what = "bucket " + bucket
 	}
-	if back := p.link.backAt.Load(); back != 0 && p.link.recovering.Load() {
+	if back := p.link.backAt.Load(); back != 0 && p.link.recovering.Load() != 0 {
 		return fmt.Errorf("pipeline: dedupe window recovering: %s not answering yet, %s after the reconnect (its "+
 			"server restarting, or rebuilding the bucket's state after a restart: seconds per million keys; the "+
 			"worker resumes by itself): %w", what, (p.clock() - time.Duration(back)).Round(100*time.Millisecond), err)

@@ -215,6 +215,7 @@ func TestReadinessWindowRecovering(t *testing.T) {
 			})
 			cfg := e.config(w)
 			cfg.Replicas = 3
+			provisionRetried(t, sjs, cfg)
 			r := e.start(cfg)
 			send := func(prefix string) { sendRetried(t, sjs, prefix, 5, 10*time.Second) }
 			send("a-")

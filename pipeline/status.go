@@ -20,7 +20,8 @@ import (
 type link struct {
 	downSince  atomic.Int64 // p.clock() when the connection was lost (0: connected)
 	backAt     atomic.Int64 // p.clock() of the last reconnect (0: none since Run started)
-	recovering atomic.Bool  // reconnected, and the window has not answered a ping since
+	reconnects atomic.Int64 // reconnects since Run started
+	recovering atomic.Int64 // the reconnect (reconnects' count) since which no ping sent has been answered; 0: none
 }
 
 // statusLoop refreshes the status every StatusInterval, and at once after a reconnect. The connection's changes
@@ -62,7 +63,7 @@ func (p *Pipeline) linkChanged(st nats.Status) {
 	}
 	if p.link.downSince.Swap(0) != 0 {
 		p.link.backAt.Store(now)
-		p.link.recovering.Store(true)
+		p.link.recovering.Store(p.link.reconnects.Add(1))
 	}
 	p.pulls.restart(time.Duration(now)) // the pull requests are sent again on the new connection
 	p.updateReady()                     // the gauge follows at once, not at the refresh the reconnect triggers (it may find nothing to do)
@@ -80,6 +81,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	// The window's ping runs beside the consumer's and the streams' reads: a bucket out of reach keeps it waiting
 	// for its whole timeout.
 	pinged := &windowPing{done: make(chan struct{})}
+	// A ping sent before a reconnect and answered after it says nothing of the window since: it ends only the
+	// recovering of the reconnects before it was sent.
+	sentAfter := p.link.reconnects.Load()
 	go func() {
 		defer close(pinged.done)
 		wctx, cancel := context.WithTimeout(ctx, timeout)
@@ -134,7 +138,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			p.log.Warn("pipeline: window ping failed", "err", err)
 		}
 	} else {
-		p.link.recovering.Store(false)
+		p.link.recovering.CompareAndSwap(sentAfter, 0)
 		p.windowUp()
 	}
 	p.updateReady()

@@ -63,7 +63,8 @@ type Server struct {
 
 // Start validates cfg, locks the store directory (ErrStoreInUse when another server holds it), starts the server
 // and waits until it accepts connections, or until ctx ends or cfg.ReadyTimeout passes; then it stops the server
-// before it unlocks the store.
+// before it unlocks the store. A server cannot be stopped halfway through its start: one that is still recovering
+// its streams when ctx ends is stopped once it has recovered them.
 func Start(ctx context.Context, cfg Config) (*Server, error) {
 	host, portStr, err := net.SplitHostPort(cfg.Listen)
 	if err != nil {
@@ -130,10 +131,18 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
 	log := slogAdapter{l: logger.With("component", "nats-server"), fatal: new(atomic.Pointer[string])}
 	ns.SetLoggerV2(log, false, false, false)
-	go ns.Start()
+	started := make(chan struct{})
+	go func() {
+		defer close(started)
+		ns.Start()
+	}()
 	if err := waitReady(ctx, ns, cfg, log.fatal); err != nil {
+		// The server's Start carries on after a Shutdown that comes first: it enables JetStream in the store (and
+		// recovers it) with nothing left to stop it. So the server is stopped once its Start has returned, and
+		// the store stays locked until the server has let go of it.
+		<-started
 		ns.Shutdown()
-		ns.WaitForShutdown() // the store stays locked until the server has let go of it
+		ns.WaitForShutdown()
 		return nil, fmt.Errorf("embedded: server on %s (store %s): %w", cfg.Listen, cfg.StoreDir, err)
 	}
 	return &Server{ns: ns}, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -98,4 +99,35 @@ func TestStartFailsWhenTheServerCannotStart(t *testing.T) {
 	if took := time.Since(start); took > 10*time.Second || !strings.Contains(err.Error(), "JetStream") {
 		t.Fatalf("Start: %v after %s; want the server's reason (JetStream) at once", err, took.Round(time.Millisecond))
 	}
+}
+
+// A Start whose context ends before its server is ready returns only once that server's own start has returned.
+// nats-server's Start carries on after a Shutdown that comes before it returns (it enables JetStream in the store),
+// so Start waits for it before it stops the server and unlocks the store. Before, a second server started on the
+// same directory could find the first one still creating and removing its directories ("Can't start JetStream:
+// could not create storage streams directory" in TestStartEndsWithItsContext).
+func TestStartEndedLeavesNoServerRunning(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	srv, err := embedded.Start(ctx, embedded.Config{Listen: "127.0.0.1:0", StoreDir: filepath.Join(t.TempDir(), "nats")})
+	if err == nil {
+		_ = srv.Shutdown(context.Background())
+		t.Fatal("Start with an ended context: no error")
+	}
+	if g := serverGoroutines("(*Server).Start("); g != "" {
+		t.Fatalf("the server is still starting after Start returned %v:\n%s", err, g)
+	}
+}
+
+// serverGoroutines is the stacks of the goroutines in nats-server's function fn, or "".
+func serverGoroutines(fn string) string {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	var running []string
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "nats-server/v2/server."+fn) {
+			running = append(running, g)
+		}
+	}
+	return strings.Join(running, "\n\n")
 }
