@@ -5,6 +5,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -15,14 +17,22 @@ func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		sig := <-sigs
-		cancel(signalCause{sig}) // the worker logs it: "stopping: received SIGTERM"
-	}()
+	go stopOnSignals(sigs, cancel, os.Stderr, os.Exit)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	signal.Stop(sigs)
 	cancel(nil)
 	os.Exit(exitCode(err, os.Stderr))
+}
+
+// stopOnSignals stops the process on signals: the first ends the context with its signal as the cause, and the
+// worker stops in order and logs it ("stopping: received SIGTERM"); a second one exits at once with status 1 and a
+// line saying so. A stop can wait long: an embedded server recovering its streams cannot be stopped before it has
+// recovered them. An exit leaves nothing locked: the kernel releases the store directory's lock with the process.
+func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(code int)) {
+	cancel(signalCause{<-sigs})
+	sig := <-sigs
+	fmt.Fprintf(stderr, "dedupeworker: received %s while stopping: exiting now, without waiting for the stop to finish\n", signalName(sig))
+	exit(exitFailure)
 }
 
 // signalCause is the cause of the context main cancels when a signal arrives, so that the shutdown can say which.

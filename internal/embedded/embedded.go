@@ -128,19 +128,20 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 	if err != nil {
 		return nil, fmt.Errorf("embedded: %w", err)
 	}
-	logger := cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
-	log := slogAdapter{l: logger.With("component", "nats-server"), fatal: new(atomic.Pointer[string])}
+	cfg.Logger = cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler))
+	log := slogAdapter{l: cfg.Logger.With("component", "nats-server"), fatal: new(atomic.Pointer[string])}
 	ns.SetLoggerV2(log, false, false, false)
 	started := make(chan struct{})
+	begin := time.Now()
 	go func() {
 		defer close(started)
 		ns.Start()
 	}()
-	if err := waitReady(ctx, ns, cfg, log.fatal); err != nil {
+	if err := waitReady(ctx, ns, cfg, begin, log.fatal); err != nil {
 		// The server's Start carries on after a Shutdown that comes first: it enables JetStream in the store (and
 		// recovers it) with nothing left to stop it. So the server is stopped once its Start has returned, and
 		// the store stays locked until the server has let go of it.
-		<-started
+		awaitStart(started, cfg.Logger, cfg.StoreDir, ctx.Err() != nil, begin, time.Second, 10*time.Second)
 		ns.Shutdown()
 		ns.WaitForShutdown()
 		return nil, fmt.Errorf("embedded: server on %s (store %s): %w", cfg.Listen, cfg.StoreDir, err)
@@ -151,8 +152,7 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 // waitReady waits until ns accepts connections, or ctx ends, or cfg.ReadyTimeout passes, or the server reports a
 // fatal error (it then never opens its client port), saying every 10 s that the server is still recovering its
 // streams.
-func waitReady(ctx context.Context, ns *server.Server, cfg Config, fatal *atomic.Pointer[string]) error {
-	start := time.Now()
+func waitReady(ctx context.Context, ns *server.Server, cfg Config, start time.Time, fatal *atomic.Pointer[string]) error {
 	for next := 10 * time.Second; ; {
 		if ctx.Err() != nil {
 			return fmt.Errorf("stopped before it was ready: %w", context.Cause(ctx))
@@ -171,6 +171,36 @@ func waitReady(ctx context.Context, ns *server.Server, cfg Config, fatal *atomic
 			cfg.Logger.Info("embedded NATS server still recovering its streams", "waited", waited.Round(time.Second),
 				"store", cfg.StoreDir)
 			next += 10 * time.Second
+		}
+	}
+}
+
+// awaitStart waits for a server that is being given up to return from its own start (started closed), which lasts
+// until it has recovered every stream of the store: minutes for a large one. A start still running after grace is
+// said once, with how a stopped process can exit at once (stopped: its context ended, as a signal ends the worker's),
+// and then every interval, as waitReady says it, so that a stop that seems to hang says why.
+func awaitStart(started <-chan struct{}, log *slog.Logger, store string, stopped bool, begin time.Time, grace, interval time.Duration) {
+	wait := time.NewTimer(grace)
+	defer wait.Stop()
+	select {
+	case <-started:
+		return
+	case <-wait.C:
+	}
+	msg := "embedded NATS server stops once it has recovered its streams (it cannot stop halfway through its start)"
+	if stopped {
+		msg += "; a second signal (Ctrl-C) exits now"
+	}
+	log.Info(msg, "waited", time.Since(begin).Round(time.Second), "store", store)
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-started:
+			return
+		case <-tick.C:
+			log.Info("embedded NATS server still recovering its streams", "waited", time.Since(begin).Round(time.Second),
+				"store", store)
 		}
 	}
 }
