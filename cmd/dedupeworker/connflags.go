@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/dedupeworker/dedupeworker/internal/config"
+	embeddedsrv "github.com/dedupeworker/dedupeworker/internal/embedded"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
 
@@ -64,7 +65,14 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 	nc.ConnectTimeout, nc.RetryFor = 5*time.Second, cfg.ConnectRetry(config.DefaultCommandConnectTimeout)
 	conn, err := natsconn.ConnectContext(ctx, nc)
 	if err != nil {
-		if embedded && errors.Is(err, nats.ErrNoServers) {
+		switch {
+		case embedded && errors.Is(err, nats.ErrNoServers) && embeddedsrv.StoreHeld(cfg.EmbeddedStoreDir):
+			// A worker holds the store but its server does not listen yet: it recovers every stream first,
+			// seconds per million window keys.
+			err = fmt.Errorf("%w; a worker holds the store directory %s (DEDUPE_EMBEDDED_STORE_DIR) and its embedded "+
+				"server is still starting or recovering its streams, which it does before it listens: try again once "+
+				"the worker has logged 'embedded NATS server with JetStream started'", err, cfg.EmbeddedStoreDir)
+		case embedded && errors.Is(err, nats.ErrNoServers):
 			// Refused at the address of a server that exists only while a worker runs with it: the likeliest
 			// cause is that none runs, which "no servers available" alone does not say.
 			err = fmt.Errorf("%w; no server listens there: the embedded server runs only inside the worker (make "+

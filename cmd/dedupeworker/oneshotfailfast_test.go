@@ -63,6 +63,7 @@ func TestOneShotCommandsSayJetStreamIsOff(t *testing.T) {
 func TestOneShotCommandsSayTheWorkerIsNotRunning(t *testing.T) {
 	cleanNATSEnv(t)
 	t.Setenv("DEDUPE_EMBEDDED_LISTEN", fmt.Sprintf("127.0.0.1:%d", natstest.FreePort(t)))
+	t.Setenv("DEDUPE_EMBEDDED_STORE_DIR", t.TempDir()) // held by no worker
 	for _, args := range [][]string{{"window", "ls", "--tenant", "acme"}, {"dlq", "ls"}} {
 		code, _, stderr := runCLI(t, "", args...)
 		if code != 1 || strings.Count(stderr, "\n") != 1 ||

@@ -51,6 +51,22 @@ func lockStore(dir string) (*storeLock, error) {
 	return &storeLock{f: f}, nil
 }
 
+// StoreHeld reports whether an embedded server holds the lock of the store directory dir: one that runs, or one
+// still starting or recovering its streams, which it does before it listens. It takes the lock without waiting and
+// gives it up at once; a directory or lock file that does not exist, or cannot be read, is not held.
+func StoreHeld(dir string) bool {
+	f, err := os.Open(filepath.Join(dir, lockFileName))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	got, err := tryLock(f)
+	if got {
+		_ = unlock(f)
+	}
+	return err == nil && !got
+}
+
 // record writes who holds the lock, for the refusal of the next one.
 func (l *storeLock) record(listen string) {
 	_ = l.f.Truncate(0)
