@@ -27,7 +27,6 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			p.naks[protocol.NakShutdown].Inc()
 		}
 	}
-	p.bindErr.Store(nil) // a previous run's
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()

@@ -45,6 +45,7 @@ type Pipeline struct {
 	// lastWorkers is closed once the last Run's workers have all returned: a Run that spent its budget returns
 	// without them, and the next one waits for them (written and read only by the Run holding running).
 	lastWorkers chan struct{}
+	waitingLast atomic.Bool             // Run waits for lastWorkers before it does anything else
 	consumerErr atomic.Pointer[error]   // last consumer info failure (nil: fine)
 	quorumErr   atomic.Pointer[error]   // the consumer's or a stream's leader cut off from its replicas (nil: fine)
 	silentErr   atomic.Pointer[error]   // a stream's leader not answering the status poll (nil: fine)
@@ -268,16 +269,20 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		p.bound.Store(false)
 		p.updateReady() // not running: 0, after any late change's call
 	}()
+	p.bindErr.Store(nil) // the previous Run's reason, which readiness would still give
 	// A previous Run that spent its shutdown budget returned with workers still sending their stored outcomes'
 	// record, release and ack: they use the answers subscription and the counters this Run would set up again.
 	if prev := p.lastWorkers; prev != nil {
 		select {
 		case <-prev:
 		default:
+			p.waitingLast.Store(true)
 			p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
 			select {
 			case <-prev:
+				p.waitingLast.Store(false)
 			case <-ctx.Done():
+				p.waitingLast.Store(false)
 				return nil
 			}
 		}

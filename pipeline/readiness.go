@@ -24,6 +24,10 @@ func (p *Pipeline) readiness() error {
 	if !p.running.Load() {
 		return errNotRunning
 	}
+	if p.waitingLast.Load() {
+		return errors.New("pipeline: not consuming yet: waiting for the previous Run's workers to finish their " +
+			"shutdown (recording, releasing and acknowledging what they had stored)")
+	}
 	if nc := p.nc; !nc.IsConnected() {
 		down := ""
 		if at := p.link.downSince.Load(); at != 0 {

@@ -43,7 +43,8 @@ func (w *stallWindow) MarkPublished(ctx context.Context, c kvwindow.Claim, rev u
 // A Run that returned with a worker still busy (its budget spent while the worker records a stored event) keeps
 // the next Run of the same Pipeline from starting until that worker is done: the worker still uses the pipeline's
 // answers subscription and counters, which the next Run sets up again. Before, the second Run started at once and
-// set them up again under the first Run's worker, which then read them unsynchronised.
+// set them up again under the first Run's worker, which then read them unsynchronised. Readiness says why it waits
+// (before, it said only that the pipeline did not consume).
 func TestSecondRunWaitsForFirstRunsWorkers(t *testing.T) {
 	e := newEnv(t)
 	e.keepingInput() // every keyed publish is recorded in its claim
@@ -104,8 +105,8 @@ func TestSecondRunWaitsForFirstRunsWorkers(t *testing.T) {
 		}
 		return nil
 	})
-	if err := p.Ready(context.Background()); err == nil {
-		t.Error("second Run ready while the first Run's worker is still busy")
+	if err := p.Ready(context.Background()); err == nil || !strings.Contains(err.Error(), "waiting for the previous Run's workers to finish their shutdown") {
+		t.Errorf("second Run, waiting for the first Run's worker: Ready = %v; want it to say it waits for them", err)
 	}
 	release()
 	natstest.Eventually(t, 10*time.Second, func() error {
