@@ -47,6 +47,12 @@ func TestBadFlagValueSaysWhatItWants(t *testing.T) {
 			`dlq ls: --reason "nope": not a dead-letter reason (bad-subject, bad-tenant, bad-source, bad-claim, output-reject, control-header) (see 'dedupeworker dlq ls -h')`},
 		{[]string{"dlq", "ls", "--seq", "3-1"},
 			`dlq ls: --seq "3-1": the range ends before it starts (see 'dedupeworker dlq ls -h')`},
+		{[]string{"dlq", "rm", "--yes=maybe"},
+			`dlq rm: --yes "maybe": not true or false: give --yes alone, or --yes=true or --yes=false (see 'dedupeworker dlq rm -h')`},
+		{[]string{"window", "status", "--timeout"},
+			`window status: --timeout needs a value (see 'dedupeworker window status -h')`},
+		{[]string{"window", "ls", "--tenant", "a", "--from", "-1"},
+			`window ls: --from "-1": not a whole number, 0 or more (see 'dedupeworker window ls -h')`},
 	} {
 		code, out, errOut := runCLI(t, "", c.args...)
 		if code != 2 || out != "" || strings.TrimSpace(errOut) != c.want {

@@ -21,20 +21,14 @@ func printFlags(w io.Writer, fs *flag.FlagSet) {
 			aliases[target] = append(aliases[target], f.Name)
 		}
 	})
-	dash := func(name string) string {
-		if len(name) == 1 {
-			return "-" + name
-		}
-		return "--" + name
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fs.VisitAll(func(f *flag.Flag) {
 		if strings.HasPrefix(f.Usage, "same as -") {
 			return
 		}
-		names := []string{dash(f.Name)}
+		names := []string{flagDash(f.Name)}
 		for _, a := range aliases[f.Name] {
-			names = append(names, dash(a))
+			names = append(names, flagDash(a))
 		}
 		arg, usage := flag.UnquoteUsage(f)
 		switch arg {
@@ -99,24 +93,43 @@ func subcommandPage(usage, cmd string, others []string) string {
 	return page
 }
 
-// invalidValue is the flag package's error for a value its flag refused.
-var invalidValue = regexp.MustCompile(`^invalid value "((?:[^"\\]|\\.)*)" for flag -([^:]+): (.*)$`)
+// The flag package's errors for a value its flag refused, a boolean flag's value that is not one, and a flag given
+// last without its value.
+var (
+	invalidValue = regexp.MustCompile(`^invalid value "((?:[^"\\]|\\.)*)" for flag -([^:]+): (.*)$`)
+	invalidBool  = regexp.MustCompile(`^invalid boolean value "((?:[^"\\]|\\.)*)" for -([^:]+): (.*)$`)
+	needsValue   = regexp.MustCompile(`^flag needs an argument: -(.+)$`)
+)
+
+// flagDash is how the docs write the flag name: -s for one letter, --name for more.
+func flagDash(name string) string {
+	if len(name) == 1 {
+		return "-" + name
+	}
+	return "--" + name
+}
 
 // flagErrText words a flag error as the docs write flags: a refused value is "--name "value": why", once (a Value
 // whose own error names the flag or the value already keeps it), and a value the flag package could not parse says
-// what the flag wants instead of "parse error".
+// what the flag wants instead of "parse error"; a flag given without its value "--name needs a value".
 func flagErrText(fs *flag.FlagSet, err error) string {
+	if m := needsValue.FindStringSubmatch(err.Error()); m != nil {
+		return flagDash(m[1]) + " needs a value"
+	}
+	if m := invalidBool.FindStringSubmatch(err.Error()); m != nil {
+		value, name, why := m[1], m[2], m[3]
+		if why == "parse error" {
+			why = "not true or false: give " + flagDash(name) + " alone, or " + flagDash(name) + "=true or " + flagDash(name) + "=false"
+		}
+		return flagDash(name) + ` "` + value + `": ` + why
+	}
 	m := invalidValue.FindStringSubmatch(err.Error())
 	if m == nil {
 		return err.Error()
 	}
 	value, name, why := m[1], m[2], m[3]
-	dash := "--"
-	if len(name) == 1 {
-		dash = "-"
-	}
-	named := dash + name + ` "` + value + `"`
-	if strings.HasPrefix(why, dash+name+" ") {
+	named := flagDash(name) + ` "` + value + `"`
+	if strings.HasPrefix(why, flagDash(name)+" ") {
 		return why
 	}
 	why = strings.TrimPrefix(why, `"`+value+`": `)
@@ -126,8 +139,10 @@ func flagErrText(fs *flag.FlagSet, err error) string {
 				switch g.Get().(type) {
 				case time.Duration:
 					why = "not a duration: give it with its unit, e.g. 5s, 2m or 1h30m"
-				case int, int64, uint, uint64:
+				case int, int64:
 					why = "not a whole number"
+				case uint, uint64:
+					why = "not a whole number, 0 or more"
 				}
 			}
 		}
