@@ -66,7 +66,8 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
         with dlq rm --seq N --yes; a replay after the duplicate window stores it again. After 3 publishes in a row
         without an answer (none in time, or no stream to give one) replay stops. With --yes, exit status 1 when
         any selected dead letter was not replayed and removed. A dead letter replayed and found removed meanwhile
-        (another replay or rm, the stream's limits) is no failure.
+        (another replay or rm, the stream's limits) is no failure, nor is one whose removal got no answer and that
+        is gone (by it, or meanwhile: "removal ... unanswered; the letter is gone").
 
 rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
         their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes

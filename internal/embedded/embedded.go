@@ -28,7 +28,9 @@ type Config struct {
 	StoreDir string
 	// ReadyTimeout bounds how long Start waits for the server to accept connections; 0 waits as long as Start's
 	// context lives. The server recovers every stream before it opens its client port: seconds per million window
-	// keys (docs/scale.md), so no fixed bound suits every store.
+	// keys (docs/scale.md), so no fixed bound suits every store. Either way Start can return later: a server
+	// cannot be stopped halfway through its start, so Start, given up, returns only once the server has recovered
+	// its streams and stopped.
 	ReadyTimeout time.Duration
 	// Logger receives the server's own log lines; nil discards them.
 	Logger *slog.Logger
