@@ -238,8 +238,8 @@ func (p *Pipeline) setBound(b bool) {
 
 func (p *Pipeline) windowUp() {
 	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
-		p.log.Info("pipeline: window reachable again")
 		p.updateReady()
+		p.log.Info("pipeline: window reachable again")
 	}
 }
 
@@ -251,8 +251,8 @@ func (p *Pipeline) claimUp() {
 			return
 		}
 		if p.windowErr.CompareAndSwap(cur, nil) {
-			p.log.Info("pipeline: window reachable again")
 			p.updateReady()
+			p.log.Info("pipeline: window reachable again")
 			return
 		}
 	}

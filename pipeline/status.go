@@ -135,6 +135,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			return
 		}
 		if p.windowErr.Swap(&err) == nil {
+			p.updateReady()
 			p.log.Warn("pipeline: window ping failed", "err", err)
 		}
 	} else {
@@ -395,19 +396,20 @@ func (p *Pipeline) silenceChanged(silent []string) {
 }
 
 // pollFound makes the problems a status poll found (nil: none) the standing error in last, prefixed, logging down
-// when they appear and up when they are gone.
+// when they appear and up when they are gone. The ready gauge follows before the line is logged, as wherever a
+// reason changes: a scrape that read the gauge in between would see ready while Ready says why not.
 func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, prefix, down, up string) {
 	if len(problems) == 0 {
 		if last.Swap(nil) != nil {
-			p.log.Info(up)
 			p.updateReady()
+			p.log.Info(up)
 		}
 		return
 	}
 	err := errors.New(prefix + strings.Join(problems, "; "))
 	if last.Swap(&err) == nil {
-		p.log.Warn(down, "err", err)
 		p.updateReady()
+		p.log.Warn(down, "err", err)
 	}
 }
 
