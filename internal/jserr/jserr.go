@@ -4,6 +4,12 @@
 //   - conflict: a write that expected another last sequence of its subject (WrongLastSeq, LastSeq);
 //   - not answering: no answer, or JetStream or its cluster not available for now; it passes by itself
 //     (NotAnswering, Unanswered);
+//   - no placement: the cluster cannot place a stream's replicas (NoPlacement, a 400 that Refused also reports).
+//     It passes by itself when a server is offline or not yet known to the meta leader (a cluster just formed, a
+//     server restarting in a rolling upgrade: the leader places only on peers it has had statistics from since
+//     their route came up), and is permanent when DEDUPE_REPLICAS exceeds the servers (or those with the
+//     placement tags) available. The code cannot tell which, so the worker's start retries it and says both
+//     (PlacementWait);
 //   - client offline: the request never left the client, or the first connection found no server (Offline,
 //     Unreachable).
 //
@@ -14,6 +20,7 @@ package jserr
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -26,6 +33,7 @@ import (
 
 // The server's error codes that nats.go does not name (nats-server's server/jetstream_errors_generated.go).
 const (
+	CodeNoSuitablePeers        jetstream.ErrorCode = 10005 // "no suitable peers for placement" (400), with the reasons per peer
 	CodeClusterUnavailable     jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable" (503): no meta leader
 	CodeStoreFailed            jetstream.ErrorCode = 10077 // "message too large", among other store failures
 	CodeHeaderTooLarge         jetstream.ErrorCode = 10097 // "header size exceeds maximum allowed of 64k"
@@ -76,6 +84,21 @@ func TooLarge(err error) bool {
 		return strings.Contains(strings.ToLower(api.Description), "message too large")
 	}
 	return false
+}
+
+// NoPlacement reports the cluster's refusal to place a stream's replicas (10005, "no suitable peers for placement").
+func NoPlacement(err error) bool { return Code(err) == CodeNoSuitablePeers }
+
+// PlacementWait is the warning while the cluster cannot place what (a stream or a bucket, named) with replicas
+// replicas: err's server text, and both causes with the setting, since the code tells neither from the other.
+func PlacementWait(what string, replicas int, err error) error {
+	text := err.Error()
+	if api := API(err); api != nil {
+		text = api.Description
+	}
+	return fmt.Errorf("the cluster cannot place %s with %d replicas (%s): a server may be offline or not yet known "+
+		"to the meta leader, or DEDUPE_REPLICAS is more than the servers available (or those with the placement "+
+		"tags); retrying", what, replicas, text)
 }
 
 // WorkQueueTaken reports the server's refusal of a second consumer over the same subjects of a work-queue stream.
