@@ -194,7 +194,7 @@ func (e *env) sources() keys.Sources {
 // formed, retried for up to a minute, each attempt bounded to 5s: such a cluster may leave a create unanswered, or
 // refuse a replicated stream for a while ("no suitable peers for placement, peer offline": its meta leader places
 // only on peers it has had statistics from since their route last came up, and under -race on a loaded machine a
-// route comes up again). Run, which provisions once and fails on a refusal, then finds them.
+// route comes up again). Run then finds them; it waits on that refusal too, but gives up at once on others.
 func provisionRetried(t testing.TB, js jetstream.JetStream, cfg pipeline.Config) {
 	t.Helper()
 	natstest.Eventually(t, 60*time.Second, func() error {

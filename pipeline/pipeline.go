@@ -257,7 +257,8 @@ func planShutdown(budget time.Duration) shutdownSteps {
 // cancels them — what is not stored is handed back, never acknowledged; what is stored still sends its record,
 // release and ack, each bounded by its own timeout — and returns when they are done or the budget is spent. A
 // worker still busy then can only send a stored outcome's record, release and ack, or a NAK. With
-// Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable.
+// Config.Provision it first creates missing streams and the consumer, retrying while JetStream is unreachable or
+// its cluster cannot place their replicas (readiness and a warning say why).
 // Run returns nil after a cancellation; only one Run may be active at a time: another returns an error at once. A
 // Run after one that returned with workers still busy waits for them first (or for ctx).
 func (p *Pipeline) Run(ctx context.Context) error {
@@ -355,16 +356,24 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	for {
 		created, err := provision(ctx, p.js, p.cfg, false)
 		if err == nil {
+			p.bindErr.Store(nil)
 			p.checkedCreated.Store(created.UnixNano()) // its warnings are logged: the bind does not repeat them
 			return nil
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if !retryable(err) {
+		switch {
+		case jserr.NoPlacement(err):
+			// It passes by itself (a server offline or not yet known) or needs DEDUPE_REPLICAS lowered: the error
+			// says both, and the start waits as for an unavailable JetStream.
+			p.bindErr.Store(&err) // readiness: not consuming, and why
+			p.log.Warn(err.Error())
+		case !retryable(err):
 			return err
+		default:
+			p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
 		}
-		p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
 		if !bo.Sleep(ctx) {
 			return nil
 		}

@@ -146,6 +146,9 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger,
 			return s.CachedInfo(), nil
 		}
 		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			if jserr.NoPlacement(err) {
+				err = &jserr.PlacementError{What: "stream " + want.Name, Replicas: want.Replicas, Err: err}
+			}
 			return nil, fmt.Errorf("pipeline: create stream %s: %w", want.Name, err)
 		}
 		s, err = js.Stream(ctx, want.Name) // another replica created it first
@@ -187,6 +190,10 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 		if !errors.Is(err, jetstream.ErrConsumerExists) {
 			if jserr.WorkQueueTaken(err) {
 				return time.Time{}, workQueueConflict(ctx, js, cfg, err)
+			}
+			if jserr.NoPlacement(err) {
+				err = &jserr.PlacementError{What: "consumer " + cfg.InputStream + " > " + cfg.Consumer,
+					Replicas: want.Replicas, Err: err}
 			}
 			return time.Time{}, fmt.Errorf("pipeline: create consumer %s > %s: %w", cfg.InputStream, cfg.Consumer, err)
 		}

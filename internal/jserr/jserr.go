@@ -9,7 +9,7 @@
 //     server restarting in a rolling upgrade: the leader places only on peers it has had statistics from since
 //     their route came up), and is permanent when DEDUPE_REPLICAS exceeds the servers (or those with the
 //     placement tags) available. The code cannot tell which, so the worker's start retries it and says both
-//     (PlacementWait);
+//     (PlacementError);
 //   - client offline: the request never left the client, or the first connection found no server (Offline,
 //     Unreachable).
 //
@@ -89,17 +89,26 @@ func TooLarge(err error) bool {
 // NoPlacement reports the cluster's refusal to place a stream's replicas (10005, "no suitable peers for placement").
 func NoPlacement(err error) bool { return Code(err) == CodeNoSuitablePeers }
 
-// PlacementWait is the warning while the cluster cannot place what (a stream or a bucket, named) with replicas
-// replicas: err's server text, and both causes with the setting, since the code tells neither from the other.
-func PlacementWait(what string, replicas int, err error) error {
-	text := err.Error()
-	if api := API(err); api != nil {
+// PlacementError is the cluster's refusal to place What (a stream or a bucket, named) with Replicas replicas
+// (NoPlacement of Err). Its text is the warning of a start that waits for it: the server's text, and both causes
+// with the setting, since the code tells neither from the other.
+type PlacementError struct {
+	What     string
+	Replicas int
+	Err      error
+}
+
+func (e *PlacementError) Error() string {
+	text := e.Err.Error()
+	if api := API(e.Err); api != nil {
 		text = api.Description
 	}
-	return fmt.Errorf("the cluster cannot place %s with %d replicas (%s): a server may be offline or not yet known "+
+	return fmt.Sprintf("the cluster cannot place %s with %d replicas (%s): a server may be offline or not yet known "+
 		"to the meta leader, or DEDUPE_REPLICAS is more than the servers available (or those with the placement "+
-		"tags); retrying", what, replicas, text)
+		"tags); retrying", e.What, e.Replicas, text)
 }
+
+func (e *PlacementError) Unwrap() error { return e.Err }
 
 // WorkQueueTaken reports the server's refusal of a second consumer over the same subjects of a work-queue stream.
 func WorkQueueTaken(err error) bool {

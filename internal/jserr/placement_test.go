@@ -40,15 +40,19 @@ func TestNoPlacement(t *testing.T) {
 }
 
 // The warning names what cannot be placed, its replicas, the server's own text, both causes and the setting.
-func TestPlacementWait(t *testing.T) {
+func TestPlacementErrorSaysBothCauses(t *testing.T) {
 	err := fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: jserr.CodeNoSuitablePeers,
 		Description: "no suitable peers for placement: peers: 1 offline"})
-	got := jserr.PlacementWait("stream INGEST", 3, err).Error()
+	wrapped := &jserr.PlacementError{What: "stream INGEST", Replicas: 3, Err: err}
+	if !jserr.NoPlacement(wrapped) {
+		t.Errorf("NoPlacement(%v) = false, want the refusal it wraps", wrapped)
+	}
+	got := wrapped.Error()
 	for _, want := range []string{"cannot place stream INGEST with 3 replicas (no suitable peers for placement: peers: 1 offline)",
 		"a server may be offline or not yet known to the meta leader", "DEDUPE_REPLICAS is more than the servers available",
 		"retrying"} {
 		if !strings.Contains(got, want) {
-			t.Errorf("PlacementWait = %q, want it to say %q", got, want)
+			t.Errorf("PlacementError = %q, want it to say %q", got, want)
 		}
 	}
 }
