@@ -20,6 +20,7 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/config"
 	"github.com/dedupeworker/dedupeworker/internal/embedded"
+	"github.com/dedupeworker/dedupeworker/internal/jserr"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -183,13 +184,13 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 }
 
 // openWindow binds to (or provisions) the window bucket. A window that cannot be reached yet — a cluster still
-// electing leaders, another replica creating the bucket at the same moment — is waited for, with backoff, until ctx
-// ends; anything else (no bucket and provisioning off, an incompatible bucket) stops the start.
+// electing leaders, another replica creating the bucket at the same moment, a cluster that cannot place its
+// replicas yet — is waited for, with backoff, until ctx ends; anything else (no bucket and provisioning off, an incompatible bucket) stops the start.
 func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
 	cfg := windowConfig(w.cfg)
 	cfg.Replicas, cfg.Provision = w.cfg.Replicas, w.cfg.Provision
 	cfg.MaxTTL = longestTTL(w.sources, w.cfg.DefaultTTL)
-	return openRetrying(ctx, w.log, &w.status, cfg.Bucket, "dedupe window not reachable yet", "the dedupe window",
+	return openRetrying(ctx, w.log, &w.status, cfg.Bucket, cfg.Replicas, "dedupe window not reachable yet", "the dedupe window",
 		func() (*kvwindow.Window, error) {
 			missing, published := w.windowBefore(ctx, js, cfg)
 			window, err := kvwindow.New(ctx, js, cfg)
@@ -201,17 +202,25 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 }
 
 // openRetrying opens a window with open until it succeeds, retry (nil: always) refuses its error, or ctx ends,
-// waiting with backoff in between; each wait is logged and is the start's step for /readyz.
-func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket, warn, what string,
+// waiting with backoff in between; each wait is logged and is the start's step for /readyz. The cluster's refusal
+// to place the bucket's replicas (of replicas) is retried whatever retry says: it passes by itself while a server
+// is offline or not yet known to the meta leader, and the warning says it may need DEDUPE_REPLICAS lowered.
+func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket string, replicas int, warn, what string,
 	open func() (*kvwindow.Window, error), retry func(error) bool) (*kvwindow.Window, error) {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
 	for {
 		window, err := open()
-		if err == nil || (retry != nil && !retry(err)) || ctx.Err() != nil {
+		placement := jserr.NoPlacement(err)
+		if err == nil || (retry != nil && !retry(err) && !placement) || ctx.Err() != nil {
 			return window, err
 		}
 		wait := bo.Next()
-		log.Warn(warn+"; retrying", "bucket", bucket, "in", wait, "err", err)
+		if placement {
+			err = &jserr.PlacementError{What: "bucket " + bucket, Replicas: replicas, Err: err}
+			log.Warn(err.Error(), "bucket", bucket, "in", wait)
+		} else {
+			log.Warn(warn+"; retrying", "bucket", bucket, "in", wait, "err", err)
+		}
 		st.wait("waiting for %s %s: %v", what, bucket, err)
 		if backoff.Wait(ctx, wait) != nil {
 			return nil, err

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+)
+
+// A worker whose cluster cannot place the window's bucket with 3 replicas yet (its third node takes no replicas:
+// server tag "!jetstream", as a server not yet heard from since its route came up) waits, saying why in the log
+// and in /readyz, rather than exiting; once the node is back without the tag it creates the bucket and the
+// streams and deduplicates.
+func TestWorkerStartWaitsForPlacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := natstest.RunClusterWith(t, 3, func(i int, o *server.Options) {
+		if i == 2 {
+			o.Tags = []string{"!jetstream"}
+		}
+	})
+	excluded := c.Servers[2]
+	httpPort := natstest.FreePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	t.Setenv("DEDUPE_NATS_URL", c.URLs())
+	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	t.Setenv("DEDUPE_LOG_FORMAT", "json")
+	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}}")
+	t.Setenv("DEDUPE_REPLICAS", "3")
+	logs := &natstest.Buffer{}
+	b := startRun(t, logs, "run")
+
+	const says = "the cluster cannot place bucket dedupe-window with 3 replicas"
+	natstest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case <-b.done:
+			t.Fatalf("the worker exited while the cluster could not place its bucket: %v\n%s", b.err, logs)
+		default:
+		}
+		if !strings.Contains(logs.String(), says) {
+			return fmt.Errorf("no warning %q in the log yet", says)
+		}
+		code, _, ready, err := httpGet(base + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(ready, says) ||
+			!strings.Contains(ready, "DEDUPE_REPLICAS") {
+			return fmt.Errorf("/readyz: %d %q (%v); want 503 saying %q and naming DEDUPE_REPLICAS", code, ready, err, says)
+		}
+		return nil
+	})
+
+	excluded.Opts.Tags = nil
+	excluded.Restart()
+	natstest.Eventually(t, 60*time.Second, func() error {
+		if code, _, ready, err := httpGet(base + "/readyz"); err != nil || code != http.StatusOK {
+			return fmt.Errorf("/readyz: %d %q (%v)", code, ready, err)
+		}
+		return nil
+	})
+	nc := natstest.Connect(t, c.URLs())
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		natstest.Eventually(t, 10*time.Second, func() error {
+			m := nats.NewMsg("ingest.acme.gh")
+			m.Header.Set("X-GitHub-Delivery", "d-1")
+			_, err := js.PublishMsg(context.Background(), m)
+			return err
+		})
+	}
+	natstest.Eventually(t, 30*time.Second, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		in, err := js.Stream(ctx, "INGEST")
+		if err != nil {
+			return err
+		}
+		out, err := js.Stream(ctx, "DEDUPED")
+		if err != nil {
+			return err
+		}
+		if n := in.CachedInfo().State.Msgs; n != 0 {
+			return fmt.Errorf("INGEST still holds %d deliveries", n)
+		}
+		if n := out.CachedInfo().State.Msgs; n != 1 {
+			return fmt.Errorf("DEDUPED holds %d events, want 1: the second delivery is a duplicate", n)
+		}
+		return nil
+	})
+}
