@@ -68,7 +68,7 @@ type Pipeline struct {
 	// What was found missing or unusable under the running worker (consume.go, outcome.go).
 	checkedCreated atomic.Int64                 // creation time (unix ns) of the consumer whose warnings were logged last
 	seenConsumer   atomic.Pointer[seenConsumer] // the bound consumer's warnings as last read (consumerEdited)
-	bindErr        atomic.Pointer[error]        // why the consume loop cannot bind the consumer now (nil: bound, or not tried)
+	bindErr        atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or provisioning waits for placement (nil: bound, or not tried)
 	missing        atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
 	deadLetterErr  atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
 	deadLetterOK   atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
