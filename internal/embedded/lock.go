@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ErrStoreInUse is wrapped by Start's error when another embedded server (in this process or another) holds the
@@ -35,7 +36,7 @@ func lockStore(dir string) (*storeLock, error) {
 	if err != nil {
 		return nil, fmt.Errorf("embedded: store directory %s: lock file: %w", dir, err)
 	}
-	held, err := tryLock(f)
+	held, err := tryLockPatiently(f)
 	if err != nil {
 		_ = f.Close()
 		return nil, fmt.Errorf("embedded: store directory %s: lock %s: %w", dir, path, err)
@@ -51,9 +52,26 @@ func lockStore(dir string) (*storeLock, error) {
 	return &storeLock{f: f}, nil
 }
 
+// probeGrace is how long lockStore keeps trying a lock held by someone else before it refuses: StoreHeld's probe
+// (a one-shot command asking whether a worker holds the store) holds the lock for a moment, and a server starting
+// in that moment must not be refused as if another server held the directory.
+const probeGrace = 250 * time.Millisecond
+
+// tryLockPatiently is tryLock, tried again for probeGrace while someone else holds the lock.
+func tryLockPatiently(f *os.File) (bool, error) {
+	deadline := time.Now().Add(probeGrace)
+	for {
+		held, err := tryLock(f)
+		if held || err != nil || time.Now().After(deadline) {
+			return held, err
+		}
+		time.Sleep(2 * time.Millisecond) // polling interval: flock has no timed wait
+	}
+}
+
 // StoreHeld reports whether an embedded server holds the lock of the store directory dir: one that runs, or one
 // still starting or recovering its streams, which it does before it listens. It takes the lock without waiting and
-// gives it up at once; a directory or lock file that does not exist, or cannot be read, is not held.
+// gives it up at once (a server starting meanwhile waits for it: probeGrace); a directory or lock file that does not exist, or cannot be read, is not held.
 func StoreHeld(dir string) bool {
 	f, err := os.Open(filepath.Join(dir, lockFileName))
 	if err != nil {
