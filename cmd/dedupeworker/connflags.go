@@ -67,11 +67,11 @@ func (f *connFlags) connect(ctx context.Context, cfg config.Config, name string,
 	if err != nil {
 		switch {
 		case embedded && errors.Is(err, nats.ErrNoServers) && embeddedsrv.StoreHeld(cfg.EmbeddedStoreDir):
-			// A worker holds the store but its server does not listen yet: it recovers every stream first,
-			// seconds per million window keys.
+			// A worker holds the store but its server does not listen: it recovers every stream before it
+			// listens (seconds per million window keys), and stops listening before it lets the store go.
 			err = fmt.Errorf("%w; a worker holds the store directory %s (DEDUPE_EMBEDDED_STORE_DIR) and its embedded "+
-				"server is still starting or recovering its streams, which it does before it listens: try again once "+
-				"the worker has logged 'embedded NATS server with JetStream started'", err, cfg.EmbeddedStoreDir)
+				"server does not listen: it is still starting or recovering its streams (try again once the worker has "+
+				"logged 'embedded NATS server with JetStream started'), or it is stopping", err, cfg.EmbeddedStoreDir)
 		case embedded && errors.Is(err, nats.ErrNoServers):
 			// Refused at the address of a server that exists only while a worker runs with it: the likeliest
 			// cause is that none runs, which "no servers available" alone does not say.

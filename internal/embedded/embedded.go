@@ -191,7 +191,7 @@ func awaitStart(started <-chan struct{}, log *slog.Logger, store string, stopped
 	}
 	msg := "embedded NATS server stops once it has recovered its streams (it cannot stop halfway through its start)"
 	if stopped {
-		msg += "; a second signal (Ctrl-C) exits now"
+		msg += "; a second signal (Ctrl-C) exits now, as a crash: the next start rebuilds the store"
 	}
 	log.Info(msg, "waited", time.Since(begin).Round(time.Second), "store", store)
 	tick := time.NewTicker(interval)
