@@ -11,13 +11,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 func main() {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	go stopOnSignals(sigs, cancel, os.Stderr, os.Exit)
+	go stopOnSignals(sigs, cancel, os.Stderr, os.Exit, time.Now)
 	err := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	signal.Stop(sigs)
 	cancel(nil)
@@ -28,12 +29,23 @@ func main() {
 // worker stops in order and logs it ("stopping: received SIGTERM"); a second one exits at once with status 1 and a
 // line saying so. A stop can wait long: an embedded server recovering its streams cannot be stopped before it has
 // recovered them. An exit leaves nothing locked: the kernel releases the store directory's lock with the process.
-func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(code int)) {
+// A signal within sameStop of the first is the same stop delivered twice, not a second one: make, for one, passes
+// a SIGTERM on to the worker that a kill of the process group has already reached.
+func stopOnSignals(sigs <-chan os.Signal, cancel context.CancelCauseFunc, stderr io.Writer, exit func(code int), now func() time.Time) {
 	cancel(signalCause{<-sigs})
-	sig := <-sigs
-	fmt.Fprintf(stderr, "dedupeworker: received %s while stopping: exiting now, without waiting for the stop to finish\n", signalName(sig))
-	exit(exitFailure)
+	first := now()
+	for sig := range sigs {
+		if now().Sub(first) < sameStop {
+			continue
+		}
+		fmt.Fprintf(stderr, "dedupeworker: received %s while stopping: exiting now, without waiting for the stop to finish\n", signalName(sig))
+		exit(exitFailure)
+		return
+	}
 }
+
+// sameStop is how soon after the first a signal is taken for the same stop delivered twice.
+const sameStop = time.Second
 
 // signalCause is the cause of the context main cancels when a signal arrives, so that the shutdown can say which.
 type signalCause struct{ sig os.Signal }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -20,7 +21,11 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	sigs := make(chan os.Signal, 2)
 	var stderr bytes.Buffer
 	exited := make(chan int, 1)
-	go stopOnSignals(sigs, cancel, &stderr, func(code int) { exited <- code })
+	clock := time.Unix(0, 0)
+	go stopOnSignals(sigs, cancel, &stderr, func(code int) { exited <- code }, func() time.Time {
+		clock = clock.Add(2 * time.Second) // every signal comes well after the one before it
+		return clock
+	})
 
 	sigs <- os.Interrupt
 	select {
@@ -49,5 +54,45 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	}
 	if want := "received SIGTERM while stopping: exiting now"; !strings.Contains(stderr.String(), want) {
 		t.Errorf("stderr %q lacks %q", stderr.String(), want)
+	}
+}
+
+// A signal within a second of the first is the same stop delivered twice (make passes a SIGTERM on to the worker
+// that a kill of the process group has already reached), not a second one: it does not exit; one after that does.
+// Before, the doubled SIGTERM turned every such stop into a crash.
+func TestSameStopDeliveredTwiceIsOneStop(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	sigs := make(chan os.Signal) // unbuffered: a send returns once the handler takes the signal
+	var stderr bytes.Buffer
+	exited := make(chan int, 2)
+	// The handler reads the clock once per signal: at the first, the doubled one 300 ms later, and a Ctrl-C later.
+	times := []time.Duration{0, 300 * time.Millisecond, 1500 * time.Millisecond}
+	var read atomic.Int32
+	handled := make(chan struct{})
+	go func() {
+		defer close(handled)
+		stopOnSignals(sigs, cancel, &stderr, func(code int) { exited <- code }, func() time.Time {
+			return time.Unix(0, 0).Add(times[min(int(read.Add(1))-1, len(times)-1)])
+		})
+	}()
+
+	sigs <- syscall.SIGTERM // the kill of the process group
+	sigs <- syscall.SIGTERM // make passing it on
+	// Taken only if the handler is still there: the second SIGTERM did not exit.
+	select {
+	case sigs <- os.Interrupt: // a person's Ctrl-C, later
+	case <-handled:
+		t.Fatalf("the handler returned at the doubled SIGTERM; stderr %q", stderr.String())
+	}
+	<-handled
+	if n := len(exited); n != 1 {
+		t.Fatalf("exited %d times; want once, at the later signal", n)
+	}
+	if want := "received SIGINT while stopping"; !strings.Contains(stderr.String(), want) || strings.Contains(stderr.String(), "SIGTERM") {
+		t.Errorf("stderr %q; want only %q", stderr.String(), want)
+	}
+	if ctx.Err() == nil {
+		t.Error("the first signal did not end the context")
 	}
 }
