@@ -122,6 +122,19 @@ func (w *shard) info(ctx context.Context) (*jetstream.StreamInfo, error) {
 	return st.CachedInfo(), nil
 }
 
+// CreateError is the server's refusal to create a bucket of the window: Bucket is the one refused (a shard's, with
+// its suffix), so that a caller can name it.
+type CreateError struct {
+	Bucket string
+	Err    error
+}
+
+func (e *CreateError) Error() string {
+	return fmt.Sprintf("kvwindow: bucket %q: create: %v", e.Bucket, e.Err)
+}
+
+func (e *CreateError) Unwrap() error { return e.Err }
+
 func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCreate bool) (jetstream.Stream, error) {
 	for attempt := 0; ; attempt++ {
 		octx, cancel := w.opCtx(ctx)
@@ -158,7 +171,7 @@ func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCr
 					"or a user that may not publish to %sSTREAM.CREATE.%s, whose request the server drops): %w",
 					ErrUnavailable, w.cfg.Bucket, w.api, w.stream, err)
 			}
-			return nil, fmt.Errorf("kvwindow: bucket %q: create: %w", w.cfg.Bucket, err)
+			return nil, &CreateError{Bucket: w.cfg.Bucket, Err: err}
 		}
 	}
 }

@@ -68,7 +68,7 @@ type Pipeline struct {
 	// What was found missing or unusable under the running worker (consume.go, outcome.go).
 	checkedCreated atomic.Int64                 // creation time (unix ns) of the consumer whose warnings were logged last
 	seenConsumer   atomic.Pointer[seenConsumer] // the bound consumer's warnings as last read (consumerEdited)
-	bindErr        atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or provisioning waits for placement (nil: bound, or not tried)
+	bindErr        atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
 	missing        atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
 	deadLetterErr  atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
 	deadLetterOK   atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
@@ -363,21 +363,35 @@ func (p *Pipeline) provision(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		switch {
-		case jserr.NoPlacement(err):
-			// It passes by itself (a server offline or not yet known) or needs DEDUPE_REPLICAS lowered: the error
-			// says both, and the start waits as for an unavailable JetStream.
-			p.bindErr.Store(&err) // readiness: not consuming, and why
-			p.log.Warn(err.Error())
-		case !retryable(err):
+		stop, reason := provisionFailed(err)
+		if stop {
 			return err
-		default:
+		}
+		p.bindErr.Store(&reason) // readiness: not consuming, and why (the latest failure, not an earlier one)
+		if jserr.NoPlacement(err) {
+			p.log.Warn(err.Error()) // names the causes and the setting
+		} else {
 			p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
 		}
 		if !bo.Sleep(ctx) {
 			return nil
 		}
 	}
+}
+
+// provisionFailed decides what a failed provisioning attempt does: stop the start (a refusal for good, or a
+// configuration that cannot work), or wait and retry, reason being why readiness says the pipeline does not
+// consume. The cluster's refusal to place a stream (a 400) is retried: it passes by itself (a server offline or not
+// yet known) or needs a setting changed, which its error says, and the start waits as for an unavailable
+// JetStream. Each failure replaces the previous one's reason, so a refusal followed by a timeout gives the timeout.
+func provisionFailed(err error) (stop bool, reason error) {
+	switch {
+	case jserr.NoPlacement(err):
+		return false, err
+	case !retryable(err):
+		return true, nil
+	}
+	return false, fmt.Errorf("provisioning failed, retrying: %w", err)
 }
 
 // retryable reports whether a provisioning failure may go away by itself (no responders, timeouts, a server

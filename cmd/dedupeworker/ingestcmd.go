@@ -255,7 +255,7 @@ func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwi
 	wcfg := replayWindowConfig(in.cfg)
 	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
 	wcfg.MaxTTL = in.policy.GuardTTL()
-	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, wcfg.Replicas, "replay guard: its bucket cannot be opened yet",
+	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, wcfg.Replicas, "", "replay guard: its bucket cannot be opened yet",
 		"the replay guard's bucket", func() (*kvwindow.Window, error) { return kvwindow.New(ctx, js, wcfg) }, nil)
 }
 

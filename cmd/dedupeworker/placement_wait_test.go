@@ -98,3 +98,68 @@ func TestWorkerStartWaitsForPlacement(t *testing.T) {
 		return nil
 	})
 }
+
+// A window placed where no server is (DEDUPE_WINDOW_PLACEMENT=cluster=nope, one replica, two shards) is refused for
+// good; the start waits, and the log and /readyz name the refused shard's bucket and the setting that is wrong,
+// with its value and the server's text.
+func TestWorkerStartNamesWindowPlacement(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-node cluster")
+	}
+	c := natstest.RunCluster(t, 3)
+	httpPort := natstest.FreePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	t.Setenv("DEDUPE_NATS_URL", c.URLs())
+	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
+	t.Setenv("DEDUPE_LOG_FORMAT", "json")
+	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}}")
+	t.Setenv("DEDUPE_REPLICAS", "1")
+	t.Setenv("DEDUPE_WINDOW_SHARDS", "2")
+	t.Setenv("DEDUPE_WINDOW_PLACEMENT", "cluster=nope")
+	logs := &natstest.Buffer{}
+	b := startRun(t, logs, "run")
+
+	wants := []string{"the cluster cannot place bucket dedupe-window-00 with 1 replicas (no suitable peers for placement",
+		`DEDUPE_WINDOW_PLACEMENT (\"cluster=nope\") may name a cluster or tags no server has`}
+	natstest.Eventually(t, 30*time.Second, func() error {
+		select {
+		case <-b.done:
+			t.Fatalf("the worker exited while the cluster could not place its bucket: %v\n%s", b.err, logs)
+		default:
+		}
+		for _, want := range wants {
+			if !strings.Contains(logs.String(), want) {
+				return fmt.Errorf("no warning saying %q in the log yet", want)
+			}
+		}
+		code, _, ready, err := httpGet(base + "/readyz")
+		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(ready, "dedupe-window-00") ||
+			!strings.Contains(ready, `DEDUPE_WINDOW_PLACEMENT ("cluster=nope")`) || strings.Contains(ready, "servers available") {
+			return fmt.Errorf("/readyz: %d %q (%v); want 503 naming bucket dedupe-window-00 and DEDUPE_WINDOW_PLACEMENT", code, ready, err)
+		}
+		return nil
+	})
+}
+
+// A placement refusal that lasts is said once at ERROR after placementStuckAfter, counted from the first refusal of
+// those in a row.
+func TestSayStuck(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name  string
+		since time.Time
+		now   time.Time
+		said  bool
+		want  bool
+	}{
+		{"no refusal", time.Time{}, t0, false, false},
+		{"just refused", t0, t0, false, false},
+		{"not long yet", t0, t0.Add(placementStuckAfter - time.Second), false, false},
+		{"lasted", t0, t0.Add(placementStuckAfter), false, true},
+		{"lasted, said already", t0, t0.Add(10 * placementStuckAfter), true, false},
+	} {
+		if got := sayStuck(tc.since, tc.now, tc.said); got != tc.want {
+			t.Errorf("%s: sayStuck = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

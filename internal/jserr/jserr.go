@@ -7,9 +7,10 @@
 //   - no placement: the cluster cannot place a stream's replicas (NoPlacement, a 400 that Refused also reports).
 //     It passes by itself when a server is offline or not yet known to the meta leader (a cluster just formed, a
 //     server restarting in a rolling upgrade: the leader places only on peers it has had statistics from since
-//     their route came up), and is permanent when DEDUPE_REPLICAS exceeds the servers (or those with the
-//     placement tags) available. The code cannot tell which, so the worker's start retries it and says both
-//     (PlacementError);
+//     their route came up), and is permanent when DEDUPE_REPLICAS exceeds the servers available or the window's
+//     placement (DEDUPE_WINDOW_PLACEMENT) names a cluster or tags no server has. The code does not tell which (the
+//     server's text may: "peer offline", "tags not matched [...]"), so the worker's start retries it and names the
+//     causes and settings (PlacementError);
 //   - client offline: the request never left the client, or the first connection found no server (Offline,
 //     Unreachable).
 //
@@ -90,12 +91,16 @@ func TooLarge(err error) bool {
 func NoPlacement(err error) bool { return Code(err) == CodeNoSuitablePeers }
 
 // PlacementError is the cluster's refusal to place What (a stream or a bucket, named) with Replicas replicas
-// (NoPlacement of Err). Its text is the warning of a start that waits for it: the server's text, and both causes
-// with the setting, since the code tells neither from the other.
+// (NoPlacement of Err). Its text is the warning of a start that waits for it: the server's text, which may name the
+// cause ("peer offline", "tags not matched [...]"; none for a cluster that does not exist), and the causes with the
+// settings that decide them.
 type PlacementError struct {
 	What     string
 	Replicas int
-	Err      error
+	// Placement is DEDUPE_WINDOW_PLACEMENT's value when it places What (a window bucket), else empty: a stream or
+	// a bucket without placement goes to any server of the cluster.
+	Placement string
+	Err       error
 }
 
 func (e *PlacementError) Error() string {
@@ -103,9 +108,22 @@ func (e *PlacementError) Error() string {
 	if api := API(e.Err); api != nil {
 		text = api.Description
 	}
+	if e.Placement != "" {
+		return fmt.Sprintf("the cluster cannot place %s with %d replicas (%s): DEDUPE_WINDOW_PLACEMENT (%q) may name "+
+			"a cluster or tags no server has, or DEDUPE_REPLICAS is more than the servers it selects, or one of them "+
+			"may be offline or not yet known to the meta leader; retrying", e.What, e.Replicas, text, e.Placement)
+	}
 	return fmt.Sprintf("the cluster cannot place %s with %d replicas (%s): a server may be offline or not yet known "+
-		"to the meta leader, or DEDUPE_REPLICAS is more than the servers available (or those with the placement "+
-		"tags); retrying", e.What, e.Replicas, text)
+		"to the meta leader, or DEDUPE_REPLICAS is more than the servers available; retrying", e.What, e.Replicas, text)
+}
+
+// Setting is the setting most likely wrong when the refusal lasts: DEDUPE_WINDOW_PLACEMENT when it places What,
+// else DEDUPE_REPLICAS.
+func (e *PlacementError) Setting() string {
+	if e.Placement != "" {
+		return "DEDUPE_WINDOW_PLACEMENT"
+	}
+	return "DEDUPE_REPLICAS"
 }
 
 func (e *PlacementError) Unwrap() error { return e.Err }

@@ -39,20 +39,60 @@ func TestNoPlacement(t *testing.T) {
 	}
 }
 
-// The warning names what cannot be placed, its replicas, the server's own text, both causes and the setting.
-func TestPlacementErrorSaysBothCauses(t *testing.T) {
-	err := fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: jserr.CodeNoSuitablePeers,
-		Description: "no suitable peers for placement: peers: 1 offline"})
-	wrapped := &jserr.PlacementError{What: "stream INGEST", Replicas: 3, Err: err}
-	if !jserr.NoPlacement(wrapped) {
-		t.Errorf("NoPlacement(%v) = false, want the refusal it wraps", wrapped)
+// The warning names what cannot be placed, its replicas, the server's own text, the causes and the settings that
+// decide them: DEDUPE_WINDOW_PLACEMENT (with its value) only where it places the bucket, and no placement tags for
+// what has none.
+func TestPlacementErrorNamesTheSetting(t *testing.T) {
+	refusal := func(text string) error {
+		return fmt.Errorf("create: %w", &jetstream.APIError{Code: 400, ErrorCode: jserr.CodeNoSuitablePeers, Description: text})
 	}
-	got := wrapped.Error()
-	for _, want := range []string{"cannot place stream INGEST with 3 replicas (no suitable peers for placement: peers: 1 offline)",
-		"a server may be offline or not yet known to the meta leader", "DEDUPE_REPLICAS is more than the servers available",
-		"retrying"} {
-		if !strings.Contains(got, want) {
-			t.Errorf("PlacementError = %q, want it to say %q", got, want)
-		}
+	for _, tc := range []struct {
+		name          string
+		err           *jserr.PlacementError
+		want, notWant []string
+		setting       string
+	}{
+		{"stream", &jserr.PlacementError{What: "stream INGEST", Replicas: 3,
+			Err: refusal("no suitable peers for placement, peer offline")},
+			[]string{"cannot place stream INGEST with 3 replicas (no suitable peers for placement, peer offline)",
+				"a server may be offline or not yet known to the meta leader",
+				"DEDUPE_REPLICAS is more than the servers available", "retrying"},
+			[]string{"tags", "DEDUPE_WINDOW_PLACEMENT"}, "DEDUPE_REPLICAS"},
+		{"window without placement", &jserr.PlacementError{What: "bucket dedupe-window", Replicas: 3,
+			Err: refusal("no suitable peers for placement")},
+			[]string{"cannot place bucket dedupe-window with 3 replicas (no suitable peers for placement)",
+				"DEDUPE_REPLICAS is more than the servers available"},
+			[]string{"tags", "DEDUPE_WINDOW_PLACEMENT"}, "DEDUPE_REPLICAS"},
+		{"window placed in a cluster", &jserr.PlacementError{What: "bucket dedupe-window-01", Replicas: 3,
+			Placement: "cluster=nope", Err: refusal("no suitable peers for placement")},
+			[]string{"cannot place bucket dedupe-window-01 with 3 replicas (no suitable peers for placement)",
+				`DEDUPE_WINDOW_PLACEMENT ("cluster=nope") may name a cluster or tags no server has`,
+				"DEDUPE_REPLICAS is more than the servers it selects",
+				"offline or not yet known to the meta leader", "retrying"},
+			[]string{"servers available"}, "DEDUPE_WINDOW_PLACEMENT"},
+		{"window placed by tags", &jserr.PlacementError{What: "bucket dedupe-window", Replicas: 1,
+			Placement: "ssd", Err: refusal("no suitable peers for placement, tags not matched ['ssd']")},
+			[]string{"(no suitable peers for placement, tags not matched ['ssd'])", `DEDUPE_WINDOW_PLACEMENT ("ssd")`},
+			nil, "DEDUPE_WINDOW_PLACEMENT"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if !jserr.NoPlacement(tc.err) {
+				t.Errorf("NoPlacement(%v) = false, want the refusal it wraps", tc.err)
+			}
+			got := tc.err.Error()
+			for _, want := range tc.want {
+				if !strings.Contains(got, want) {
+					t.Errorf("PlacementError = %q, want it to say %q", got, want)
+				}
+			}
+			for _, not := range tc.notWant {
+				if strings.Contains(got, not) {
+					t.Errorf("PlacementError = %q, want it not to say %q", got, not)
+				}
+			}
+			if s := tc.err.Setting(); s != tc.setting {
+				t.Errorf("Setting() = %q, want %q", s, tc.setting)
+			}
+		})
 	}
 }
