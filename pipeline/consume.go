@@ -127,10 +127,10 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	if err != nil {
 		return nil, err
 	}
-	if created := info.Created.UnixNano(); p.checkedCreated.Swap(created) != created {
+	created := info.Created.UnixNano()
+	if prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: warningKeys(warns)}); prev == nil || prev.created != created {
 		logConsumerWarnings(p.cfg, warns)
 	}
-	p.seenConsumer.Store(&seenConsumer{created: info.Created.UnixNano(), warns: warningKeys(warns)})
 	p.consumerCreated.Store(info.Created.UnixNano())
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
@@ -154,7 +154,7 @@ func (p *Pipeline) reprovision(ctx context.Context) error {
 	defer cancel()
 	created, err := provision(cctx, p.js, p.cfg, true)
 	if err == nil {
-		p.checkedCreated.Store(created.UnixNano())
+		p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged
 	}
 	return err
 }
@@ -195,21 +195,25 @@ func pullTimes(ackWait time.Duration) (expiry, heartbeat time.Duration) {
 	return expiry, heartbeat
 }
 
-// seenConsumer is what the warnings about the bound consumer were when its configuration was last read.
+// seenConsumer is the consumer whose warnings were logged last, and what they were when its configuration was
+// last read.
 type seenConsumer struct {
 	created int64    // its creation time (unix ns)
-	warns   []string // warningKeys of its warnings
+	warns   []string // warningKeys of its warnings; nil: logged by provisioning, not read by a bind since
 }
 
 // consumerEdited logs the warnings that an operator's edit of the bound consumer in place (nats consumer edit: a
 // delivery limit, another ack wait) added since its configuration was last read: the bind logs a consumer's
 // warnings once, when it is first seen, and an edit keeps its creation time. c is its configuration as read now.
 func (p *Pipeline) consumerEdited(created int64, c jetstream.ConsumerConfig) {
+	prev := p.seenConsumer.Load()
+	if prev == nil || prev.created != created || prev.warns == nil {
+		return // not the consumer bound (a rebind follows), or not read by a bind yet: the bind logs its warnings
+	}
 	warns, _ := checkConsumer(p.cfg, c)
 	keys := warningKeys(warns)
-	prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: keys})
-	if prev == nil || prev.created != created {
-		return // not the consumer bound (a rebind follows), or not read before: the bind logs its warnings
+	if !p.seenConsumer.CompareAndSwap(prev, &seenConsumer{created: created, warns: keys}) {
+		return // a bind read it meanwhile: the next poll compares with what it stored
 	}
 	var added []consumerWarning
 	for i, w := range warns {

@@ -66,12 +66,11 @@ type Pipeline struct {
 	maxHold         atomic.Int64 // the longest a delivery may be held before it is published (ns)
 
 	// What was found missing or unusable under the running worker (consume.go, outcome.go).
-	checkedCreated atomic.Int64                 // creation time (unix ns) of the consumer whose warnings were logged last
-	seenConsumer   atomic.Pointer[seenConsumer] // the bound consumer's warnings as last read (consumerEdited)
-	bindErr        atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
-	missing        atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
-	deadLetterErr  atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
-	deadLetterOK   atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
+	seenConsumer  atomic.Pointer[seenConsumer] // the consumer whose warnings were logged last, as last read (bind, consumerEdited)
+	bindErr       atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
+	missing       atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
+	deadLetterErr atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
+	deadLetterOK  atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
 
 	epoch     time.Time    // origin of p.clock
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
@@ -357,7 +356,7 @@ func (p *Pipeline) provision(ctx context.Context) error {
 		created, err := provision(ctx, p.js, p.cfg, false)
 		if err == nil {
 			p.bindErr.Store(nil)
-			p.checkedCreated.Store(created.UnixNano()) // its warnings are logged: the bind does not repeat them
+			p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged: the bind does not repeat them
 			return nil
 		}
 		if ctx.Err() != nil {
