@@ -12,20 +12,9 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
 
-// removedUnanswered makes r's removals go unanswered while the letter goes: another operator's removal (or this
-// one's, its answer lost) leaves it gone, and this command cannot tell which.
-func removedUnanswered(t *testing.T, e *dlqEnv, r *dlqReader) {
-	st, err := e.js.Stream(e.ctx, "DEDUPE_DLQ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.del = func(ctx context.Context, seq uint64) error {
-		if err := st.DeleteMsg(ctx, seq); err != nil {
-			t.Errorf("the other removal of %d: %v", seq, err)
-		}
-		return nats.ErrTimeout
-	}
-}
+// unanswered is a removal's answer lost: with removedBefore, the letter is gone and this command cannot tell
+// whether its own removal or another operator's took it.
+func unanswered(context.Context, uint64) error { return nats.ErrTimeout }
 
 // A removal that got no answer, of a dead letter then found gone, is not credited as this command's: the row says
 // the letter is gone and the removal unconfirmed, and the command exits 0 (nothing is left to remove). Before, the
@@ -38,7 +27,7 @@ func TestDlqRmUnansweredRemovalOfLetterGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removedUnanswered(t, e, r)
+	removedBefore(t, e, r, unanswered)
 	var out, errb bytes.Buffer
 	if err := dlqRemove(e.ctx, r, dlqOptions{yes: true, all: true}, time.Now(), &out, &errb); err != nil {
 		t.Fatalf("rm: %v\n%s", err, out.String())
@@ -59,7 +48,7 @@ func TestDlqReplayUnansweredRemovalOfLetterGone(t *testing.T) {
 	e := newDlqEnv(t, srv.URL())
 	e.deadLetter("output-reject", "ingest.acme.gh", 0, "too large", nil, []byte("one"), "")
 	rp := newReplayer(t, e, e.js)
-	removedUnanswered(t, e, rp.r)
+	removedBefore(t, e, rp.r, unanswered)
 	var out, errb bytes.Buffer
 	if err := rp.run(e.ctx, &out, &errb); err != nil {
 		t.Fatalf("replay: %v\n%s", err, out.String())
