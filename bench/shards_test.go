@@ -107,11 +107,14 @@ func TestWorkerEnvShards(t *testing.T) {
 // kvwindow takes it as its own: it binds without provisioning for the same K, refuses it for another K (the
 // count is recorded), and routes every workload key to the bucket the bench routes it to.
 func TestClientSideWindowIsTheWorkers(t *testing.T) {
-	srv := natstest.Run(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w := NewWorkload(WorkloadConfig{N: 2000, Seed: 7}, GeneratedCorpus(7, 8))
 	for _, k := range []int{1, 4, 5} {
+		// A server of its own for each K: streams deleted and created again at once on one server raced with the
+		// server's removal of the deleted ones' directories ("could not create storage directory … no such file
+		// or directory", 10077).
+		srv := natstest.Run(t)
 		nc, js, err := connect(srv.URL(), "shards-test")
 		if err != nil {
 			t.Fatal(err)
@@ -161,12 +164,8 @@ func TestClientSideWindowIsTheWorkers(t *testing.T) {
 		if slices.Contains(spread, 0) {
 			t.Errorf("%d shards: keys per bucket %v", k, spread)
 		}
-		for _, s := range append([]string{inputStream, outputStream}, kvStreams(k)...) {
-			if err := js.DeleteStream(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		}
 		nc.Close()
+		srv.Shutdown()
 	}
 }
 
@@ -174,14 +173,6 @@ func bucketNames(k int) []string {
 	var out []string
 	for i := range k {
 		out = append(out, windowBucket(k, i))
-	}
-	return out
-}
-
-func kvStreams(k int) []string {
-	var out []string
-	for _, b := range bucketNames(k) {
-		out = append(out, "KV_"+b)
 	}
 	return out
 }
@@ -243,12 +234,12 @@ func TestInProcessContendersSharded(t *testing.T) {
 	if testing.Short() {
 		t.Skip("drains a workload")
 	}
-	srv := natstest.Run(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	w := NewWorkload(WorkloadConfig{N: 600, Seed: 11}, GeneratedCorpus(11, 8))
 	const k = 4
 	for name, fn := range map[string]inProcess{cFloor: floorContender(64, k), cNaive: naiveContender(k)} {
+		srv := natstest.Run(t) // a server of its own, as in TestClientSideWindowIsTheWorkers
 		nc, js, err := connect(srv.URL(), "shards-test")
 		if err != nil {
 			t.Fatal(err)
@@ -299,11 +290,7 @@ func TestInProcessContendersSharded(t *testing.T) {
 		if total != w.KeyedUnique() || slices.Contains(per, 0) {
 			t.Errorf("%s: window keys %v (total %d), want %d over every bucket", name, per, total, w.KeyedUnique())
 		}
-		for _, s := range append([]string{inputStream, outputStream}, kvStreams(k)...) {
-			if err := js.DeleteStream(ctx, s); err != nil {
-				t.Fatal(err)
-			}
-		}
 		nc.Close()
+		srv.Shutdown()
 	}
 }
