@@ -23,7 +23,7 @@ import (
 type deadLetter struct {
 	seq            uint64
 	stored         time.Time // when the dead-letter stream stored it
-	reason         string    // the last token of its subject
+	reason         string    // dlqReason of its subject
 	subject        string    // Dedupe-Subject: where the envelope was published
 	tenant, source string    // from subject, "" when it has no <input prefix>.<tenant>.<source> form
 	err            string    // Dedupe-Error
@@ -41,21 +41,27 @@ func newDeadLetter(m *jetstream.RawStreamMsg, dlqPrefix, inputPrefix string) *de
 	}
 	dl := &deadLetter{
 		seq: m.Sequence, stored: m.Time, header: h, data: m.Data,
+		reason:      dlqReason(dlqPrefix, m.Subject),
 		subject:     h.Get(contract.HeaderSubject),
 		err:         h.Get(contract.HeaderError),
 		inputStream: h.Get(contract.HeaderInputStream),
 		truncated:   h.Get(contract.HeaderTruncated),
 	}
 	dl.inputSeq, _ = strconv.ParseUint(h.Get(contract.HeaderInputSeq), 10, 64)
-	var ok bool
-	if dl.reason, ok = contract.ParseDeadLetter(dlqPrefix, m.Subject); !ok {
-		dl.reason = m.Subject
-	}
 	// A bad-tenant or bad-source dead letter still names its tenant and source: --tenant and --source select it.
 	if in, _ := contract.ParseInput(inputPrefix, dl.subject); in.Tenant != "" && in.Source != "" {
 		dl.tenant, dl.source = in.Tenant, in.Source
 	}
 	return dl
+}
+
+// dlqReason is the reason of a dead letter on subject: what follows dlqPrefix, or the whole subject when it is
+// not under dlqPrefix.
+func dlqReason(dlqPrefix, subject string) string {
+	if reason, ok := contract.ParseDeadLetter(dlqPrefix, subject); ok {
+		return reason
+	}
+	return subject
 }
 
 // dlqReader reads the dead-letter stream by sequence, through the stream's message-get API (streamGet, never a
@@ -81,10 +87,8 @@ func openDlqReader(ctx context.Context, js jetstream.JetStream, stream, dlqPrefi
 		return nil, fmt.Errorf("dlq: stream %s: %w", stream, err)
 	}
 	info := st.CachedInfo()
-	r := &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
-		inputPrefix: inputPrefix}
-	r.del = st.DeleteMsg
-	return r, nil
+	return &dlqReader{js: js, st: st, name: info.Config.Name, last: info.State.LastSeq, dlqPrefix: dlqPrefix,
+		inputPrefix: inputPrefix, del: st.DeleteMsg}, nil
 }
 
 func (r *dlqReader) get(ctx context.Context, seq uint64) (dl *deadLetter, found bool, err error) {
@@ -174,11 +178,7 @@ func (r *dlqReader) counts(ctx context.Context) (map[string]uint64, error) {
 	}
 	out := map[string]uint64{}
 	for subj, n := range info.State.Subjects {
-		reason, ok := contract.ParseDeadLetter(r.dlqPrefix, subj)
-		if !ok {
-			reason = subj
-		}
-		out[reason] += n
+		out[dlqReason(r.dlqPrefix, subj)] += n
 	}
 	return out, nil
 }
