@@ -159,7 +159,8 @@ func parseDlqArgs(sub string, fs *flag.FlagSet, args []string) (dlqOptions, erro
 		fs.BoolVar(&o.all, "all", false, "every dead letter (needed when no selection is given)")
 	case "replay":
 		fs.BoolVar(&o.truncatedOK, "truncated-ok", false, "replay truncated dead letters too (what was kept of them)")
-		fs.BoolVar(&o.force, "force", false, "replay dead letters that can only fail again too (bad-subject, bad-tenant, bad-source, control-header)")
+		fs.BoolVar(&o.force, "force", false, "replay dead letters that can only fail again too (bad-subject, "+
+			"bad-tenant, bad-source, control-header)")
 	}
 	var pos []string
 	for {
@@ -407,7 +408,7 @@ func dlqPreview(body []byte) string {
 		return b.String()
 	}
 	text := utf8.Valid(head) && !strings.ContainsFunc(string(head), func(r rune) bool {
-		return r != '\n' && r != '\r' && r != '\t' && !unicode.IsPrint(r) && !unicode.IsSpace(r)
+		return !unicode.IsPrint(r) && !unicode.IsSpace(r) // IsSpace takes in \t, \n and \r
 	})
 	if !text {
 		b.WriteString(", not text; quoted:\n")

@@ -69,7 +69,7 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		tally      = map[string]int{}
 		notes      []string // one line per dead letter not replayed (or to be refused)
 		notDone    []string // "seq N (why)" for the error line
-		notRemoved []uint64 // stored in the input stream, still in the dead-letter stream
+		notRemoved []string // the sequences stored in the input stream, still in the dead-letter stream
 		stoppedAt  error
 		silent     = 0 // publishes in a row without an answer
 	)
@@ -80,11 +80,11 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 			notes = append(notes, fmt.Sprintf("seq %d: %s", dl.seq, rec.Detail))
 		}
 		switch rec.Result {
+		case dlqNotRemoved:
+			notRemoved = append(notRemoved, strconv.FormatUint(dl.seq, 10))
+			fallthrough
 		case dlqRefused, dlqFailed, dlqUnconfirmed:
 			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
-		case dlqNotRemoved:
-			notDone = append(notDone, fmt.Sprintf("seq %d (%s)", dl.seq, rec.Result))
-			notRemoved = append(notRemoved, dl.seq)
 		}
 		result := rec.Result
 		if rec.IngestSeq > 0 {
@@ -118,18 +118,16 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		return failErr(fmt.Errorf("dlq replay: %w", err))
 	}
 	if rp.opts.yes && len(notDone) > 0 {
-		shown := notDone[:min(len(notDone), 20)]
-		rest := ""
-		if len(notDone) > len(shown) {
-			rest = fmt.Sprintf(" and %d more", len(notDone)-len(shown))
+		shown, more := dlqFirst(notDone, ", ")
+		if more > 0 {
+			shown += fmt.Sprintf(" and %d more", more)
 		}
-		return failErr(fmt.Errorf("dlq replay: %d of %d selected dead letters not replayed: %s%s",
-			len(notDone), n, strings.Join(shown, ", "), rest))
+		return failErr(fmt.Errorf("dlq replay: %d of %d selected dead letters not replayed: %s", len(notDone), n, shown))
 	}
 	return nil
 }
 
-func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemoved []uint64) string {
+func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemoved []string) string {
 	dlqName := rp.r.name
 	if n == 0 {
 		return "no dead letter matches the selection: nothing to replay"
@@ -146,7 +144,7 @@ func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemove
 			fmt.Fprintf(&b, "removed none of the %d selected dead letters from %s", n, dlqName)
 		default:
 			fmt.Fprintf(&b, "replayed %d of the %d selected dead letters of %s to stream %s and removed %s from %s",
-				done, n, dlqName, rp.inputStream, map[bool]string{true: "it", false: "them"}[done == 1], dlqName)
+				done, n, dlqName, rp.inputStream, plural(uint64(done), "it", "them"), dlqName)
 		}
 		if k := tally[dlqAlreadyStored]; k > 0 {
 			fmt.Fprintf(&b, " (%d already stored, by an earlier replay or from another dead letter of the same envelope)", k)
@@ -158,16 +156,13 @@ func (rp *dlqReplayer) summary(n int, more bool, tally map[string]int, notRemove
 		}
 	}
 	if k := tally[dlqNotRemoved]; k > 0 {
-		var seqs []string
-		for _, s := range notRemoved[:min(len(notRemoved), 20)] {
-			seqs = append(seqs, strconv.FormatUint(s, 10))
-		}
+		seqs, left := dlqFirst(notRemoved, ",")
 		rest := ""
-		if len(notRemoved) > len(seqs) {
-			rest = fmt.Sprintf(" (and %d more, listed above)", len(notRemoved)-len(seqs))
+		if left > 0 {
+			rest = fmt.Sprintf(" (and %d more, listed above)", left)
 		}
-		fmt.Fprintf(&b, "; %d %s (stored in %s: remove with dedupeworker dlq rm --seq %s --yes%s, not with another replay)",
-			k, dlqNotRemoved, rp.inputStream, strings.Join(seqs, ","), rest)
+		fmt.Fprintf(&b, "; %d %s (stored in %s: remove with dedupeworker dlq rm --seq %s --yes%s, not with another "+
+			"replay)", k, dlqNotRemoved, rp.inputStream, seqs, rest)
 	}
 	if k := tally[dlqUnconfirmed]; k > 0 {
 		within := rp.inputStream + "'s duplicate window"
@@ -226,7 +221,8 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	case rp.inputErr != nil:
 		return done(dlqWouldFail, fmt.Sprintf("input stream %s: %v", rp.inputStream, rp.inputErr))
 	case !dlqCaptures(rp.input.CachedInfo().Config.Subjects, dl.subject):
-		return done(failed, rp.uncaptured(dl))
+		return done(failed, fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
+			rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", ")))
 	case !rp.opts.yes:
 		rec.Result = dlqWouldReplay
 		return rec
@@ -240,7 +236,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		rec.unanswered = jserr.Unanswered(err)
 		if jserr.MayHaveLanded(err) { // sent, no answer: it may be stored
 			return done(dlqUnconfirmed, fmt.Sprintf("no answer to the publish to %s (expecting stream %s): %v: it may "+
-				"be stored; %s; still in %s", dl.subject, rp.inputStream, err, rp.rerunAdvice("it"), rp.r.name))
+				"be stored; %s; still in %s", dl.subject, rp.inputStream, err, rp.rerunAdvice(), rp.r.name))
 		}
 		return done(dlqFailed, fmt.Sprintf("publish to %s (expecting stream %s): %v; still in %s",
 			dl.subject, rp.inputStream, err, rp.r.name))
@@ -272,30 +268,27 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	return done(result, detail)
 }
 
-// window is the input stream's duplicate window: within it, a second publish with the same Nats-Msg-Id is
-// collapsed into the first (0: unknown, the input stream was not read).
-func (rp *dlqReplayer) window() time.Duration {
-	if rp.input == nil {
-		return 0
-	}
-	return rp.input.CachedInfo().Config.Duplicates
-}
-
-// windowText is prefix and the input's duplicate window (" of 2m"), or "" when it is unknown.
+// windowText is prefix and the input stream's duplicate window (" of 2m"), or "" when it is unknown (the input
+// stream was not read). Within the window, a second publish with the same Nats-Msg-Id is collapsed into the first.
 func (rp *dlqReplayer) windowText(prefix string) string {
-	if w := rp.window(); w > 0 {
-		return prefix + dlqDuration(w)
+	if rp.input == nil || rp.input.CachedInfo().Config.Duplicates <= 0 {
+		return ""
 	}
-	return ""
+	return prefix + dlqDuration(rp.input.CachedInfo().Config.Duplicates)
 }
 
-// rerunAdvice says how long running the replay again is safe for what (a dead letter that may be stored).
-func (rp *dlqReplayer) rerunAdvice(what string) string {
-	if w := rp.window(); w > 0 {
-		return fmt.Sprintf("run the replay again within %s (%s's duplicate window) and %s is not stored twice",
-			dlqDuration(w), rp.inputStream, what)
+// rerunAdvice says how long running the replay again is safe for a dead letter that may be stored.
+func (rp *dlqReplayer) rerunAdvice() string {
+	within := rp.inputStream + "'s duplicate window"
+	if w := rp.windowText(""); w != "" {
+		within = w + " (" + within + ")"
 	}
-	return fmt.Sprintf("run the replay again within %s's duplicate window and %s is not stored twice", rp.inputStream, what)
+	return "run the replay again within " + within + " and it is not stored twice"
+}
+
+// dlqFirst joins the first 20 of items with sep, and says how many it left out: the lists of a closing line.
+func dlqFirst(items []string, sep string) (joined string, left int) {
+	return strings.Join(items[:min(len(items), 20)], sep), max(0, len(items)-20)
 }
 
 // dlqDuration prints a duration as people write a stream's duplicate window: 2m, 90s, 1h30m, 250ms.
@@ -308,12 +301,6 @@ func dlqDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// uncaptured says that the input stream does not store dl's subject.
-func (rp *dlqReplayer) uncaptured(dl *deadLetter) string {
-	return fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
-		rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", "))
 }
 
 // failsAgain says why a replay of dl can only be dead-lettered again, or "".

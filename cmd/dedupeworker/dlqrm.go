@@ -59,12 +59,8 @@ func dlqRefusedRemoval(err error) bool {
 // dlqRemove removes the selected dead letters (at most --limit) from the dead-letter stream, or, without --yes,
 // says which it would remove. A removal is final: the letter's headers and body are gone.
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
-	var (
-		removed     int
-		meanwhile   int // of removed: gone when this command removed them
-		unconfirmed int // of removed: gone after a removal without an answer
-		failed      []string
-	)
+	tally := map[string]int{}
+	var failed []string
 	n, next, err := r.scanLimited(ctx, o, stdout, now, "RESULT", func(dl *deadLetter) (any, string, bool) {
 		rec := dlqReplayRecord{dlqRecord: dl.record(now), Result: "would-remove"}
 		if o.yes {
@@ -74,17 +70,13 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 				failed = append(failed, fmt.Sprintf("seq %d (%v)", dl.seq, err))
 			case how == dlqRemovedMeanwhile:
 				rec.Result, rec.Detail = "removed-meanwhile", "removed meanwhile "+dlqRemovedMeanwhileText
-				removed++
-				meanwhile++
 			case how == dlqRemovedUnconfirmed:
 				rec.Result, rec.Detail = "gone", "no answer to the removal; "+dlqUnconfirmedText
-				removed++
-				unconfirmed++
 			default:
 				rec.Result = "removed"
-				removed++
 			}
 		}
+		tally[rec.Result]++
 		return rec, rec.Result, ctx.Err() == nil
 	})
 	if err != nil {
@@ -97,15 +89,15 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		b.WriteString("no dead letter matches the selection: nothing to remove")
 	case !o.yes:
 		fmt.Fprintf(&b, "dry run: would remove %d selected dead %s from %s. Nothing was changed: add --yes to remove %s",
-			n, plural(uint64(n), "letter", "letters"), r.name, map[bool]string{true: "it", false: "them"}[n == 1])
-	case removed == 0:
+			n, plural(uint64(n), "letter", "letters"), r.name, plural(uint64(n), "it", "them"))
+	case len(failed) == n:
 		fmt.Fprintf(&b, "removed none of the %d selected dead letters of %s", n, r.name)
 	default:
-		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", removed, n, r.name)
-		if meanwhile > 0 {
+		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", n-len(failed), n, r.name)
+		if meanwhile := tally["removed-meanwhile"]; meanwhile > 0 {
 			fmt.Fprintf(&b, " (%d of them removed meanwhile by another command or the stream's limits)", meanwhile)
 		}
-		if unconfirmed > 0 {
+		if unconfirmed := tally["gone"]; unconfirmed > 0 {
 			fmt.Fprintf(&b, " (%d of them gone without an answer to the removal: removed by it, or meanwhile by another "+
 				"command or the stream's limits)", unconfirmed)
 		}
@@ -118,7 +110,8 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		return failErr(fmt.Errorf("dlq rm: interrupted: %w", ctx.Err()))
 	}
 	if len(failed) > 0 {
-		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, strings.Join(failed[:min(len(failed), 20)], ", ")))
+		shown, _ := dlqFirst(failed, ", ")
+		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, shown))
 	}
 	return nil
 }
