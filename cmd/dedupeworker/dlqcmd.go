@@ -54,20 +54,20 @@ replay  publishes each selected dead letter (at most --limit; default all) to it
           - one that can only fail again, unless --force: bad-subject, bad-tenant and bad-source (the worker
             refuses the subject) and control-header (an empty body with a Status header, published again with
             its Status and Description headers as they came, and dead-lettered again).
-        Each envelope is published with Nats-Msg-Id replay/, its dead letter's own Nats-Msg-Id (the
-        envelope's identity, dlq/<input stream>/<seq>/<stored at>) and a digest of its subject and body
-        (without an id of that form: replay/<dlq stream>/<seq>/<stored at>), so a replay interrupted and run
-        again within the input stream's duplicate window, or two dead letters of one envelope, store it once.
-        The running worker processes the replayed envelopes like any delivery: one whose event was published
-        meanwhile is a duplicate. A dead letter whose subject the input stream does not capture is not
-        published (result "failed"). A publish without an
-        answer (none in time, or interrupted) may have been stored (result "unconfirmed"): run the replay again
-        within the input stream's duplicate window. One stored but not removed (result "not-removed"): remove it
-        with dlq rm --seq N --yes; a replay after the duplicate window stores it again. After 3 publishes in a row
-        without an answer (none in time, or no stream to give one) replay stops. With --yes, exit status 1 when
-        any selected dead letter was not replayed and removed. A dead letter replayed and found removed meanwhile
-        (another replay or rm, the stream's limits) is no failure, nor is one whose removal got no answer and that
-        is gone (by it, or meanwhile: "removal ... unanswered; the letter is gone").
+        Each envelope is published with Nats-Msg-Id replay/, its dead letter's own Nats-Msg-Id (the envelope's
+        identity, dlq/<input stream>/<seq>/<stored at>) and a digest of its subject and body (without an id of
+        that form: replay/<dlq stream>/<seq>/<stored at>), so a replay interrupted and run again within the input
+        stream's duplicate window, or two dead letters of one envelope, store it once. The running worker
+        processes the replayed envelopes like any delivery: one whose event was published meanwhile is a
+        duplicate. A dead letter whose subject the input stream does not capture is not published (result
+        "failed"). A publish without an answer (none in time, or interrupted) may have been stored (result
+        "unconfirmed"): run the replay again within the input stream's duplicate window. One stored but not
+        removed (result "not-removed"): remove it with dlq rm --seq N --yes; a replay after the duplicate window
+        stores it again. After 3 publishes in a row without an answer (none in time, or no stream to give one)
+        replay stops. With --yes, exit status 1 when any selected dead letter was not replayed and removed. A dead
+        letter replayed and found removed meanwhile (another replay or rm, the stream's limits) is no failure, nor
+        is one whose removal got no answer and that is gone (by it, or meanwhile: "removal ... unanswered; the
+        letter is gone").
 
 rm      removes the selected dead letters (at most --limit; default all) from the dead-letter stream, for good:
         their headers and body are gone. SEQ alone is --seq SEQ; with no selection it needs --all. Without --yes

@@ -90,21 +90,19 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		if rec.IngestSeq > 0 {
 			result += fmt.Sprintf(" (%s %d)", rp.inputStream, rec.IngestSeq)
 		}
-		if ctx.Err() != nil {
-			stoppedAt = fmt.Errorf("interrupted after dead letter %d: %w", dl.seq, ctx.Err())
-			return rec, result, false
-		}
 		if rec.unanswered {
 			silent++
 		} else {
 			silent = 0
 		}
-		if silent == dlqMaxUnanswered {
+		switch {
+		case ctx.Err() != nil:
+			stoppedAt = fmt.Errorf("interrupted after dead letter %d: %w", dl.seq, ctx.Err())
+		case silent == dlqMaxUnanswered:
 			stoppedAt = fmt.Errorf("stopped after dead letter %d: %d publishes in a row got no answer (may this user "+
 				"publish on the input subjects? is stream %s available?)", dl.seq, silent, rp.inputStream)
-			return rec, result, false
 		}
-		return rec, result, true
+		return rec, result, stoppedAt == nil
 	})
 	out := rp.opts.notes(stdout, stderr)
 	for _, l := range notes {
