@@ -349,8 +349,9 @@ func dlqContentTag(subject string, body []byte) string {
 // dlqWorkerID reports whether id has the form of the Nats-Msg-Id the worker gives a dead letter:
 // dlq/<input stream>/<digits>/<digits> (a stream name holds no "/").
 func dlqWorkerID(id string) bool {
-	parts := strings.Split(strings.TrimPrefix(id, contract.DeadLetterIDPrefix), "/")
-	if !strings.HasPrefix(id, contract.DeadLetterIDPrefix) || len(parts) != 3 || parts[0] == "" {
+	rest, ok := strings.CutPrefix(id, contract.DeadLetterIDPrefix)
+	parts := strings.Split(rest, "/")
+	if !ok || len(parts) != 3 || parts[0] == "" {
 		return false
 	}
 	for _, p := range parts[1:] {
