@@ -222,8 +222,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		return done(failed, fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
 			rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", ")))
 	case !rp.opts.yes:
-		rec.Result = dlqWouldReplay
-		return rec
+		return done(dlqWouldReplay, rec.Detail)
 	}
 	if ctx.Err() != nil { // interrupted before the publish: nothing sent
 		return done(dlqFailed, fmt.Sprintf("not published: %v; still in %s", ctx.Err(), rp.r.name))
