@@ -32,3 +32,9 @@ func ClaimMayHaveLanded(err error) bool { return claimMayHaveLanded(err) }
 func GuardReadiness(served, guarded int, guard error) error {
 	return guardReadiness(served, guarded, guard)
 }
+
+// Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all.
+func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
+	sp, v := p.lookup(tenant, source)
+	return v, sp != nil
+}

@@ -349,13 +349,8 @@ func signedSchemes() []string {
 	return slices.DeleteFunc(verify.Schemes(), func(s string) bool { return s == verify.SchemeNone })
 }
 
-// Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all
-// (false: 404). A tenant with secrets of its own is verified with those only.
-func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
-	sp, v := p.lookup(tenant, source)
-	return v, sp != nil
-}
-
+// lookup returns a delivery's source and its verifier, or nil when the receiver does not serve it (404). A tenant
+// with secrets of its own is verified with those only.
 func (p *Policy) lookup(tenant, source string) (*sourcePolicy, verify.Verifier) {
 	sp := p.sources[source]
 	if sp == nil {
