@@ -3,7 +3,6 @@ package receiver
 import (
 	"fmt"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -31,7 +30,7 @@ func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
 		b.written = spec.Header()
 		b.header = http.CanonicalHeaderKey(b.written)
 	}
-	b.bind = b.header != "" && slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(n, b.header) })
+	b.bind = b.header != "" && hasName(b.idNames, b.header)
 	return b
 }
 
@@ -44,7 +43,7 @@ func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set 
 		return "", false, nil
 	}
 	for name, vals := range h {
-		if !sameName(name, b.header) && !slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(name, n) }) {
+		if !sameName(name, b.header) && !hasName(b.idNames, name) {
 			continue
 		}
 		for _, v := range vals {
