@@ -370,14 +370,14 @@ func (p *Policy) Sources() []SourceInfo {
 	out := make([]SourceInfo, 0, len(p.sources))
 	for _, id := range sortedKeys(p.sources) {
 		info := p.sources[id].info
-		info.Tenants = append([]string(nil), info.Tenants...)
+		info.Tenants = slices.Clone(info.Tenants)
 		out = append(out, info)
 	}
 	return out
 }
 
 // Unserved lists the declared sources that are not served, and why.
-func (p *Policy) Unserved() []Unserved { return append([]Unserved(nil), p.unserved...) }
+func (p *Policy) Unserved() []Unserved { return slices.Clone(p.unserved) }
 
 // label is a source's metric label: "other" when undeclared, so that a client cannot grow the label set.
 func (p *Policy) label(source string) string {
