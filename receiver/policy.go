@@ -287,6 +287,7 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 			"scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
 			vs.Scheme, SecretEnv(id), id, id)}
 	}
+	sp.tenants = map[string]verify.Verifier{}
 	var errs []error
 	for _, sc := range scopes { // every tenant ("") first
 		set := cfg.Secrets.sets[sc]
@@ -304,9 +305,6 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 		if sc.tenant == "" {
 			sp.all, sp.info.AllTenant = v, true
 			continue
-		}
-		if sp.tenants == nil {
-			sp.tenants = map[string]verify.Verifier{}
 		}
 		sp.tenants[sc.tenant] = v
 		sp.info.Tenants = append(sp.info.Tenants, sc.tenant)
