@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 
@@ -67,11 +68,7 @@ func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set 
 
 // setKeyHeader publishes value as the one value of the key's header, removing every other spelling of it.
 func setKeyHeader(h http.Header, name, value string) {
-	for k := range h {
-		if sameName(k, name) {
-			delete(h, k)
-		}
-	}
+	maps.DeleteFunc(h, func(k string, _ []string) bool { return sameName(k, name) })
 	h[name] = []string{value}
 }
 

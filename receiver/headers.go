@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -55,11 +56,7 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 // envelope's headers: no copy, for the envelope is published before the request ends. It runs after the signature
 // check, which may read any header.
 func stripHeader(h http.Header, conn []string) nats.Header {
-	for name := range h {
-		if dropped(name, conn) {
-			delete(h, name)
-		}
-	}
+	maps.DeleteFunc(h, func(name string, _ []string) bool { return dropped(name, conn) })
 	return nats.Header(h)
 }
 
