@@ -215,13 +215,7 @@ func guarded(vs keys.VerifySpec, spec keys.Spec) bool {
 // Guarded lists the served sources whose verified bodies the replay guard records, sorted: the receiver needs a
 // Config.Window for them.
 func (p *Policy) Guarded() []string {
-	var out []string
-	for _, id := range sortedKeys(p.sources) {
-		if p.sources[id].guard {
-			out = append(out, id)
-		}
-	}
-	return out
+	return slices.DeleteFunc(sortedKeys(p.sources), func(id string) bool { return !p.sources[id].guard })
 }
 
 // GuardTTL is the longest time the replay guard remembers a body of a guarded source (its dedupe TTL): the
