@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -37,4 +38,10 @@ func GuardReadiness(served, guarded int, guard error) error {
 func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
 	sp, v := p.lookup(tenant, source)
 	return v, sp != nil
+}
+
+// LogThrottle is the receiver's log throttle with one line per kind every interval: its allow.
+func LogThrottle(every time.Duration) func(kind string, now time.Time) (ok bool, skipped int) {
+	t := &throttle{every: every}
+	return t.allow
 }
