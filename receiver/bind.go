@@ -2,8 +2,8 @@ package receiver
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/dedupeworker/dedupeworker/keys"
@@ -31,7 +31,7 @@ func newKeyBinding(scheme string, spec keys.Spec) keyBinding {
 		b.written = spec.Header()
 		b.header = http.CanonicalHeaderKey(b.written)
 	}
-	b.bind = b.header != "" && slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(n, b.header) })
+	b.bind = b.header != "" && hasName(b.idNames, b.header)
 	return b
 }
 
@@ -44,7 +44,7 @@ func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set 
 		return "", false, nil
 	}
 	for name, vals := range h {
-		if !sameName(name, b.header) && !slices.ContainsFunc(b.idNames, func(n string) bool { return sameName(name, n) }) {
+		if !sameName(name, b.header) && !hasName(b.idNames, name) {
 			continue
 		}
 		for _, v := range vals {
@@ -68,11 +68,7 @@ func (b keyBinding) decide(h http.Header, d verify.Delivery) (value string, set 
 
 // setKeyHeader publishes value as the one value of the key's header, removing every other spelling of it.
 func setKeyHeader(h http.Header, name, value string) {
-	for k := range h {
-		if sameName(k, name) {
-			delete(h, k)
-		}
-	}
+	maps.DeleteFunc(h, func(k string, _ []string) bool { return sameName(k, name) })
 	h[name] = []string{value}
 }
 

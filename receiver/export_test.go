@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
@@ -31,4 +32,16 @@ func ClaimMayHaveLanded(err error) bool { return claimMayHaveLanded(err) }
 // sources of which guarded are guarded.
 func GuardReadiness(served, guarded int, guard error) error {
 	return guardReadiness(served, guarded, guard)
+}
+
+// Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all.
+func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
+	sp, v := p.lookup(tenant, source)
+	return v, sp != nil
+}
+
+// LogThrottle is the receiver's log throttle with one line per kind every interval: its allow.
+func LogThrottle(every time.Duration) func(kind string, now time.Time) (ok bool, skipped int) {
+	t := &throttle{every: every}
+	return t.allow
 }

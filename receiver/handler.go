@@ -4,9 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"maps"
 	"net/http"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -84,7 +82,7 @@ func New(cfg Config) (*Receiver, error) {
 	if len(g) > 0 && cfg.Window == nil {
 		r.log.Warn("replay guard off: no window given (Config.Window); a signed body can be published again under another id", "sources", g)
 	}
-	r.metrics.initSources(append(slices.Sorted(maps.Keys(cfg.Policy.declared)), otherSource))
+	r.metrics.initSources(append(sortedKeys(cfg.Policy.declared), otherSource))
 	r.metrics.inFlightLimit.Set(float64(cfg.MaxInFlight))
 	r.metrics.bufferedBytesLimit.Set(float64(cfg.MaxBufferedBytes))
 	return r, nil

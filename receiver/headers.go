@@ -2,6 +2,7 @@ package receiver
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -38,16 +39,14 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 		if !httpguts.ValidHeaderFieldName(name) {
 			return 0, fmt.Errorf("header name %q is not an HTTP token", name)
 		}
+		published := !dropped(name, conn)
 		for _, v := range vals {
 			if !httpguts.ValidHeaderFieldValue(v) {
 				return 0, fmt.Errorf("header %s: a value holds a control character", name)
 			}
-		}
-		if dropped(name, conn) {
-			continue
-		}
-		for _, v := range vals {
-			size += headerBlockSize(name, v)
+			if published {
+				size += headerBlockSize(name, v)
+			}
 		}
 	}
 	return size, nil
@@ -57,11 +56,7 @@ func checkHeader(h http.Header, conn []string) (int, error) {
 // envelope's headers: no copy, for the envelope is published before the request ends. It runs after the signature
 // check, which may read any header.
 func stripHeader(h http.Header, conn []string) nats.Header {
-	for name := range h {
-		if dropped(name, conn) {
-			delete(h, name)
-		}
-	}
+	maps.DeleteFunc(h, func(name string, _ []string) bool { return dropped(name, conn) })
 	return nats.Header(h)
 }
 
@@ -76,7 +71,7 @@ func connectionTokens(h http.Header, protected []string) []string {
 		for _, v := range vals {
 			for tok := range strings.SplitSeq(v, ",") {
 				tok = strings.TrimSpace(tok)
-				if tok != "" && !slices.ContainsFunc(protected, func(p string) bool { return sameName(p, tok) }) {
+				if tok != "" && !hasName(protected, tok) {
 					conn = append(conn, tok)
 				}
 			}
@@ -107,17 +102,12 @@ func dropped(name string, conn []string) bool {
 			return true
 		}
 	}
-	for _, d := range droppedNames {
-		if sameName(name, d) {
-			return true
-		}
-	}
-	for _, tok := range conn {
-		if sameName(tok, name) {
-			return true
-		}
-	}
-	return false
+	return hasName(droppedNames, name) || hasName(conn, name)
+}
+
+// hasName reports whether names holds name, compared by sameName.
+func hasName(names []string, name string) bool {
+	return slices.ContainsFunc(names, func(n string) bool { return sameName(n, name) })
 }
 
 // sameName compares header names as the receiver does: ASCII letters in any case, '_' equal to '-'.

@@ -215,13 +215,7 @@ func guarded(vs keys.VerifySpec, spec keys.Spec) bool {
 // Guarded lists the served sources whose verified bodies the replay guard records, sorted: the receiver needs a
 // Config.Window for them.
 func (p *Policy) Guarded() []string {
-	var out []string
-	for _, id := range sortedKeys(p.sources) {
-		if p.sources[id].guard {
-			out = append(out, id)
-		}
-	}
-	return out
+	return slices.DeleteFunc(sortedKeys(p.sources), func(id string) bool { return !p.sources[id].guard })
 }
 
 // GuardTTL is the longest time the replay guard remembers a body of a guarded source (its dedupe TTL): the
@@ -287,6 +281,7 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 			"scheme %s needs a secret: set %s, or put a file %s (every tenant) or <tenant>.%s in the secrets directory",
 			vs.Scheme, SecretEnv(id), id, id)}
 	}
+	sp.tenants = map[string]verify.Verifier{}
 	var errs []error
 	for _, sc := range scopes { // every tenant ("") first
 		set := cfg.Secrets.sets[sc]
@@ -304,9 +299,6 @@ func buildSource(id string, vs keys.VerifySpec, cfg PolicyConfig) (*sourcePolicy
 		if sc.tenant == "" {
 			sp.all, sp.info.AllTenant = v, true
 			continue
-		}
-		if sp.tenants == nil {
-			sp.tenants = map[string]verify.Verifier{}
 		}
 		sp.tenants[sc.tenant] = v
 		sp.info.Tenants = append(sp.info.Tenants, sc.tenant)
@@ -349,13 +341,8 @@ func signedSchemes() []string {
 	return slices.DeleteFunc(verify.Schemes(), func(s string) bool { return s == verify.SchemeNone })
 }
 
-// Verifier returns the verifier of a delivery for tenant and source, and whether the receiver serves it at all
-// (false: 404). A tenant with secrets of its own is verified with those only.
-func (p *Policy) Verifier(tenant, source string) (verify.Verifier, bool) {
-	sp, v := p.lookup(tenant, source)
-	return v, sp != nil
-}
-
+// lookup returns a delivery's source and its verifier, or nil when the receiver does not serve it (404). A tenant
+// with secrets of its own is verified with those only.
 func (p *Policy) lookup(tenant, source string) (*sourcePolicy, verify.Verifier) {
 	sp := p.sources[source]
 	if sp == nil {
@@ -375,14 +362,14 @@ func (p *Policy) Sources() []SourceInfo {
 	out := make([]SourceInfo, 0, len(p.sources))
 	for _, id := range sortedKeys(p.sources) {
 		info := p.sources[id].info
-		info.Tenants = append([]string(nil), info.Tenants...)
+		info.Tenants = slices.Clone(info.Tenants)
 		out = append(out, info)
 	}
 	return out
 }
 
 // Unserved lists the declared sources that are not served, and why.
-func (p *Policy) Unserved() []Unserved { return append([]Unserved(nil), p.unserved...) }
+func (p *Policy) Unserved() []Unserved { return slices.Clone(p.unserved) }
 
 // label is a source's metric label: "other" when undeclared, so that a client cannot grow the label set.
 func (p *Policy) label(source string) string {

@@ -64,8 +64,11 @@ func (r *Receiver) publishFailed(w http.ResponseWriter, label, subject string, e
 		return r.unavailable(w, label, OutcomeUnconfirmed, fmt.Sprintf(
 			"storage not confirmed: JetStream did not acknowledge within %s (the delivery may be stored); retry later: a retry is safe for keyed sources", r.cfg.PublishTimeout))
 	default:
+		if nc := r.notConnected(); nc != "" {
+			err = fmt.Errorf("%s: %w", nc, err)
+		}
 		r.logSometimes(slog.LevelWarn, "unavailable", "delivery not stored: JetStream did not acknowledge it; answered 503",
-			"stream", r.cfg.InputStream, "subject", subject, "err", r.connState(err))
+			"stream", r.cfg.InputStream, "subject", subject, "err", err)
 		return r.unavailable(w, label, OutcomeUnavailable, "not stored: JetStream is unavailable; retry later")
 	}
 }

@@ -36,24 +36,20 @@ func guardReadiness(served, guarded int, guard error) error {
 	return nil
 }
 
-// withConn is a JetStream that has a NATS connection (jetstream.JetStream has), whose state Ready reads first.
-type withConn interface{ Conn() *nats.Conn }
-
-// connState is err said as the connection being down, when it is: a request while disconnected fails at once with
-// the client's "outbound buffer limit exceeded" (there is no reconnect buffer), which names no cause a person
+// notConnected says that the connection to NATS is down, when the JetStream has one (jetstream.JetStream has) and
+// it is; "" otherwise. Ready and the log line of a failed publish say so first: a request while disconnected fails
+// at once with the client's "outbound buffer limit exceeded" (no reconnect buffer), which names no cause a person
 // would look for.
-func (r *Receiver) connState(err error) error {
-	if c, ok := r.cfg.JetStream.(withConn); ok {
-		if nc := c.Conn(); !nc.IsConnected() {
-			return fmt.Errorf("not connected to NATS (%s): %w", nc.Status(), err)
-		}
+func (r *Receiver) notConnected() string {
+	if c, ok := r.cfg.JetStream.(interface{ Conn() *nats.Conn }); ok && !c.Conn().IsConnected() {
+		return "not connected to NATS (" + c.Conn().Status().String() + ")"
 	}
-	return err
+	return ""
 }
 
-// Ready reports whether deliveries can be stored: the connection to NATS is up, the input stream can be looked up, Serve is not shutting down,
-// and, when every source served is guarded, the replay guard's window answers and is the bucket it bound to. Each
-// call looks them up; /readyz answers from a lookup at most a second old.
+// Ready reports whether deliveries can be stored: Serve is not shutting down, the connection to NATS is up, the
+// input stream can be looked up and, when every source served is guarded, the replay guard's window answers and is
+// the bucket it bound to. Each call looks them up; /readyz answers from a lookup at most a second old.
 func (r *Receiver) Ready(ctx context.Context) error {
 	err, _ := r.lookup(ctx)
 	return err
@@ -64,13 +60,9 @@ func (r *Receiver) lookup(ctx context.Context) (err, guard error) {
 	if r.closing.Load() {
 		return errors.New("receiver: shutting down"), nil
 	}
-	if c, ok := r.cfg.JetStream.(withConn); ok {
-		// Said as such: a lookup while disconnected fails at once with the client's "outbound buffer limit
-		// exceeded" (no reconnect buffer), which names no cause a person would look for.
-		if nc := c.Conn(); !nc.IsConnected() {
-			return fmt.Errorf("receiver: not connected to NATS (%s): the server is down or out of reach; "+
-				"deliveries are answered 503 until ingest reconnects by itself", nc.Status()), nil
-		}
+	if nc := r.notConnected(); nc != "" {
+		return errors.New("receiver: " + nc + ": the server is down or out of reach; " +
+			"deliveries are answered 503 until ingest reconnects by itself"), nil
 	}
 	if _, err := r.cfg.JetStream.Stream(ctx, r.cfg.InputStream); err != nil {
 		return fmt.Errorf("receiver: input stream %s: %w", r.cfg.InputStream, err), nil

@@ -52,12 +52,11 @@ func ttlFault(place string, line int, vs keys.VerifySpec, spec keys.Spec, def ti
 func CheckTTL(src keys.Sources, fromPresets bool, def time.Duration) error {
 	var errs []error
 	for _, id := range src.IDs() {
-		place, line := sourcePlace(id, fromPresets), src.Line[id]
 		vs, ok := verifySpec(src, id, fromPresets)
 		if !ok {
 			continue
 		}
-		if err := ttlFault(place, line, vs, src.Specs[id], def); err != nil {
+		if err := ttlFault(sourcePlace(id, fromPresets), src.Line[id], vs, src.Specs[id], def); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -12,7 +12,7 @@ type throttle struct {
 	every time.Duration
 
 	mu    sync.Mutex
-	kinds map[string]*throttled
+	kinds map[string]throttled
 }
 
 type throttled struct {
@@ -25,17 +25,14 @@ func (t *throttle) allow(kind string, now time.Time) (ok bool, skipped int) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.kinds == nil {
-		t.kinds = map[string]*throttled{}
+		t.kinds = map[string]throttled{}
 	}
 	k := t.kinds[kind]
-	if k == nil {
-		k = &throttled{}
-		t.kinds[kind] = k
-	}
 	if now.Before(k.next) {
 		k.skipped++
+		t.kinds[kind] = k
 		return false, 0
 	}
-	skipped, k.skipped, k.next = k.skipped, 0, now.Add(t.every)
-	return true, skipped
+	t.kinds[kind] = throttled{next: now.Add(t.every)}
+	return true, k.skipped
 }

@@ -34,13 +34,8 @@ func trimOWS(s string) string { return strings.Trim(s, " \t") }
 // parseUnix reads a signed timestamp: Unix seconds as 1 to 19 ASCII digits, nothing else (no sign, no blanks, no
 // fraction), so that what is checked is what the provider sent.
 func parseUnix(s string) (int64, bool) {
-	if len(s) == 0 || len(s) > 19 {
+	if s == "" || len(s) > 19 || strings.ContainsFunc(s, func(c rune) bool { return c < '0' || c > '9' }) {
 		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
 	return n, err == nil

@@ -33,18 +33,16 @@ type macVerifier struct {
 	macs    []*macPool
 }
 
-func (v *macVerifier) Verify(h http.Header, body []byte) error { return v.check(h, body) }
-
 // verifyDelivery is Verify, and the provider's id when the scheme has one: not signed, only the body is.
 func (v *macVerifier) verifyDelivery(h http.Header, body []byte) (Delivery, error) {
-	if err := v.check(h, body); err != nil {
+	if err := v.Verify(h, body); err != nil {
 		return Delivery{}, err
 	}
 	name, id := firstHeader(h, v.ids)
 	return Delivery{ID: id, Header: name}, nil
 }
 
-func (v *macVerifier) check(h http.Header, body []byte) error {
+func (v *macVerifier) Verify(h http.Header, body []byte) error {
 	name, raw := firstHeader(h, v.headers)
 	if raw == "" {
 		return fail(v.scheme, strings.Join(v.headers, " or "), ErrMissing, "")

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"fmt"
 	"hash"
+	"slices"
 	"sync"
 )
 
@@ -29,10 +30,8 @@ func (p *macPool) sum(dst []byte, parts ...[]byte) []byte {
 func macPools(newHash func() hash.Hash, secrets []string) ([]*macPool, error) {
 	out := make([]*macPool, len(secrets))
 	for i, s := range secrets {
-		for j := range i {
-			if secrets[j] == s {
-				return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("same as secrets[%d]", j)}
-			}
+		if j := slices.Index(secrets[:i], s); j >= 0 {
+			return nil, &FieldError{fmt.Sprintf("secrets[%d]", i), fmt.Sprintf("same as secrets[%d]", j)}
 		}
 		key := []byte(s)
 		out[i] = &macPool{}
