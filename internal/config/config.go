@@ -380,7 +380,7 @@ func reads(i int, role string) bool {
 	return slices.Contains(strings.Fields(reflect.TypeFor[Config]().Field(i).Tag.Get("role")), role)
 }
 
-// Usage writes every variable with its type, default and description.
+// Usage writes every variable with its default and description.
 func Usage(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION")
