@@ -331,13 +331,6 @@ func overlaps(a, b string) bool {
 	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
-// Redacted is the configuration as it may be logged: no secret, and URLs stripped of user information.
-func (c Config) Redacted() Config {
-	r := c
-	r.NatsURL = natsconn.Redact(c.NatsURL)
-	return r
-}
-
 // The long-running commands, as the role tags of Config name them.
 const (
 	RoleRun    = "run"    // the worker
@@ -350,7 +343,8 @@ func (c Config) LogValue() slog.Value { return slog.GroupValue(c.Attrs("")...) }
 // Attrs are the settings role reads (every one for ""), in the order of Variables, as LogValue logs them: by
 // variable name, empty strings left out, secrets redacted, durations as FormatDuration writes them.
 func (c Config) Attrs(role string) []slog.Attr {
-	v := reflect.ValueOf(c.Redacted())
+	c.NatsURL = natsconn.Redact(c.NatsURL) // user information in a URL may be a password or a token
+	v := reflect.ValueOf(c)
 	names := Variables()
 	attrs := make([]slog.Attr, 0, len(names))
 	for i := 0; i < v.NumField() && i < len(names); i++ {
@@ -386,7 +380,7 @@ func reads(i int, role string) bool {
 	return slices.Contains(strings.Fields(reflect.TypeFor[Config]().Field(i).Tag.Get("role")), role)
 }
 
-// Usage writes every variable with its type, default and description.
+// Usage writes every variable with its default and description.
 func Usage(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  VARIABLE\tDEFAULT\tDESCRIPTION")

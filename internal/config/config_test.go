@@ -142,7 +142,12 @@ func TestUsageListsIngestBodySettings(t *testing.T) {
 }
 
 func TestRedactURLs(t *testing.T) {
-	got := config.Config{NatsURL: "nats://u:secret@h1:4222, tls://tok@h2:4222,nats://h3"}.Redacted().NatsURL
+	var got string
+	for _, a := range (config.Config{NatsURL: "nats://u:secret@h1:4222, tls://tok@h2:4222,nats://h3"}).Attrs("") {
+		if a.Key == "DEDUPE_NATS_URL" {
+			got = a.Value.String()
+		}
+	}
 	if strings.Contains(got, "secret") || strings.Contains(got, "tok@") || !strings.Contains(got, "h3") {
 		t.Fatal(got)
 	}

@@ -28,9 +28,8 @@ type Config struct {
 	StoreDir string
 	// ReadyTimeout bounds how long Start waits for the server to accept connections; 0 waits as long as Start's
 	// context lives. The server recovers every stream before it opens its client port: seconds per million window
-	// keys (docs/scale.md), so no fixed bound suits every store. Either way Start can return later: a server
-	// cannot be stopped halfway through its start, so Start, given up, returns only once the server has recovered
-	// its streams and stopped.
+	// keys (docs/scale.md), so no fixed bound suits every store. Either way a Start given up returns only once the
+	// server has stopped (Start says why).
 	ReadyTimeout time.Duration
 	// Logger receives the server's own log lines; nil discards them.
 	Logger *slog.Logger
@@ -107,24 +106,21 @@ func startServer(ctx context.Context, cfg Config, host string, port int) (*Serve
 		// a person can act on.
 		ln, err := net.Listen("tcp", cfg.Listen)
 		if err != nil {
-			return nil, fmt.Errorf("embedded: cannot listen on %s (is another NATS server running? set DEDUPE_NATS_URL to use it, or DEDUPE_EMBEDDED_LISTEN to pick another address): %w", cfg.Listen, err)
+			return nil, fmt.Errorf("embedded: cannot listen on %s (is another NATS server running? set DEDUPE_NATS_URL "+
+				"to use it, or DEDUPE_EMBEDDED_LISTEN to pick another address): %w", cfg.Listen, err)
 		}
 		_ = ln.Close()
 	}
 	opts := &server.Options{
 		ServerName: "dedupeworker-embedded",
 		Host:       host,
-		Port:       port,
+		Port:       cmp.Or(port, server.RANDOM_PORT), // 0: a free port, which ClientURL reports
 		JetStream:  true,
 		StoreDir:   cfg.StoreDir,
 		NoSigs:     true,
 		MaxPayload: int32(cfg.MaxPayload),
 		// The server refuses a max_payload above the outbound buffer of a client (64 MiB by default).
 		MaxPending: max(server.MAX_PENDING_SIZE, int64(cfg.MaxPayload)),
-		// A port of 0 asks the OS for one; the server reports it through ClientURL.
-	}
-	if port == 0 {
-		opts.Port = server.RANDOM_PORT
 	}
 	ns, err := server.NewServer(opts)
 	if err != nil {

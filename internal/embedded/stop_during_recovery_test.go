@@ -1,40 +1,21 @@
 package embedded_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dedupeworker/dedupeworker/internal/embedded"
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
 )
-
-// syncBuffer is a bytes.Buffer that a logger writes to while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A stop that comes while the server still recovers its streams waits for the recovery (a server cannot be stopped
 // halfway through its start). The wait says so once, with how to exit at once, and keeps saying that the server is
 // still recovering, until the server's start returns. Before, the stop waited without a word: a worker stopped
 // during a long recovery seemed to hang.
 func TestStopDuringRecoverySaysWhyItWaits(t *testing.T) {
-	var logs syncBuffer
+	var logs natstest.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	started := make(chan struct{})
 	done := make(chan struct{})
@@ -72,7 +53,7 @@ func TestStopDuringRecoverySaysWhyItWaits(t *testing.T) {
 // A server whose start returns within the grace is stopped without a word; a wait that is not a stop (a server
 // given up for another reason) does not speak of signals.
 func TestAwaitStartQuietUnlessItLasts(t *testing.T) {
-	var logs syncBuffer
+	var logs natstest.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	started := make(chan struct{})
 	close(started)

@@ -48,10 +48,19 @@ func Run(tb testing.TB, opts ...Option) *Server {
 	for _, f := range opts {
 		f(o)
 	}
-	s := &Server{Opts: o, tb: tb, log: &serverLog{}}
+	s := newServer(tb, o)
 	s.start()
-	tb.Cleanup(s.Shutdown)
-	tb.Cleanup(func() { s.log.report(tb) }) // runs after Shutdown: the whole log
+	return s
+}
+
+// newServer is a server of options o, not started yet, that is stopped when the test ends; its warnings and errors,
+// the shutdown's included, are shown then if the test failed.
+func newServer(tb testing.TB, o *server.Options) *Server {
+	s := &Server{Opts: o, tb: tb, log: &serverLog{}}
+	tb.Cleanup(func() {
+		s.Shutdown()
+		s.log.report(tb)
+	})
 	return s
 }
 
@@ -73,9 +82,7 @@ func (s *Server) launch() {
 	if err != nil {
 		s.tb.Fatalf("natstest: %v", err)
 	}
-	if s.log != nil {
-		ns.SetLoggerV2(s.log, false, false, false)
-	}
+	ns.SetLoggerV2(s.log, false, false, false)
 	s.Server = ns
 	go ns.Start()
 }
@@ -216,7 +223,7 @@ func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *C
 		if opt != nil {
 			opt(i, o)
 		}
-		c.Servers = append(c.Servers, &Server{Opts: o, tb: tb, log: &serverLog{}})
+		c.Servers = append(c.Servers, newServer(tb, o))
 	}
 	// Start all nodes before waiting on any: a node is only "ready" for JetStream once it sees its peers.
 	for _, s := range c.Servers {
@@ -225,14 +232,6 @@ func RunClusterWith(tb testing.TB, n int, opt func(i int, o *server.Options)) *C
 	for _, s := range c.Servers {
 		s.ready()
 	}
-	tb.Cleanup(func() {
-		for _, s := range c.Servers {
-			s.Shutdown()
-		}
-		for _, s := range c.Servers {
-			s.log.report(tb)
-		}
-	})
 	c.WaitMetaLeader(30 * time.Second)
 	return c
 }

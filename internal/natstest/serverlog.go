@@ -38,9 +38,6 @@ func (l *serverLog) report(tb testing.TB) {
 
 // fatal is the server's first fatal line (a listener it could not open, say), as ": [FTL] …", or "".
 func (l *serverLog) fatal() string {
-	if l == nil {
-		return ""
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, line := range l.lines {
