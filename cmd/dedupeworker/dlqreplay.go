@@ -222,7 +222,8 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 		return done(failed, fmt.Sprintf("stream %s does not capture subject %s (its subjects: %s)",
 			rp.inputStream, dl.subject, strings.Join(rp.input.CachedInfo().Config.Subjects, ", ")))
 	case !rp.opts.yes:
-		return done(dlqWouldReplay, rec.Detail)
+		rec.Result = dlqWouldReplay // its detail, if any, says why --force was needed
+		return rec
 	}
 	if ctx.Err() != nil { // interrupted before the publish: nothing sent
 		return done(dlqFailed, fmt.Sprintf("not published: %v; still in %s", ctx.Err(), rp.r.name))

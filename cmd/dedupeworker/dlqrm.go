@@ -56,9 +56,17 @@ func dlqRefusedRemoval(err error) bool {
 	return errors.Is(err, jetstream.ErrMsgDeleteUnsuccessful) || errors.Is(err, jetstream.ErrMsgNotFound)
 }
 
+// Results of removing one dead letter that the summary counts apart.
+const (
+	dlqRemovedMeanwhileResult = "removed-meanwhile" // removed by another command or the stream's limits first
+	dlqGoneResult             = "gone"              // gone after a removal without an answer
+)
+
 // dlqRemove removes the selected dead letters (at most --limit) from the dead-letter stream, or, without --yes,
 // says which it would remove. A removal is final: the letter's headers and body are gone.
 func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, stdout, stderr io.Writer) error {
+	// With --yes every visited dead letter is either failed or removed (meanwhile, gone or by this command), so
+	// the removed count is n-len(failed); tally counts the removals that need a word in the summary.
 	tally := map[string]int{}
 	var failed []string
 	n, next, err := r.scanLimited(ctx, o, stdout, now, "RESULT", func(dl *deadLetter) (any, string, bool) {
@@ -69,9 +77,9 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 				rec.Result, rec.Detail = "failed", err.Error()
 				failed = append(failed, fmt.Sprintf("seq %d (%v)", dl.seq, err))
 			case how == dlqRemovedMeanwhile:
-				rec.Result, rec.Detail = "removed-meanwhile", "removed meanwhile "+dlqRemovedMeanwhileText
+				rec.Result, rec.Detail = dlqRemovedMeanwhileResult, "removed meanwhile "+dlqRemovedMeanwhileText
 			case how == dlqRemovedUnconfirmed:
-				rec.Result, rec.Detail = "gone", "no answer to the removal; "+dlqUnconfirmedText
+				rec.Result, rec.Detail = dlqGoneResult, "no answer to the removal; "+dlqUnconfirmedText
 			default:
 				rec.Result = "removed"
 			}
@@ -94,10 +102,10 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		fmt.Fprintf(&b, "removed none of the %d selected dead letters of %s", n, r.name)
 	default:
 		fmt.Fprintf(&b, "removed %d of the %d selected dead letters from %s", n-len(failed), n, r.name)
-		if meanwhile := tally["removed-meanwhile"]; meanwhile > 0 {
+		if meanwhile := tally[dlqRemovedMeanwhileResult]; meanwhile > 0 {
 			fmt.Fprintf(&b, " (%d of them removed meanwhile by another command or the stream's limits)", meanwhile)
 		}
-		if unconfirmed := tally["gone"]; unconfirmed > 0 {
+		if unconfirmed := tally[dlqGoneResult]; unconfirmed > 0 {
 			fmt.Fprintf(&b, " (%d of them gone without an answer to the removal: removed by it, or meanwhile by another "+
 				"command or the stream's limits)", unconfirmed)
 		}
