@@ -71,7 +71,7 @@ func runIngest(ctx context.Context, args []string, stderr io.Writer) error {
 		// A source's fault is placed in its document, as the worker's are; presets have none (even when an
 		// empty document made them the sources).
 		if o, ok := configuredSources(cfg); ok && !fromPresets {
-			err = o.placePolicyErrors(err)
+			err = o.placeErrors(err, false)
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
