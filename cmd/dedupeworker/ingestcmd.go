@@ -240,21 +240,16 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 // replayBucketSuffix names the replay guard's bucket after the worker's window: <DEDUPE_BUCKET>-replay.
 const replayBucketSuffix = "-replay"
 
-// replayWindowConfig is the replay guard's window: a bucket of its own, <DEDUPE_BUCKET>-replay, unsharded, which
-// ingest creates when it is missing (DEDUPE_REPLICAS replicas). Not the worker's window: the receiver's NATS user
-// writes only there, so that a leaked receiver credential cannot claim (and so suppress) an event in the worker's.
-func replayWindowConfig(c config.Config) kvwindow.Config {
-	return kvwindow.Config{Bucket: c.Bucket + replayBucketSuffix, Shards: 1, Provision: true, Replicas: c.Replicas,
-		Storage: jetstream.FileStorage}
-}
-
-// openWindow binds to (or creates) the replay guard's bucket. A window that cannot be reached yet (a cluster still
-// electing leaders) or is refused (a user without the permissions of deploy/nats-permissions.yaml) is retried, with
-// backoff and deliveries answered 503, until ctx ends.
+// openWindow binds to (or creates) the replay guard's bucket: a bucket of its own, <DEDUPE_BUCKET>-replay,
+// unsharded, with DEDUPE_REPLICAS replicas. Not the worker's window: the receiver's NATS user writes only there, so
+// that a leaked receiver credential cannot claim (and so suppress) an event in the worker's. A window that cannot
+// be reached yet (a cluster still electing leaders) or is refused (a user without the permissions of
+// deploy/nats-permissions.yaml) is retried, with backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
-	wcfg := replayWindowConfig(in.cfg)
-	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
-	wcfg.MaxTTL = in.policy.GuardTTL()
+	wcfg := kvwindow.Config{Bucket: in.cfg.Bucket + replayBucketSuffix, Shards: 1, Provision: true,
+		Replicas: in.cfg.Replicas, Storage: jetstream.FileStorage,
+		// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
+		MaxTTL: in.policy.GuardTTL()}
 	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, wcfg.Replicas, "", "replay guard: its bucket cannot be opened yet",
 		"the replay guard's bucket", func() (*kvwindow.Window, error) { return kvwindow.New(ctx, js, wcfg) }, nil)
 }
