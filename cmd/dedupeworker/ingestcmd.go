@@ -43,10 +43,6 @@ List several secrets during a rotation: a delivery verifies if any matches.
 
 The connection is the worker's (flags below, DEDUPE_NATS_*, NATS_* and nats CLI contexts); with none of them it
 connects to nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings runs its embedded server.
-A delivery takes one of DEDUPE_INGEST_MAX_IN_FLIGHT publish slots only once its body is in. Until then it holds
-only the bytes that arrived, for at most DEDUPE_INGEST_BODY_TIMEOUT (default 10s; 408 past it), and all bodies
-together hold at most DEDUPE_INGEST_MAX_BUFFERED_BYTES (default 64 MiB, at least DEDUPE_INGEST_MAX_BODY; 503 busy
-past it).
 
 Every setting is an environment variable:
 
