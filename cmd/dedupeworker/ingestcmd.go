@@ -176,10 +176,7 @@ func (in *ingest) run(ctx context.Context) (err error) {
 	if ctx.Err() != nil {
 		<-stopLogged // the stop line before the shutdown's "stopped"
 	}
-	if serr != nil {
-		return failErr(serr)
-	}
-	return nil
+	return failErr(serr)
 }
 
 // start connects, checks that JetStream answers and builds the receiver, recording each step in in.status for

@@ -34,10 +34,10 @@ func usageErr(format string, args ...any) error {
 }
 
 // failErr is a failure while working (exit 1), unless err already carries its exit status (a usage error found
-// deeper down, such as an unknown --context, stays exit 2).
+// deeper down, such as an unknown --context, stays exit 2); nil stays nil.
 func failErr(err error) error {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	if err == nil || errors.As(err, &ee) {
 		return err
 	}
 	return &exitError{code: exitFailure, err: err}
