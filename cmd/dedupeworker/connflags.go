@@ -153,10 +153,12 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		}
 	case cfg.NatsConfigured():
 		p = connParts{url: partFrom(cfg.NatsURL, "DEDUPE_NATS_URL"), ca: partFrom(cfg.NatsTLSCa, "DEDUPE_NATS_TLS_CA"),
-			cert: partFrom(cfg.NatsTLSCert, "DEDUPE_NATS_TLS_CERT"), key: partFrom(cfg.NatsTLSKey, "DEDUPE_NATS_TLS_KEY"),
+			cert: partFrom(cfg.NatsTLSCert, "DEDUPE_NATS_TLS_CERT"),
+			key:  partFrom(cfg.NatsTLSKey, "DEDUPE_NATS_TLS_KEY"),
 			auth: auth{creds: cfg.NatsCreds, nkey: cfg.NatsNkeySeedFile}}
 		// One of the two at most: config.Validate refuses both.
-		p.authFrom = ifSet(cfg.NatsCreds, "DEDUPE_NATS_CREDS") + ifSet(cfg.NatsNkeySeedFile, "DEDUPE_NATS_NKEY_SEED_FILE")
+		p.authFrom = ifSet(cfg.NatsCreds, "DEDUPE_NATS_CREDS") +
+			ifSet(cfg.NatsNkeySeedFile, "DEDUPE_NATS_NKEY_SEED_FILE")
 	default:
 		name, how := os.Getenv("NATS_CONTEXT"), "NATS_CONTEXT"
 		if name == "" {
@@ -197,7 +199,8 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		return bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
 			p.cert.v, cmp.Or(p.cert.from, "none"), p.key.v, cmp.Or(p.key.from, "none"))
 	}
-	for _, file := range []part{partFrom(p.auth.creds, p.authFrom), partFrom(p.auth.nkey, p.authFrom), p.ca, p.cert, p.key} {
+	files := []part{partFrom(p.auth.creds, p.authFrom), partFrom(p.auth.nkey, p.authFrom), p.ca, p.cert, p.key}
+	for _, file := range files {
 		if file.v == "" {
 			continue
 		}
@@ -266,7 +269,8 @@ func cliLayer(name string) (connParts, error) {
 	case nkey != "":
 		p.auth, p.authFrom = auth{nkey: nkey}, "NATS_NKEY"
 	}
-	for name, dst := range map[string]*part{"NATS_URL": &p.url, "NATS_CA": &p.ca, "NATS_CERT": &p.cert, "NATS_KEY": &p.key} {
+	vars := map[string]*part{"NATS_URL": &p.url, "NATS_CA": &p.ca, "NATS_CERT": &p.cert, "NATS_KEY": &p.key}
+	for name, dst := range vars {
 		if v := os.Getenv(name); v != "" {
 			*dst = part{v, name}
 		}
