@@ -123,7 +123,7 @@ type connParts struct {
 }
 
 // part is one part of a connection and where it came from ("-s", "DEDUPE_NATS_TLS_CA", a context).
-type part struct{ v, from string }
+type part struct{ value, from string }
 
 // auth is one kind of credentials: user and password, token, creds file or nkey seed file.
 type auth struct{ user, password, token, creds, nkey string }
@@ -195,16 +195,16 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 		p.cert, p.key = part{f.tlsCert, "--tlscert"}, part{f.tlsKey, "--tlskey"}
 	}
 
-	if (p.cert.v == "") != (p.key.v == "") {
+	if (p.cert.value == "") != (p.key.value == "") {
 		return bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
-			p.cert.v, cmp.Or(p.cert.from, "none"), p.key.v, cmp.Or(p.key.from, "none"))
+			p.cert.value, cmp.Or(p.cert.from, "none"), p.key.value, cmp.Or(p.key.from, "none"))
 	}
 	files := []part{partFrom(p.auth.creds, p.authFrom), partFrom(p.auth.nkey, p.authFrom), p.ca, p.cert, p.key}
 	for _, file := range files {
-		if file.v == "" {
+		if file.value == "" {
 			continue
 		}
-		fh, err := os.Open(file.v)
+		fh, err := os.Open(file.value)
 		if err != nil {
 			return bad("%s: %v", file.from, err)
 		}
@@ -213,12 +213,12 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 
 	a := p.auth
 	c = natsconn.Config{
-		URL: p.url.v, User: a.user, Password: a.password, Token: a.token, Creds: a.creds, NkeySeedFile: a.nkey,
-		TLSCA: p.ca.v, TLSCert: p.cert.v, TLSKey: p.key.v, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
+		URL: p.url.value, User: a.user, Password: a.password, Token: a.token, Creds: a.creds, NkeySeedFile: a.nkey,
+		TLSCA: p.ca.value, TLSCert: p.cert.value, TLSKey: p.key.value, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
 	}
-	if p.url.v != "" {
+	if p.url.value != "" {
 		// Malformed, it is a configuration error; dialled, it would be retried as if the server were not up yet.
-		if err := natsconn.CheckURL(p.url.v); err != nil {
+		if err := natsconn.CheckURL(p.url.value); err != nil {
 			return bad("%s: %v", p.url.from, err)
 		}
 		c.Origin = "url from " + p.url.from
@@ -229,7 +229,7 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 	if p.authFrom != "" {
 		c.Origin = joinOrigin(c.Origin, "credentials from "+p.authFrom)
 	}
-	return c, p.url.v == "", nil
+	return c, p.url.value == "", nil
 }
 
 // cliLayer is what the nats CLI would connect with: the NATS_* variables it reads over the context called name
