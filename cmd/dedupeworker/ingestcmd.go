@@ -83,12 +83,9 @@ type ingest struct {
 }
 
 func (in *ingest) run(ctx context.Context) (err error) {
-	fromPresets := in.fromPresets
 	cfg, log := in.cfg, in.log
-	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
-	if fromPresets {
-		logPresetSources(log, cfg, "each preset is a source, served once it has a secret")
-	}
+	in.logStart("starting dedupeworker ingest", config.RoleIngest,
+		"each preset is a source, served once it has a secret")
 	for _, s := range in.policy.Sources() {
 		tenants := "every tenant"
 		if len(s.Tenants) > 0 && !s.AllTenant {
@@ -104,7 +101,7 @@ func (in *ingest) run(ctx context.Context) (err error) {
 	}
 	var waiting []string // presets without a secret: expected on a first start, not a fault
 	for _, u := range in.policy.Unserved() {
-		if fromPresets {
+		if in.fromPresets {
 			waiting = append(waiting, u.Source)
 			continue
 		}

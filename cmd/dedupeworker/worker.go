@@ -57,11 +57,8 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) (err error) {
-	cfg, log := w.cfg, w.log
-	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
-	if w.fromPresets {
-		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
-	}
+	log := w.log
+	w.logStart("starting dedupeworker", config.RoleRun, "declaring one source per preset", "sources", w.sources.IDs())
 	for _, id := range w.sources.WithoutDedupe {
 		log.Warn("source declares no dedupe: every provider retry becomes a new event", "source", id)
 	}
