@@ -115,25 +115,21 @@ func embeddedConflict(f *connFlags, cfg config.Config) string {
 
 // connParts is a connection being assembled from the layers, with where each part came from.
 type connParts struct {
-	url, user, password, token, creds, nkey, ca, cert, key, inboxPrefix string
-	tlsFirst                                                            bool
-
-	urlFrom, authFrom, credsFrom, nkeyFrom, caFrom, certFrom, keyFrom string
+	url, ca, cert, key part
+	auth               auth   // one kind of credentials, replaced whole by a layer that sets any
+	authFrom           string // where auth came from
+	inboxPrefix        string
+	tlsFirst           bool
 }
 
-// setAuth replaces every credential with one kind (user and password, token, creds or nkey).
-func (p *connParts) setAuth(from string, set func(p *connParts)) {
-	p.user, p.password, p.token, p.creds, p.nkey = "", "", "", "", ""
-	p.credsFrom, p.nkeyFrom = "", ""
-	set(p)
-	p.authFrom = from
-	if p.creds != "" {
-		p.credsFrom = from
-	}
-	if p.nkey != "" {
-		p.nkeyFrom = from
-	}
-}
+// part is one part of a connection and where it came from ("-s", "DEDUPE_NATS_TLS_CA", a context).
+type part struct{ value, from string }
+
+// auth is one kind of credentials: user and password, token, creds file or nkey seed file.
+type auth struct{ user, password, token, creds, nkey string }
+
+// partFrom is v from from; no part when v is empty.
+func partFrom(v, from string) part { return part{v, ifSet(v, from)} }
 
 // resolve turns the flags and settings into the connection settings (see connFlags for the order), without
 // connecting. embedded is true when no layer names a server. Files named by flags, NATS_* variables or a context
@@ -156,11 +152,13 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 			return bad("--context: %v", err)
 		}
 	case cfg.NatsConfigured():
-		p = connParts{url: cfg.NatsURL, creds: cfg.NatsCreds, nkey: cfg.NatsNkeySeedFile,
-			ca: cfg.NatsTLSCa, cert: cfg.NatsTLSCert, key: cfg.NatsTLSKey}
-		p.urlFrom, p.credsFrom, p.nkeyFrom = ifSet(p.url, "DEDUPE_NATS_URL"), ifSet(p.creds, "DEDUPE_NATS_CREDS"), ifSet(p.nkey, "DEDUPE_NATS_NKEY_SEED_FILE")
-		p.authFrom = p.credsFrom + p.nkeyFrom // config.Validate refuses both
-		p.caFrom, p.certFrom, p.keyFrom = ifSet(p.ca, "DEDUPE_NATS_TLS_CA"), ifSet(p.cert, "DEDUPE_NATS_TLS_CERT"), ifSet(p.key, "DEDUPE_NATS_TLS_KEY")
+		p = connParts{url: partFrom(cfg.NatsURL, "DEDUPE_NATS_URL"), ca: partFrom(cfg.NatsTLSCa, "DEDUPE_NATS_TLS_CA"),
+			cert: partFrom(cfg.NatsTLSCert, "DEDUPE_NATS_TLS_CERT"),
+			key:  partFrom(cfg.NatsTLSKey, "DEDUPE_NATS_TLS_KEY"),
+			auth: auth{creds: cfg.NatsCreds, nkey: cfg.NatsNkeySeedFile}}
+		// One of the two at most: config.Validate refuses both.
+		p.authFrom = ifSet(cfg.NatsCreds, "DEDUPE_NATS_CREDS") +
+			ifSet(cfg.NatsNkeySeedFile, "DEDUPE_NATS_NKEY_SEED_FILE")
 	default:
 		name, how := os.Getenv("NATS_CONTEXT"), "NATS_CONTEXT"
 		if name == "" {
@@ -177,61 +175,61 @@ func (f *connFlags) resolve(cfg config.Config) (c natsconn.Config, embedded bool
 
 	// Flags, each over its own part.
 	if f.server != "" {
-		p.url, p.urlFrom = f.server, "-s"
+		p.url = part{f.server, "-s"}
 	}
 	switch {
 	case f.creds != "" && f.nkey != "":
 		return bad("--creds and --nkey exclude each other: give one")
 	case f.creds != "":
-		p.setAuth("--creds", func(p *connParts) { p.creds = f.creds })
+		p.auth, p.authFrom = auth{creds: f.creds}, "--creds"
 	case f.nkey != "":
-		p.setAuth("--nkey", func(p *connParts) { p.nkey = f.nkey })
+		p.auth, p.authFrom = auth{nkey: f.nkey}, "--nkey"
 	}
 	if f.tlsCA != "" {
-		p.ca, p.caFrom = f.tlsCA, "--tlsca"
+		p.ca = part{f.tlsCA, "--tlsca"}
 	}
 	switch {
 	case (f.tlsCert == "") != (f.tlsKey == ""):
 		return bad("--tlscert and --tlskey go together: give both")
 	case f.tlsCert != "":
-		p.cert, p.certFrom, p.key, p.keyFrom = f.tlsCert, "--tlscert", f.tlsKey, "--tlskey"
+		p.cert, p.key = part{f.tlsCert, "--tlscert"}, part{f.tlsKey, "--tlskey"}
 	}
 
-	if (p.cert == "") != (p.key == "") {
+	if (p.cert.value == "") != (p.key.value == "") {
 		return bad("a client certificate needs its key: certificate %q (%s), key %q (%s)",
-			p.cert, cmp.Or(p.certFrom, "none"), p.key, cmp.Or(p.keyFrom, "none"))
+			p.cert.value, cmp.Or(p.cert.from, "none"), p.key.value, cmp.Or(p.key.from, "none"))
 	}
-	for _, file := range []struct{ path, from string }{
-		{p.creds, p.credsFrom}, {p.nkey, p.nkeyFrom}, {p.ca, p.caFrom}, {p.cert, p.certFrom}, {p.key, p.keyFrom},
-	} {
-		if file.path == "" {
+	files := []part{partFrom(p.auth.creds, p.authFrom), partFrom(p.auth.nkey, p.authFrom), p.ca, p.cert, p.key}
+	for _, file := range files {
+		if file.value == "" {
 			continue
 		}
-		fh, err := os.Open(file.path)
+		fh, err := os.Open(file.value)
 		if err != nil {
 			return bad("%s: %v", file.from, err)
 		}
 		fh.Close()
 	}
 
+	a := p.auth
 	c = natsconn.Config{
-		URL: p.url, User: p.user, Password: p.password, Token: p.token, Creds: p.creds, NkeySeedFile: p.nkey,
-		TLSCA: p.ca, TLSCert: p.cert, TLSKey: p.key, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
+		URL: p.url.value, User: a.user, Password: a.password, Token: a.token, Creds: a.creds, NkeySeedFile: a.nkey,
+		TLSCA: p.ca.value, TLSCert: p.cert.value, TLSKey: p.key.value, TLSFirst: p.tlsFirst, InboxPrefix: p.inboxPrefix,
 	}
-	if p.url != "" {
+	if p.url.value != "" {
 		// Malformed, it is a configuration error; dialled, it would be retried as if the server were not up yet.
-		if err := natsconn.CheckURL(p.url); err != nil {
-			return bad("%s: %v", p.urlFrom, err)
+		if err := natsconn.CheckURL(p.url.value); err != nil {
+			return bad("%s: %v", p.url.from, err)
 		}
-		c.Origin = "url from " + p.urlFrom
+		c.Origin = "url from " + p.url.from
 		if f.context == "" && !cfg.NatsConfigured() && f.server == "" {
-			f.cliURL = p.urlFrom
+			f.cliURL = p.url.from
 		}
 	}
 	if p.authFrom != "" {
 		c.Origin = joinOrigin(c.Origin, "credentials from "+p.authFrom)
 	}
-	return c, p.url == "", nil
+	return c, p.url.value == "", nil
 }
 
 // cliLayer is what the nats CLI would connect with: the NATS_* variables it reads over the context called name
@@ -244,12 +242,10 @@ func cliLayer(name string) (connParts, error) {
 			return connParts{}, err
 		}
 		from := fmt.Sprintf("context %q (%s)", cx.Name, cx.Path)
-		p = connParts{url: cx.URL, ca: cx.CA, cert: cx.Cert, key: cx.Key, inboxPrefix: cx.InboxPrefix, tlsFirst: cx.TLSFirst}
-		p.urlFrom, p.caFrom, p.certFrom, p.keyFrom = from, ifSet(cx.CA, from), ifSet(cx.Cert, from), ifSet(cx.Key, from)
+		p = connParts{url: part{cx.URL, from}, ca: partFrom(cx.CA, from), cert: partFrom(cx.Cert, from),
+			key: partFrom(cx.Key, from), inboxPrefix: cx.InboxPrefix, tlsFirst: cx.TLSFirst}
 		if cx.User != "" || cx.Token != "" || cx.Creds != "" || cx.NKey != "" {
-			p.setAuth(from, func(p *connParts) {
-				p.user, p.password, p.token, p.creds, p.nkey = cx.User, cx.Password, cx.Token, cx.Creds, cx.NKey
-			})
+			p.auth, p.authFrom = auth{cx.User, cx.Password, cx.Token, cx.Creds, cx.NKey}, from
 		}
 	}
 	user, pass, creds, nkey := os.Getenv("NATS_USER"), os.Getenv("NATS_PASSWORD"), os.Getenv("NATS_CREDS"), os.Getenv("NATS_NKEY")
@@ -265,20 +261,18 @@ func cliLayer(name string) (connParts, error) {
 	case pass != "" && user == "":
 		return connParts{}, fmt.Errorf("NATS_PASSWORD is set without NATS_USER")
 	case user != "" && pass != "":
-		p.setAuth("NATS_USER and NATS_PASSWORD", func(p *connParts) { p.user, p.password = user, pass })
+		p.auth, p.authFrom = auth{user: user, password: pass}, "NATS_USER and NATS_PASSWORD"
 	case user != "":
-		p.setAuth("NATS_USER (a token)", func(p *connParts) { p.token = user })
+		p.auth, p.authFrom = auth{token: user}, "NATS_USER (a token)"
 	case creds != "":
-		p.setAuth("NATS_CREDS", func(p *connParts) { p.creds = creds })
+		p.auth, p.authFrom = auth{creds: creds}, "NATS_CREDS"
 	case nkey != "":
-		p.setAuth("NATS_NKEY", func(p *connParts) { p.nkey = nkey })
+		p.auth, p.authFrom = auth{nkey: nkey}, "NATS_NKEY"
 	}
-	for _, e := range []struct {
-		name      string
-		dst, from *string
-	}{{"NATS_URL", &p.url, &p.urlFrom}, {"NATS_CA", &p.ca, &p.caFrom}, {"NATS_CERT", &p.cert, &p.certFrom}, {"NATS_KEY", &p.key, &p.keyFrom}} {
-		if v := os.Getenv(e.name); v != "" {
-			*e.dst, *e.from = v, e.name
+	vars := map[string]*part{"NATS_URL": &p.url, "NATS_CA": &p.ca, "NATS_CERT": &p.cert, "NATS_KEY": &p.key}
+	for name, dst := range vars {
+		if v := os.Getenv(name); v != "" {
+			*dst = part{v, name}
 		}
 	}
 	return p, nil

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -148,4 +149,48 @@ func flagErrText(fs *flag.FlagSet, err error) string {
 		}
 	}
 	return named + ": " + why
+}
+
+type listFlag []string
+
+func (l *listFlag) String() string     { return strings.Join(*l, ",") }
+func (l *listFlag) Set(v string) error { *l = append(*l, v); return nil }
+
+// newFlagSet returns a flag set whose errors become usage errors rather than exits (parseFlags). It prints
+// nothing itself: its output is set to where help was asked for.
+func newFlagSet(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), usage)
+		printFlags(fs.Output(), fs)
+	}
+	return fs
+}
+
+// parseFlags turns flag errors into exit status 2 and one line on standard error, and -h into a helpRequest, which
+// run prints on standard output (help is what was asked for, not an error) and ends with exit status 0.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	switch err := fs.Parse(args); {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		return &helpRequest{usage: func(w io.Writer) {
+			fs.SetOutput(w)
+			fs.Usage()
+		}}
+	default:
+		return usageErr("%s: %s (see 'dedupeworker %s -h')", fs.Name(), flagErrText(fs, err), fs.Name())
+	}
+}
+
+// parseFlagsOnly is parseFlags for a command that takes no argument besides its flags.
+func parseFlagsOnly(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return usageErr("%s: unexpected argument %q", fs.Name(), fs.Arg(0))
+	}
+	return nil
 }

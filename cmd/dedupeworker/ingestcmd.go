@@ -43,10 +43,6 @@ List several secrets during a rotation: a delivery verifies if any matches.
 
 The connection is the worker's (flags below, DEDUPE_NATS_*, NATS_* and nats CLI contexts); with none of them it
 connects to nats://DEDUPE_EMBEDDED_LISTEN, where a worker started without settings runs its embedded server.
-A delivery takes one of DEDUPE_INGEST_MAX_IN_FLIGHT publish slots only once its body is in. Until then it holds
-only the bytes that arrived, for at most DEDUPE_INGEST_BODY_TIMEOUT (default 10s; 408 past it), and all bodies
-together hold at most DEDUPE_INGEST_MAX_BUFFERED_BYTES (default 64 MiB, at least DEDUPE_INGEST_MAX_BODY; 503 busy
-past it).
 
 Every setting is an environment variable:
 
@@ -71,7 +67,7 @@ func runIngest(ctx context.Context, args []string, stderr io.Writer) error {
 		// A source's fault is placed in its document, as the worker's are; presets have none (even when an
 		// empty document made them the sources).
 		if o, ok := configuredSources(cfg); ok && !fromPresets {
-			err = o.placePolicyErrors(err)
+			err = o.placeErrors(err, false)
 		}
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -87,12 +83,9 @@ type ingest struct {
 }
 
 func (in *ingest) run(ctx context.Context) (err error) {
-	fromPresets := in.fromPresets
 	cfg, log := in.cfg, in.log
-	log.Info("starting dedupeworker ingest", startAttrs(log, cfg, config.RoleIngest)...)
-	if fromPresets {
-		logPresetSources(log, cfg, "each preset is a source, served once it has a secret")
-	}
+	in.logStart("starting dedupeworker ingest", config.RoleIngest,
+		"each preset is a source, served once it has a secret")
 	for _, s := range in.policy.Sources() {
 		tenants := "every tenant"
 		if len(s.Tenants) > 0 && !s.AllTenant {
@@ -108,7 +101,7 @@ func (in *ingest) run(ctx context.Context) (err error) {
 	}
 	var waiting []string // presets without a secret: expected on a first start, not a fault
 	for _, u := range in.policy.Unserved() {
-		if fromPresets {
+		if in.fromPresets {
 			waiting = append(waiting, u.Source)
 			continue
 		}
@@ -180,10 +173,7 @@ func (in *ingest) run(ctx context.Context) (err error) {
 	if ctx.Err() != nil {
 		<-stopLogged // the stop line before the shutdown's "stopped"
 	}
-	if serr != nil {
-		return failErr(serr)
-	}
-	return nil
+	return failErr(serr)
 }
 
 // start connects, checks that JetStream answers and builds the receiver, recording each step in in.status for
@@ -240,21 +230,16 @@ func (in *ingest) start(ctx context.Context, metrics *receiver.Metrics, reg *pro
 // replayBucketSuffix names the replay guard's bucket after the worker's window: <DEDUPE_BUCKET>-replay.
 const replayBucketSuffix = "-replay"
 
-// replayWindowConfig is the replay guard's window: a bucket of its own, <DEDUPE_BUCKET>-replay, unsharded, which
-// ingest creates when it is missing (DEDUPE_REPLICAS replicas). Not the worker's window: the receiver's NATS user
-// writes only there, so that a leaked receiver credential cannot claim (and so suppress) an event in the worker's.
-func replayWindowConfig(c config.Config) kvwindow.Config {
-	return kvwindow.Config{Bucket: c.Bucket + replayBucketSuffix, Shards: 1, Provision: true, Replicas: c.Replicas,
-		Storage: jetstream.FileStorage}
-}
-
-// openWindow binds to (or creates) the replay guard's bucket. A window that cannot be reached yet (a cluster still
-// electing leaders) or is refused (a user without the permissions of deploy/nats-permissions.yaml) is retried, with
-// backoff and deliveries answered 503, until ctx ends.
+// openWindow binds to (or creates) the replay guard's bucket: a bucket of its own, <DEDUPE_BUCKET>-replay,
+// unsharded, with DEDUPE_REPLICAS replicas. Not the worker's window: the receiver's NATS user writes only there, so
+// that a leaked receiver credential cannot claim (and so suppress) an event in the worker's. A window that cannot
+// be reached yet (a cluster still electing leaders) or is refused (a user without the permissions of
+// deploy/nats-permissions.yaml) is retried, with backoff and deliveries answered 503, until ctx ends.
 func (in *ingest) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwindow.Window, error) {
-	wcfg := replayWindowConfig(in.cfg)
-	// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
-	wcfg.MaxTTL = in.policy.GuardTTL()
+	wcfg := kvwindow.Config{Bucket: in.cfg.Bucket + replayBucketSuffix, Shards: 1, Provision: true,
+		Replicas: in.cfg.Replicas, Storage: jetstream.FileStorage,
+		// A bucket made by hand with an age limit shorter than a source's TTL would forget bodies early: refused.
+		MaxTTL: in.policy.GuardTTL()}
 	return openRetrying(ctx, in.log, &in.status, wcfg.Bucket, wcfg.Replicas, "", "replay guard: its bucket cannot be opened yet",
 		"the replay guard's bucket", func() (*kvwindow.Window, error) { return kvwindow.New(ctx, js, wcfg) }, nil)
 }

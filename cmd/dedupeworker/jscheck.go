@@ -14,8 +14,14 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/jsapi"
 )
 
-// errJetStreamOff is wrapped by the start error of a server that has no JetStream, or none for the account.
+// errJetStreamOff is wrapped by the start error of a server that has no JetStream, or none for the account;
+// offOnServer and offForAccount say which, and what to do.
 var errJetStreamOff = errors.New("JetStream is not enabled")
+
+const (
+	offForAccount = " for this account (the server has JetStream, the account has no JetStream limits)"
+	offOnServer   = " on this server (start nats-server with -js, or jetstream {} in its configuration)"
+)
 
 // jetStreamGrace bounds how long a JetStream API that nobody answers is asked again before the start fails. A
 // server without JetStream never answers, but a leaf node whose hub is still connecting, or routes still forming,
@@ -36,15 +42,14 @@ func probeJetStream(ctx context.Context, js jetstream.JetStream, stream, server 
 		cancel()
 		switch {
 		case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-			return fmt.Errorf("dedupeworker: %s: %w for this account (the server has JetStream, the account has no JetStream limits): %w",
-				server, errJetStreamOff, err)
+			return fmt.Errorf("dedupeworker: %s: %w"+offForAccount+": %w", server, errJetStreamOff, err)
 		case !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrJetStreamNotEnabled):
 			return err
 		}
 		took := time.Since(start)
 		left := grace - took
 		if left <= 0 {
-			return fmt.Errorf("dedupeworker: %s: %w on this server (start nats-server with -js, or jetstream {} in its configuration): no responders on %s for %s",
+			return fmt.Errorf("dedupeworker: %s: %w"+offOnServer+": no responders on %s for %s",
 				server, errJetStreamOff, subject, took.Round(100*time.Millisecond))
 		}
 		wait := min(bo.Next(), left)
@@ -67,16 +72,11 @@ func explainJetStream(cmd string, err error) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-		why = "JetStream is not enabled for this account (the server has JetStream, the account has no JetStream limits)"
+		why = errJetStreamOff.Error() + offForAccount
 	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, jetstream.ErrJetStreamNotEnabled):
-		why = "JetStream is not enabled on this server (start nats-server with -js, or jetstream {} in its configuration)"
+		why = errJetStreamOff.Error() + offOnServer
 	default:
 		return err
 	}
-	code := exitFailure
-	var ee *exitError
-	if errors.As(err, &ee) {
-		code = ee.code
-	}
-	return &exitError{code: code, err: fmt.Errorf("%s: %s: %w", cmd, why, err)}
+	return failErr(fmt.Errorf("%s: %s: %w", cmd, why, err)) // the status err carries, else 1
 }

@@ -102,8 +102,7 @@ func inForce(cfg config.Config, role string) map[string]slog.Value {
 	if role != config.RoleRun {
 		return m
 	}
-	pc := pipeline.Config{AckWait: cfg.AckWait, OutputDuplicates: cfg.OutputDuplicateWindow, MaxInFlight: cfg.MaxInFlight,
-		MaxAckPending: cfg.MaxAckPending}.WithDefaults()
+	pc := pipelineConfig(cfg).WithDefaults()
 	if cfg.OutputDuplicateWindow == 0 {
 		m[config.Prefix+"_OUTPUT_DUPLICATE_WINDOW"] = slog.StringValue(config.FormatDuration(pc.OutputDuplicates))
 	}

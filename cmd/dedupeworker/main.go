@@ -58,22 +58,14 @@ func signalName(sig os.Signal) string {
 	return cmp.Or(names[sig], sig.String())
 }
 
-// stopReason says why ctx ended: its cause, "received SIGTERM" (signalCause) or "context canceled".
-func stopReason(ctx context.Context) string {
-	if err := context.Cause(ctx); err != nil {
-		return err.Error()
-	}
-	return "running"
-}
-
-// logStopping logs why the process stops ("stopping: received SIGTERM") as soon as ctx ends; logged is closed
-// once the line is written. wait, deferred, waits for it when a stop ended the start at once (a connect
-// interrupted): the line is written before the caller's own last lines, not raced.
+// logStopping logs why the process stops, ctx's cause ("stopping: received SIGTERM", a signalCause), as soon as
+// ctx ends; logged is closed once the line is written. wait, deferred, waits for it when a stop ended the start at
+// once (a connect interrupted): the line is written before the caller's own last lines, not raced.
 func logStopping(ctx context.Context, log *slog.Logger) (logged <-chan struct{}, wait func()) {
 	done := make(chan struct{})
 	stop := context.AfterFunc(ctx, func() {
 		defer close(done)
-		log.Info("stopping: " + stopReason(ctx))
+		log.Info("stopping: " + context.Cause(ctx).Error())
 	})
 	return done, func() {
 		if ctx.Err() != nil || !stop() {

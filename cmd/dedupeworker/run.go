@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,10 +34,10 @@ func usageErr(format string, args ...any) error {
 }
 
 // failErr is a failure while working (exit 1), unless err already carries its exit status (a usage error found
-// deeper down, such as an unknown --context, stays exit 2).
+// deeper down, such as an unknown --context, stays exit 2); nil stays nil.
 func failErr(err error) error {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	if err == nil || errors.As(err, &ee) {
 		return err
 	}
 	return &exitError{code: exitFailure, err: err}
@@ -83,16 +84,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}()
 	cmd := ""
 	if len(args) > 0 {
-		cmd = args[0]
-		args = args[1:]
-		switch {
-		case hasSubcommands(cmd):
-			defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
-		case slices.Contains([]string{"run", "key", "hash", "ingest", "version", "config"}, cmd):
-			defer func(name string) { err = commandErr(name, err) }(cmd)
-		}
-	} else {
-		defer func() { err = commandErr("run", err) }()
+		cmd, args = args[0], args[1:]
+	}
+	switch {
+	case hasSubcommands(cmd):
+		defer func(name string) { err = commandErr(name, err) }(subcommand(cmd, args))
+	case slices.Contains([]string{"", "run", "key", "hash", "ingest", "version", "config"}, cmd):
+		defer func() { err = commandErr(cmp.Or(cmd, "run"), err) }()
 	}
 	switch cmd {
 	case "", "run":

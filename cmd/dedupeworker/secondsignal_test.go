@@ -34,7 +34,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatal("the first signal did not end the context")
 	}
 	var cause signalCause
-	if !errors.As(context.Cause(ctx), &cause) || stopReason(ctx) != "received SIGINT" {
+	if !errors.As(context.Cause(ctx), &cause) || context.Cause(ctx).Error() != "received SIGINT" {
 		t.Errorf("context ended with %v; want the signal as its cause, 'received SIGINT'", context.Cause(ctx))
 	}
 	select {

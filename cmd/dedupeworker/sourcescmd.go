@@ -33,8 +33,9 @@ func (o sourcesOrigin) String() string {
 	return o.variable + " " + o.path
 }
 
-// read reads and parses the document; errors name the origin, then the place in the document.
-func (o sourcesOrigin) read() (keys.Sources, error) {
+// read reads and parses the document and, with verifyBlocks, checks its verify blocks as ingest reads them; errors
+// name the origin, then the place in the document.
+func (o sourcesOrigin) read(verifyBlocks bool) (keys.Sources, error) {
 	doc := []byte(o.inline)
 	if o.path != "" {
 		b, err := os.ReadFile(o.path)
@@ -52,49 +53,35 @@ func (o sourcesOrigin) read() (keys.Sources, error) {
 		// keys names the document's root "sources file"; the origin says which one it is.
 		return keys.Sources{}, fmt.Errorf("%s: %s", o, strings.TrimPrefix(err.Error(), "sources file: "))
 	}
+	if verifyBlocks {
+		if err := o.placeErrors(receiver.CheckVerify(src), true); err != nil {
+			return keys.Sources{}, err
+		}
+	}
 	return src, nil
 }
 
-// checkVerify checks the document's verify blocks as ingest reads them, each error placed as read's, with the
-// line of the block (placeSourceError).
-func (o sourcesOrigin) checkVerify(src keys.Sources) error {
-	err := receiver.CheckVerify(src)
+// placeErrors words each error err joins as read's are: a *receiver.SourceError at its line and place in the
+// document ("DEDUPE_SOURCES_FILE /etc/x.yaml: line 7: sources.orders.verify.algorithm: …"); any other after the
+// origin with originOthers, else as it is (receiver.NewPolicy's errors about secrets name their variable or file).
+func (o sourcesOrigin) placeErrors(err error, originOthers bool) error {
 	if err == nil {
 		return nil
 	}
 	var errs []error
 	for _, e := range unwrapAll(err) {
-		if placed := o.placeSourceError(e); placed != e {
-			errs = append(errs, placed)
-		} else {
-			errs = append(errs, fmt.Errorf("%s: %w", o, e))
+		var se *receiver.SourceError
+		switch {
+		case errors.As(e, &se) && se.Line > 0:
+			e = fmt.Errorf("%s: line %d: %s: %s", o, se.Line, se.Place, se.Reason)
+		case se != nil:
+			e = fmt.Errorf("%s: %s: %s", o, se.Place, se.Reason)
+		case originOthers:
+			e = fmt.Errorf("%s: %w", o, e)
 		}
+		errs = append(errs, e)
 	}
 	return errors.Join(errs...)
-}
-
-// placePolicyErrors places each of receiver.NewPolicy's errors about a declared source as checkVerify does; its
-// others (about secrets) name their variable or file already.
-func (o sourcesOrigin) placePolicyErrors(err error) error {
-	var errs []error
-	for _, e := range unwrapAll(err) {
-		errs = append(errs, o.placeSourceError(e))
-	}
-	return errors.Join(errs...)
-}
-
-// placeSourceError is a *receiver.SourceError in the form of read's errors: "DEDUPE_SOURCES_FILE /etc/x.yaml:
-// line 7: sources.orders.verify.algorithm: …"; any other error is returned as it is.
-func (o sourcesOrigin) placeSourceError(e error) error {
-	var se *receiver.SourceError
-	switch {
-	case !errors.As(e, &se):
-		return e
-	case se.Line > 0:
-		return fmt.Errorf("%s: line %d: %s: %s", o, se.Line, se.Place, se.Reason)
-	default:
-		return fmt.Errorf("%s: %s: %s", o, se.Place, se.Reason)
-	}
 }
 
 // unwrapAll lists the errors an errors.Join holds, or err alone.
@@ -124,11 +111,7 @@ func loadSources(cfg config.Config, verifyBlocks bool) (src keys.Sources, fromPr
 	if !ok {
 		return keys.PresetSources(), true, nil
 	}
-	src, err = o.read()
-	if err == nil && verifyBlocks {
-		err = o.checkVerify(src)
-	}
-	if err != nil {
+	if src, err = o.read(verifyBlocks); err != nil {
 		return keys.Sources{}, false, err
 	}
 	if len(src.Specs) == 0 {
@@ -186,14 +169,9 @@ func runSources(args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintln(stdout, "no sources document (no FILE; DEDUPE_SOURCES_FILE and DEDUPE_SOURCES are unset): the worker declares one source per preset, named after it:")
 		return writePresets(stdout, def)
 	}
-	src, err := o.read()
-	if err == nil {
-		err = o.checkVerify(src)
-	}
+	src, err := o.read(true)
 	if err == nil && len(src.Specs) > 0 {
-		if terr := receiver.CheckTTL(src, false, def); terr != nil {
-			err = o.placePolicyErrors(terr)
-		}
+		err = o.placeErrors(receiver.CheckTTL(src, false, def), false)
 	}
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}

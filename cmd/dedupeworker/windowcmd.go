@@ -108,20 +108,19 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	} else {
 		n, err = w.Forget(ctx, tg.tenant, tg.source, tg.key)
 	}
-	if err != nil {
-		if n > 0 && errors.Is(err, kvwindow.ErrWindowLost) {
-			// A bucket lost holds nothing to forget; the others were purged.
-			return failErr(fmt.Errorf("forgot %d keys in the buckets left, but: %w", n, err))
-		}
-		if n > 0 {
-			// Shards purged before the failure stay purged: say how many keys went, and that the server may still
-			// finish the rest of a purge it did not answer in time.
-			return failErr(fmt.Errorf("forgot %d keys, then: %w (a purge the server did not answer in time may still "+
-				"complete: window ls shows what is left)", n, err))
-		}
-		return failErr(err)
+	switch {
+	case err == nil:
+		return writeJSON(stdout, map[string]int{"forgotten": n})
+	case n > 0 && errors.Is(err, kvwindow.ErrWindowLost):
+		// A bucket lost holds nothing to forget; the others were purged.
+		err = fmt.Errorf("forgot %d keys in the buckets left, but: %w", n, err)
+	case n > 0:
+		// Shards purged before the failure stay purged: say how many keys went, and that the server may still
+		// finish the rest of a purge it did not answer in time.
+		err = fmt.Errorf("forgot %d keys, then: %w (a purge the server did not answer in time may still "+
+			"complete: window ls shows what is left)", n, err)
 	}
-	return writeJSON(stdout, map[string]int{"forgotten": n})
+	return failErr(err)
 }
 
 // windowMiss is what window get prints when no claim is held: the claim it looked for.

@@ -62,8 +62,5 @@ func runWindowList(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return werr
 		}
 	}
-	if err != nil {
-		return failErr(err)
-	}
-	return nil
+	return failErr(err)
 }

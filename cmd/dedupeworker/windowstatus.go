@@ -67,10 +67,7 @@ func runWindowStatus(ctx context.Context, sub string, args []string, stdout, std
 		} else {
 			printMoves(stdout, plan, yes)
 		}
-		if err != nil {
-			return failErr(err)
-		}
-		return nil
+		return failErr(err)
 	}
 	status, err := w.Status(ctx)
 	if err != nil {

@@ -57,11 +57,8 @@ type worker struct {
 }
 
 func (w *worker) run(ctx context.Context) (err error) {
-	cfg, log := w.cfg, w.log
-	log.Info("starting dedupeworker", startAttrs(log, cfg, config.RoleRun)...)
-	if w.fromPresets {
-		logPresetSources(log, cfg, "declaring one source per preset", "sources", w.sources.IDs())
-	}
+	log := w.log
+	w.logStart("starting dedupeworker", config.RoleRun, "declaring one source per preset", "sources", w.sources.IDs())
 	for _, id := range w.sources.WithoutDedupe {
 		log.Warn("source declares no dedupe: every provider retry becomes a new event", "source", id)
 	}
@@ -146,36 +143,9 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		return failErr(err)
 	}
 	w.window = window
-	w.pipe, err = pipeline.New(pipeline.Config{
-		JetStream:             js,
-		Window:                window,
-		Sources:               w.sources,
-		Extractor:             keys.Extractor{MaxJSONBytes: cfg.MaxJSONBytes},
-		DefaultTTL:            cfg.DefaultTTL,
-		InputStream:           cfg.InputStream,
-		InputPrefix:           cfg.InputPrefix,
-		OutputStream:          cfg.OutputStream,
-		OutputPrefix:          cfg.OutputPrefix,
-		DLQStream:             cfg.DLQStream,
-		DLQPrefix:             cfg.DLQPrefix,
-		DuplicatesPrefix:      cfg.DuplicatesPrefix,
-		Consumer:              cfg.Consumer,
-		CopiesStream:          copiesStream(cfg),
-		Provision:             cfg.Provision,
-		Replicas:              cfg.Replicas,
-		MaxInFlight:           cfg.MaxInFlight,
-		AckWait:               cfg.AckWait,
-		ConsumerStart:         cfg.ConsumerStart,
-		OutputMaxAge:          cfg.OutputMaxAge,
-		OutputDuplicates:      cfg.OutputDuplicateWindow,
-		DLQMaxAge:             cfg.DLQMaxAge,
-		MaxHold:               cfg.MaxHold,
-		MaxAckPending:         cfg.MaxAckPending,
-		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
-		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
-		Logger:                log,
-		Metrics:               metrics,
-	})
+	pc := pipelineConfig(cfg)
+	pc.JetStream, pc.Window, pc.Sources, pc.Logger, pc.Metrics = js, window, w.sources, log, metrics
+	w.pipe, err = pipeline.New(pc)
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
@@ -391,12 +361,37 @@ func windowConfig(c config.Config) kvwindow.Config {
 	return kvwindow.Config{Bucket: c.Bucket, Shards: c.WindowShards, Placement: placement}
 }
 
-// copiesStream is the counter stream the worker counts copies in: none with DEDUPE_COUNT_COPIES=false.
-func copiesStream(cfg config.Config) string {
-	if !cfg.CountCopies {
-		return ""
+// pipelineConfig is the pipeline of the settings, as the worker runs it and as its boot line says what is in force
+// (inForce); the start adds what it makes (JetStream, Window, Sources, Logger, Metrics).
+func pipelineConfig(cfg config.Config) pipeline.Config {
+	pc := pipeline.Config{
+		Extractor:             keys.Extractor{MaxJSONBytes: cfg.MaxJSONBytes},
+		DefaultTTL:            cfg.DefaultTTL,
+		InputStream:           cfg.InputStream,
+		InputPrefix:           cfg.InputPrefix,
+		OutputStream:          cfg.OutputStream,
+		OutputPrefix:          cfg.OutputPrefix,
+		DLQStream:             cfg.DLQStream,
+		DLQPrefix:             cfg.DLQPrefix,
+		DuplicatesPrefix:      cfg.DuplicatesPrefix,
+		Consumer:              cfg.Consumer,
+		Provision:             cfg.Provision,
+		Replicas:              cfg.Replicas,
+		MaxInFlight:           cfg.MaxInFlight,
+		AckWait:               cfg.AckWait,
+		ConsumerStart:         cfg.ConsumerStart,
+		OutputMaxAge:          cfg.OutputMaxAge,
+		OutputDuplicates:      cfg.OutputDuplicateWindow,
+		DLQMaxAge:             cfg.DLQMaxAge,
+		MaxHold:               cfg.MaxHold,
+		MaxAckPending:         cfg.MaxAckPending,
+		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
+		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
 	}
-	return kvwindow.CopiesStream(cfg.Bucket)
+	if cfg.CountCopies { // else no counter stream: DEDUPE_COUNT_COPIES=false
+		pc.CopiesStream = kvwindow.CopiesStream(cfg.Bucket)
+	}
+	return pc
 }
 
 // longestTTL is the longest claim TTL the worker writes: the longest dedupe TTL of the sources that dedupe, def
