@@ -265,12 +265,10 @@ func isServerTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// latest reads the last message on subj from the stream leader, within ctx's deadline; nil when there is none.
+// latest reads the last message on subj from the stream leader by ctx's deadline (ctx is an opCtx); nil when
+// there is none.
 func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(w.cfg.Timeout)
-	}
+	deadline, _ := ctx.Deadline()
 	return w.readLast(ctx, false, subj, deadline)
 }
 
@@ -287,7 +285,7 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct, left)
 	switch {
 	case err == nil:
-		w.saw(m.Sequence) // stored, so the bucket reached it: a later write of ours lands above
+		raise(&w.seen, m.Sequence) // stored, so the bucket reached it: a later write of ours lands above
 		return m, nil
 	case err == jetstream.ErrMsgNotFound: // GetLastMsg returns the sentinel itself
 		return nil, nil

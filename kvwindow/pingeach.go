@@ -56,8 +56,7 @@ func pingVerdict(errs []error) error {
 
 // pingInfo is the shard's Ping with the stream info it read (nil when the read failed: readErr, its own error).
 func (w *shard) pingInfo(ctx context.Context) (info *jetstream.StreamInfo, readErr, err error) {
-	if w.closed != nil && w.closed.Load() {
-		err = w.usable()
+	if err := w.closedErr(); err != nil {
 		return nil, err, err
 	}
 	info, readErr = w.info(ctx)

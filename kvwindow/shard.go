@@ -35,7 +35,7 @@ type shard struct {
 	maxAge atomic.Int64
 	// refused is the longest claim TTL the age limit made this shard refuse so far (see holds): Ping fails while
 	// the limit stays below it, as below Config.MaxTTL.
-	refused atomic.Int64
+	refused atomic.Uint64
 	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
@@ -184,10 +184,18 @@ func (w *shard) bucketErr(err error) error {
 	return &BucketError{Bucket: w.cfg.Bucket, Err: err}
 }
 
-// usable fails with the bucket's ErrWindowLost error once it is known lost.
-func (w *shard) usable() error {
-	if w.closed != nil && w.closed.Load() {
+// closedErr is the error of every call once the window is closed, else nil.
+func (w *shard) closedErr() error {
+	if w.closed.Load() {
 		return w.bucketErr(fmt.Errorf("%w: bucket %q: the window was closed", ErrUnavailable, w.cfg.Bucket))
+	}
+	return nil
+}
+
+// usable fails once the window is closed, and with the bucket's ErrWindowLost error once it is known lost.
+func (w *shard) usable() error {
+	if err := w.closedErr(); err != nil {
+		return err
 	}
 	if l := w.lost.Load(); l != nil {
 		return l.err
@@ -226,7 +234,7 @@ func (w *shard) acked(ctx context.Context, pa natsreq.PubAck, seen uint64) error
 		}
 		return w.markLost(ackLoss(w.stream, pa.Stream, pa.Sequence, seen, w.created, created, err), true)
 	}
-	w.saw(pa.Sequence)
+	raise(&w.seen, pa.Sequence)
 	return nil
 }
 
@@ -259,11 +267,11 @@ func recreatedAck(stream string, ackStream []byte, seq, seen uint64) bool {
 	return string(ackStream) != stream || seq <= seen
 }
 
-// saw raises seen to seq, a sequence the bucket has reached.
-func (w *shard) saw(seq uint64) {
+// raise sets a to v when v is higher.
+func raise(a *atomic.Uint64, v uint64) {
 	for {
-		old := w.seen.Load()
-		if seq <= old || w.seen.CompareAndSwap(old, seq) {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}
@@ -285,7 +293,7 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 	// The age limit may have been edited since (nats stream edit --max-age): claims follow it from now on.
 	w.maxAge.Store(int64(info.Config.MaxAge))
-	w.saw(info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
+	raise(&w.seen, info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
 	for {
 		l := w.lost.Load()
 		if l == nil {
@@ -313,12 +321,7 @@ func (w *shard) holds(c Claim) error {
 	if ageProblem(maxAge, need, what) == "" {
 		return nil
 	}
-	for {
-		old := w.refused.Load()
-		if int64(need) <= old || w.refused.CompareAndSwap(old, int64(need)) {
-			break
-		}
-	}
+	raise(&w.refused, uint64(need))
 	return w.ageErr(maxAge, need, what)
 }
 

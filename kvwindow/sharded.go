@@ -279,12 +279,16 @@ func (w *Window) shardOf(kvKey string) *shard {
 	return w.shards[h.Sum64()%uint64(len(w.shards))]
 }
 
-func (w *Window) shardFor(tenant, source, key string) (*shard, error) {
-	k, err := KVKey(tenant, source, key)
-	if err != nil {
+// claimShard is the shard of c's key. With more than one, c is checked first (its KV key picks the shard); a
+// single shard checks c itself.
+func (w *Window) claimShard(c Claim) (*shard, error) {
+	if len(w.shards) == 1 {
+		return w.shards[0], nil
+	}
+	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	return w.shardOf(k), nil
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))), nil
 }
 
 // Bucket is the window's bucket name (with shards: the name the shard buckets are derived from).
@@ -301,11 +305,11 @@ func (w *Window) Buckets() []string {
 
 // BucketOf is the bucket that holds (or would hold) the claim on (tenant, source, key).
 func (w *Window) BucketOf(tenant, source, key string) (string, error) {
-	s, err := w.shardFor(tenant, source, key)
+	k, err := KVKey(tenant, source, key)
 	if err != nil {
 		return "", err
 	}
-	return s.cfg.Bucket, nil
+	return w.shardOf(k).cfg.Bucket, nil
 }
 
 // MarkerTTL is the first bucket's limit marker TTL as found at New.
@@ -321,13 +325,11 @@ func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
 // Known). Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim)
 // and is never a "not a duplicate".
 func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
-	if len(w.shards) == 1 {
-		return w.shards[0].Claim(ctx, c, known)
-	}
-	if err := c.Validate(); err != nil {
+	s, err := w.claimShard(c)
+	if err != nil {
 		return Outcome{}, err
 	}
-	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).Claim(ctx, c, known)
+	return s.Claim(ctx, c, known)
 }
 
 // Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.
@@ -347,7 +349,7 @@ func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bo
 // not an error. Errors wrap ErrUnavailable (or ErrInvalid, rev 0 included); after a timeout the release may still
 // have happened. Like MarkPublished, it writes under an age limit shorter than c.TTL.
 func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
-	s, err := w.shardFor(c.Tenant, c.Source, c.Key)
+	s, err := w.claimShard(c)
 	if err != nil {
 		return false, err
 	}
@@ -361,13 +363,11 @@ func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored b
 // under an age limit shorter than c.TTL: the claim is held already and lapses at the limit either way, and refusing
 // the mark would only have the event published again once the limit is lifted.
 func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
-	if len(w.shards) == 1 {
-		return w.shards[0].MarkPublished(ctx, c, rev, firstClaimed)
-	}
-	if err := c.Validate(); err != nil {
+	s, err := w.claimShard(c)
+	if err != nil {
 		return 0, false, err
 	}
-	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))).MarkPublished(ctx, c, rev, firstClaimed)
+	return s.MarkPublished(ctx, c, rev, firstClaimed)
 }
 
 // Forget removes the claim on (tenant, source, key) by purging the key's subject, so that the next copy of the

@@ -16,8 +16,8 @@ import (
 
 // getKey is Window.Get of k, the KV key of (tenant, source, key), in this shard's bucket.
 func (w *shard) getKey(ctx context.Context, k, tenant, source, key string) (Entry, bool, error) {
-	if w.closed != nil && w.closed.Load() {
-		return Entry{}, false, w.usable()
+	if err := w.closedErr(); err != nil {
+		return Entry{}, false, err
 	}
 	if err := w.gone(); err != nil {
 		return Entry{}, false, err
@@ -70,19 +70,27 @@ func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bo
 		flags |= flagMayBeStored
 	}
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, time.Now().UnixMilli(), flags)
-	if _, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout); err != nil {
-		if errors.Is(err, ErrWindowLost) {
-			return false, err
-		}
-		if _, conflict := jserr.WrongLastSeq(err); conflict {
-			// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
-			// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
-			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
-			return false, nil
-		}
-		return false, w.unavailable("release", subj, err)
+	_, ok, err := w.writeAt(ctx, "release", subj, c, val, rev)
+	return ok, err
+}
+
+// writeAt writes val, c's claim value, on subj expecting the key's last revision to be rev: the new revision, or
+// false (no error) when the key has moved on from rev.
+func (w *shard) writeAt(ctx context.Context, op, subj string, c Claim, val []byte, rev uint64) (uint64, bool, error) {
+	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)
+	if err == nil {
+		return newRev, true, nil
 	}
-	return true, nil
+	if errors.Is(err, ErrWindowLost) {
+		return 0, false, err
+	}
+	if _, conflict := jserr.WrongLastSeq(err); conflict {
+		// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
+		// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
+		// takeover, or this write repeated) or nothing (an operator's write): the key is moving on from rev.
+		return 0, false, nil
+	}
+	return 0, false, w.unavailable(op, subj, err)
 }
 
 // forget is Manager.Forget of the KV key k in this shard's bucket.
@@ -179,15 +187,5 @@ func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCla
 		first = v.firstClaimed()
 	}
 	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), flagPublished)
-	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)
-	if err != nil {
-		if errors.Is(err, ErrWindowLost) {
-			return 0, false, err
-		}
-		if _, conflict := jserr.WrongLastSeq(err); conflict {
-			return 0, false, nil
-		}
-		return 0, false, w.unavailable("mark published", subj, err)
-	}
-	return newRev, true, nil
+	return w.writeAt(ctx, "mark published", subj, c, val, rev)
 }
