@@ -120,3 +120,6 @@ func StatusOf(bucket string, c *jetstream.ClusterInfo) BucketStatus {
 	b.placed(c)
 	return b
 }
+
+// MarkerTTL is the first bucket's limit marker TTL as found at New.
+func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }

@@ -312,9 +312,6 @@ func (w *Window) BucketOf(tenant, source, key string) (string, error) {
 	return w.shardOf(k).cfg.Bucket, nil
 }
 
-// MarkerTTL is the first bucket's limit marker TTL as found at New.
-func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
-
 // Claim records that c's event was seen, with one atomic create of the key's subject in its bucket (expecting no
 // message, or the marker it writes over; TTL c.TTL). It returns Won when this call created the claim and Duplicate
 // when another envelope holds it. For c's own envelope (a redelivery) the latest delivery wins: the same delivery
