@@ -117,8 +117,14 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			continue
 		}
 		takeover = false
+		if isServerTombstone(m) {
+			w.stats.markers.Add(1)
+			expected = m.Sequence // an expiry marker or purge: create over it
+			encode(now, 0)
+			continue
+		}
 		v, ok := decodeClaimValue(m.Data)
-		if ok && v.released() && !isServerTombstone(m) {
+		if ok && v.released() {
 			if v.claimant() == c.Claimant {
 				// This envelope was dead-lettered and its claim released: claiming again would make this delivery
 				// the holder of an envelope the input may already have let go.
@@ -127,12 +133,6 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			w.stats.markers.Add(1)
 			expected = m.Sequence // another envelope's release marker: claim over it
 			encode(now, v.Flags&flagMayBeStored)
-			continue
-		}
-		if isServerTombstone(m) {
-			w.stats.markers.Add(1)
-			expected = m.Sequence // an expiry marker or purge: create over it
-			encode(now, 0)
 			continue
 		}
 		if !ok || v.claimant() != c.Claimant {

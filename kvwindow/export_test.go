@@ -102,7 +102,13 @@ func AckLoss(stream, ackStream string, seq, seen uint64, bound, now time.Time, r
 }
 
 // PingVerdict is pingVerdict: what a Ping of buckets that answered errs (in shard order) returns.
-func PingVerdict(errs []error) error { return pingVerdict(errs) }
+func PingVerdict(errs []error) error {
+	each := make([]BucketPing, len(errs))
+	for i, err := range errs {
+		each[i].Err = err
+	}
+	return pingVerdict(each)
+}
 
 // AgeCheck is the age-limit check every claim passes before it is written (shard.holds), on the shard of c.
 func AgeCheck(w *Window, c Claim) error { return w.shards[0].holds(c) }
