@@ -125,7 +125,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 		}
 		v, ok := decodeClaimValue(m.Data)
 		if ok && v.released() {
-			if v.claimant() == c.Claimant {
+			if v.Claimant == c.Claimant {
 				// This envelope was dead-lettered and its claim released: claiming again would make this delivery
 				// the holder of an envelope the input may already have let go.
 				return Outcome{Status: DeadLettered, Revision: m.Sequence}, nil
@@ -135,7 +135,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			encode(now, v.Flags&flagMayBeStored)
 			continue
 		}
-		if !ok || v.claimant() != c.Claimant {
+		if !ok || v.Claimant != c.Claimant {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
 			first := m.Time
@@ -143,9 +143,9 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 				first = v.firstClaimed()
 			}
 			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.Pub,
-				FirstClaimed: first.Truncate(time.Millisecond), HolderSeq: v.Seq, HolderStamp: v.Stamp}, nil
+				FirstClaimed: first.Truncate(time.Millisecond), HolderSeq: v.Claimant.Seq, HolderStamp: v.Claimant.Stamp}, nil
 		}
-		held := v.delivery()
+		held := v.Delivery
 		heldFirst := v.firstClaimed().Truncate(time.Millisecond)
 		switch {
 		case held == c.Delivery:

@@ -75,7 +75,7 @@ func EncodeValue(c Claim, firstMs int64, published bool) []byte {
 // DecodeValue reads a stored claim value.
 func DecodeValue(b []byte) (Value, bool) {
 	v, ok := decodeClaimValue(b)
-	return Value{Claimant: v.claimant(), Delivery: v.delivery(), FirstMs: v.First, Published: v.Pub, Key: v.Key}, ok
+	return Value{Claimant: v.Claimant, Delivery: v.Delivery, FirstMs: v.First, Published: v.Pub, Key: v.Key}, ok
 }
 
 // ScopeOf splits a KV key (see scopeOf).

@@ -40,7 +40,7 @@ func (w *shard) getKey(ctx context.Context, k, tenant, source, key string) (Entr
 func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
 	e := Entry{Revision: rev, ClaimedAt: at}
 	if v, ok := decodeClaimValue(data); ok {
-		e.Claimant, e.Delivery, e.FirstClaimed = v.claimant(), v.delivery(), v.firstClaimed()
+		e.Claimant, e.Delivery, e.FirstClaimed = v.Claimant, v.Delivery, v.firstClaimed()
 		e.Key, e.Published = v.Key, v.Pub
 	}
 	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
