@@ -147,8 +147,8 @@ func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCr
 			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
 		}
 		if !w.cfg.Provision {
-			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it "+
-				"(nats kv add %s --history=1 --marker-ttl=%s) or enable Provision", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it (%s) or "+
+				"enable Provision", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
 		}
 		if !mayCreate {
 			// New saw the bucket (or its siblings) a moment ago: it went away since, and with it its claims.
@@ -366,13 +366,19 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
-		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; %s), "+
+		"or delete it and let the worker provision it", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
 	if !recreate {
 		// An age limit is the one problem an edit of the bucket's stream mends, claims and all.
 		fix = fmt.Sprintf("remove its age limit (nats stream edit %s --max-age=0), or raise it to at least %s", w.stream, w.cfg.MaxTTL)
 	}
 	return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+}
+
+// kvAdd is the command that creates a window bucket by hand: history 1 and a limit marker TTL, so that each claim
+// carries its own TTL, and no age limit.
+func kvAdd(bucket string, markerTTL time.Duration) string {
+	return fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s", bucket, markerTTL)
 }
 
 // bucketProblems decides whether a bucket's stream can hold claims of up to maxTTL (0: not known, checked claim by

@@ -238,8 +238,8 @@ func lostShards(cfg Config, present int, infos []*jetstream.StreamInfo) error {
 		if info == nil {
 			shards[i] = true
 			missing = append(missing, ShardBucket(cfg.Bucket, cfg.Shards, i))
-			c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d --description %q",
-				ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL, cfg.Replicas, shardDescription(i, cfg.Shards))
+			c := fmt.Sprintf("%s --replicas=%d --description %q", kvAdd(ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL),
+				cfg.Replicas, shardDescription(i, cfg.Shards))
 			if cfg.Storage == jetstream.MemoryStorage {
 				c += " --storage=memory"
 			}
