@@ -15,7 +15,6 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
-	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // Claim is Window.Claim in this shard's bucket.
@@ -213,8 +212,9 @@ type ttlEntry struct {
 
 var ttlCache [64]atomic.Pointer[ttlEntry]
 
-// create publishes a claim value on subj expecting its last sequence to be expected. The message comes from a pool:
-// the request has sent it by the time it returns.
+// create publishes a claim value on subj expecting its last sequence to be expected, and checks where it was stored
+// against what the bucket had reached before (acked). The message comes from a pool: the request has sent it by
+// the time it returns.
 func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64, timeout time.Duration) (uint64, error) {
 	m := msgPool.Get().(*nats.Msg)
 	defer func() {
@@ -224,7 +224,11 @@ func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string,
 	m.Subject, m.Data = subj, val
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(expected, 10)
 	m.Header[jetstream.MsgTTLHeader][0] = ttl
-	pa, err := w.publish(ctx, m, timeout)
+	seen := w.seen.Load()
+	pa, err := w.req.Publish(ctx, m, timeout)
+	if err == nil {
+		err = w.acked(ctx, pa, seen)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -237,16 +241,6 @@ var msgPool = sync.Pool{New: func() any {
 		jetstream.MsgTTLHeader:              []string{""},
 	}}
 }}
-
-// publish writes m to the bucket and checks where it was stored against what the bucket had reached before (acked).
-func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
-	seen := w.seen.Load()
-	pa, err := w.req.Publish(ctx, m, timeout)
-	if err != nil {
-		return natsreq.PubAck{}, err
-	}
-	return pa, w.acked(ctx, pa, seen)
-}
 
 // kvOperation is the header the KV layer marks deletes and purges with.
 const kvOperation = "KV-Operation"
