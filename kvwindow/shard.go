@@ -315,12 +315,9 @@ func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
 	maxAge := time.Duration(w.maxAge.Load())
 	if maxAge <= 0 || max(ttl, w.cfg.MaxTTL) <= maxAge {
-		return nil // ageProblem's answer, without building the refusal's text on every claim
+		return nil // ageErr's answer, without building the refusal's text on every claim
 	}
-	need, what := w.mustHold(ttl, false)
-	if ageProblem(maxAge, need, what) == "" {
-		return nil
-	}
+	need, what := w.mustHold(ttl, false) // the longer of ttl and MaxTTL: longer than maxAge
 	raise(&w.refused, uint64(need))
 	return w.ageErr(maxAge, need, what)
 }
@@ -342,22 +339,22 @@ func (w *shard) mustHold(ttl time.Duration, refused bool) (time.Duration, string
 	return need, what
 }
 
-// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what).
+// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what), or nil
+// when it is not.
 func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
+	p := ageProblem(maxAge, need, what)
+	if p == "" {
+		return nil
+	}
 	return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
-		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket,
-		ageProblem(maxAge, need, what), w.stream, need))
+		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket, p, w.stream, need))
 }
 
 // agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than Config.MaxTTL or the
 // longest TTL a claim was refused for, so that Ping never reports reachable a window refusing claims.
 func (w *shard) agedOut() error {
-	maxAge := time.Duration(w.maxAge.Load())
 	need, what := w.mustHold(0, true)
-	if ageProblem(maxAge, need, what) == "" {
-		return nil
-	}
-	return w.ageErr(maxAge, need, what)
+	return w.ageErr(time.Duration(w.maxAge.Load()), need, what)
 }
 
 // compatible checks that an existing bucket can hold the window's claims (bucketProblems); it never changes it.
