@@ -95,8 +95,7 @@ func NotAnswering(err error) (bucket string, ok bool) {
 	if !jserr.NotAnswering(err) {
 		return "", false
 	}
-	var be *BucketError
-	if errors.As(err, &be) {
+	if be, ok := errors.AsType[*BucketError](err); ok {
 		return be.Bucket, true
 	}
 	return "", true
