@@ -54,15 +54,14 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			val = appendClaimValue(val[:0], c, first, flags)
 		}
 	}
-	mayBeStored := func() bool { return flags&flagMayBeStored != 0 }
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		rev, err := w.create(ctx, subj, val, ttl, expected, time.Until(deadline))
 		if err == nil {
+			out := Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first), MayBeStored: flags&flagMayBeStored != 0}
 			if takeover {
-				return Outcome{Status: Owned, Revision: rev, Published: flags&flagPublished != 0, FirstClaimed: time.UnixMilli(first),
-					MayBeStored: mayBeStored()}, nil
+				out.Status, out.Published = Owned, flags&flagPublished != 0
 			}
-			return Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first), MayBeStored: mayBeStored()}, nil
+			return out, nil
 		}
 		if errors.Is(err, ErrWindowLost) {
 			return Outcome{}, err
