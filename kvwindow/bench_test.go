@@ -36,6 +36,34 @@ func BenchmarkClaimParallel(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimAndMark measures what the worker writes for a unique event from many goroutines against a real,
+// file-backed server: a fresh claim (Won), then the publish recorded in it (MarkPublished at its revision).
+func BenchmarkClaimAndMark(b *testing.B) {
+	s := natstest.Run(b)
+	w := newWindow(b, jsFor(b, s.URL()), kvwindow.DefaultConfig())
+	ctx := ctxT(b, 10*time.Minute)
+	var n atomic.Uint64
+	b.SetParallelism(100)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := n.Add(1)
+			c := kvwindow.Claim{Tenant: "bench", Source: "s", Key: "evt-" + strconv.FormatUint(i, 10), TTL: time.Minute,
+				Claimant: envelope(i), Delivery: delivery(1)}
+			out, err := w.Claim(ctx, c, kvwindow.Known{})
+			if err != nil || out.Status != kvwindow.Won {
+				b.Errorf("claim %d: %+v %v", i, out, err)
+				return
+			}
+			if _, ok, err := w.MarkPublished(ctx, c, out.Revision, out.FirstClaimed); err != nil || !ok {
+				b.Errorf("mark %d: %v %v", i, ok, err)
+				return
+			}
+		}
+	})
+}
+
 // BenchmarkClaimDuplicate measures copies of events already claimed (the Duplicate path: a losing create, then a
 // read of the key) from many goroutines against a real, file-backed server: "leader" reads through the stream
 // leader's API (a redelivered copy), "direct" by direct get (a first delivery).

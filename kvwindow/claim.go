@@ -15,7 +15,6 @@ import (
 
 	"github.com/dedupeworker/dedupeworker/internal/backoff"
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
-	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
 // Claim is Window.Claim in this shard's bucket.
@@ -55,15 +54,14 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			val = appendClaimValue(val[:0], c, first, flags)
 		}
 	}
-	mayBeStored := func() bool { return flags&flagMayBeStored != 0 }
 	for attempt := 0; attempt < maxClaimAttempts; attempt++ {
 		rev, err := w.create(ctx, subj, val, ttl, expected, time.Until(deadline))
 		if err == nil {
+			out := Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first), MayBeStored: flags&flagMayBeStored != 0}
 			if takeover {
-				return Outcome{Status: Owned, Revision: rev, Published: flags&flagPublished != 0, FirstClaimed: time.UnixMilli(first),
-					MayBeStored: mayBeStored()}, nil
+				out.Status, out.Published = Owned, flags&flagPublished != 0
 			}
-			return Outcome{Status: Won, Revision: rev, FirstClaimed: time.UnixMilli(first), MayBeStored: mayBeStored()}, nil
+			return out, nil
 		}
 		if errors.Is(err, ErrWindowLost) {
 			return Outcome{}, err
@@ -117,9 +115,15 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			continue
 		}
 		takeover = false
+		if isServerTombstone(m) {
+			w.stats.markers.Add(1)
+			expected = m.Sequence // an expiry marker or purge: create over it
+			encode(now, 0)
+			continue
+		}
 		v, ok := decodeClaimValue(m.Data)
-		if ok && v.released() && !isServerTombstone(m) {
-			if v.claimant() == c.Claimant {
+		if ok && v.released() {
+			if v.Claimant == c.Claimant {
 				// This envelope was dead-lettered and its claim released: claiming again would make this delivery
 				// the holder of an envelope the input may already have let go.
 				return Outcome{Status: DeadLettered, Revision: m.Sequence}, nil
@@ -129,13 +133,7 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 			encode(now, v.Flags&flagMayBeStored)
 			continue
 		}
-		if isServerTombstone(m) {
-			w.stats.markers.Add(1)
-			expected = m.Sequence // an expiry marker or purge: create over it
-			encode(now, 0)
-			continue
-		}
-		if !ok || v.claimant() != c.Claimant {
+		if !ok || v.Claimant != c.Claimant {
 			// A value that is no claim of ours (an operator's write) will never record a publish: waiting for it
 			// could only hold the copy back until the key expires, so it counts as decided.
 			first := m.Time
@@ -143,9 +141,9 @@ func (w *shard) Claim(ctx context.Context, c Claim, known Known) (Outcome, error
 				first = v.firstClaimed()
 			}
 			return Outcome{Status: Duplicate, Revision: m.Sequence, Published: !ok || v.Pub,
-				FirstClaimed: first.Truncate(time.Millisecond), HolderSeq: v.Seq, HolderStamp: v.Stamp}, nil
+				FirstClaimed: first.Truncate(time.Millisecond), HolderSeq: v.Claimant.Seq, HolderStamp: v.Claimant.Stamp}, nil
 		}
-		held := v.delivery()
+		held := v.Delivery
 		heldFirst := v.firstClaimed().Truncate(time.Millisecond)
 		switch {
 		case held == c.Delivery:
@@ -213,8 +211,9 @@ type ttlEntry struct {
 
 var ttlCache [64]atomic.Pointer[ttlEntry]
 
-// create publishes a claim value on subj expecting its last sequence to be expected. The message comes from a pool:
-// the request has sent it by the time it returns.
+// create publishes a claim value on subj expecting its last sequence to be expected, and checks where it was stored
+// against what the bucket had reached before (acked). The message comes from a pool: the request has sent it by
+// the time it returns.
 func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string, expected uint64, timeout time.Duration) (uint64, error) {
 	m := msgPool.Get().(*nats.Msg)
 	defer func() {
@@ -224,7 +223,11 @@ func (w *shard) create(ctx context.Context, subj string, val []byte, ttl string,
 	m.Subject, m.Data = subj, val
 	m.Header[jetstream.ExpectedLastSubjSeqHeader][0] = strconv.FormatUint(expected, 10)
 	m.Header[jetstream.MsgTTLHeader][0] = ttl
-	pa, err := w.publish(ctx, m, timeout)
+	seen := w.seen.Load()
+	pa, err := w.req.Publish(ctx, m, timeout)
+	if err == nil {
+		err = w.acked(ctx, pa, seen)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -237,16 +240,6 @@ var msgPool = sync.Pool{New: func() any {
 		jetstream.MsgTTLHeader:              []string{""},
 	}}
 }}
-
-// publish writes m to the bucket and checks where it was stored against what the bucket had reached before (acked).
-func (w *shard) publish(ctx context.Context, m *nats.Msg, timeout time.Duration) (natsreq.PubAck, error) {
-	seen := w.seen.Load()
-	pa, err := w.req.Publish(ctx, m, timeout)
-	if err != nil {
-		return natsreq.PubAck{}, err
-	}
-	return pa, w.acked(ctx, pa, seen)
-}
 
 // kvOperation is the header the KV layer marks deletes and purges with.
 const kvOperation = "KV-Operation"
@@ -265,12 +258,10 @@ func isServerTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// latest reads the last message on subj from the stream leader, within ctx's deadline; nil when there is none.
+// latest reads the last message on subj from the stream leader by ctx's deadline (ctx is an opCtx); nil when
+// there is none.
 func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	deadline, ok := ctx.Deadline()
-	if !ok {
-		deadline = time.Now().Add(w.cfg.Timeout)
-	}
+	deadline, _ := ctx.Deadline()
 	return w.readLast(ctx, false, subj, deadline)
 }
 
@@ -287,7 +278,7 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct, left)
 	switch {
 	case err == nil:
-		w.saw(m.Sequence) // stored, so the bucket reached it: a later write of ours lands above
+		raise(&w.seen, m.Sequence) // stored, so the bucket reached it: a later write of ours lands above
 		return m, nil
 	case err == jetstream.ErrMsgNotFound: // GetLastMsg returns the sentinel itself
 		return nil, nil

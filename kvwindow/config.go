@@ -52,17 +52,8 @@ type Config struct {
 	Placement []jetstream.Placement
 }
 
-// DefaultConfig is the recommended configuration: the default bucket, provisioned when missing.
-func DefaultConfig() Config {
-	return Config{
-		Bucket:    DefaultBucket,
-		Replicas:  DefaultReplicas,
-		Provision: true,
-		Storage:   jetstream.FileStorage,
-		MarkerTTL: DefaultMarkerTTL,
-		Timeout:   DefaultTimeout,
-	}
-}
+// DefaultConfig is the recommended configuration: the defaults, the bucket provisioned when missing.
+func DefaultConfig() Config { return Config{Provision: true}.WithDefaults() }
 
 // WithDefaults returns c with zero fields set to their defaults (Provision is left as it is).
 func (c Config) WithDefaults() Config {

@@ -75,7 +75,7 @@ func EncodeValue(c Claim, firstMs int64, published bool) []byte {
 // DecodeValue reads a stored claim value.
 func DecodeValue(b []byte) (Value, bool) {
 	v, ok := decodeClaimValue(b)
-	return Value{Claimant: v.claimant(), Delivery: v.delivery(), FirstMs: v.First, Published: v.Pub, Key: v.Key}, ok
+	return Value{Claimant: v.Claimant, Delivery: v.Delivery, FirstMs: v.First, Published: v.Pub, Key: v.Key}, ok
 }
 
 // ScopeOf splits a KV key (see scopeOf).
@@ -102,7 +102,13 @@ func AckLoss(stream, ackStream string, seq, seen uint64, bound, now time.Time, r
 }
 
 // PingVerdict is pingVerdict: what a Ping of buckets that answered errs (in shard order) returns.
-func PingVerdict(errs []error) error { return pingVerdict(errs) }
+func PingVerdict(errs []error) error {
+	each := make([]BucketPing, len(errs))
+	for i, err := range errs {
+		each[i].Err = err
+	}
+	return pingVerdict(each)
+}
 
 // AgeCheck is the age-limit check every claim passes before it is written (shard.holds), on the shard of c.
 func AgeCheck(w *Window, c Claim) error { return w.shards[0].holds(c) }
@@ -120,3 +126,6 @@ func StatusOf(bucket string, c *jetstream.ClusterInfo) BucketStatus {
 	b.placed(c)
 	return b
 }
+
+// MarkerTTL is the first bucket's limit marker TTL as found at New.
+func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }

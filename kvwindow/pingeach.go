@@ -30,25 +30,21 @@ func (w *Window) PingEach(ctx context.Context) ([]BucketPing, error) {
 		})
 	}
 	wg.Wait()
-	errs := make([]error, len(out))
-	for i, b := range out {
-		errs[i] = b.Err
-	}
-	return out, pingVerdict(errs)
+	return out, pingVerdict(out)
 }
 
-// pingVerdict is what a Ping of buckets that answered errs (in shard order) returns: the first lost bucket's error,
+// pingVerdict is what a Ping of buckets that answered each (in shard order) returns: the first lost bucket's error,
 // else the first age limit's, else the first other failure. The order is that of what each takes to pass, so that
 // the failure reported never hides a graver one: a lost bucket needs the operator and a restart, an age limit the
 // operator's edit, and any other failure (a bucket not answering, a stream without a leader) passes by itself.
-func pingVerdict(errs []error) error {
-	for _, grave := range []func(error) bool{
-		func(err error) bool { return errors.Is(err, ErrWindowLost) },
-		func(err error) bool { return errors.Is(err, ErrAgeLimit) },
-		func(err error) bool { return err != nil },
+func pingVerdict(each []BucketPing) error {
+	for _, grave := range []func(BucketPing) bool{
+		func(b BucketPing) bool { return errors.Is(b.Err, ErrWindowLost) },
+		func(b BucketPing) bool { return errors.Is(b.Err, ErrAgeLimit) },
+		func(b BucketPing) bool { return b.Err != nil },
 	} {
-		if i := slices.IndexFunc(errs, grave); i >= 0 {
-			return errs[i]
+		if i := slices.IndexFunc(each, grave); i >= 0 {
+			return each[i].Err
 		}
 	}
 	return nil
@@ -56,8 +52,7 @@ func pingVerdict(errs []error) error {
 
 // pingInfo is the shard's Ping with the stream info it read (nil when the read failed: readErr, its own error).
 func (w *shard) pingInfo(ctx context.Context) (info *jetstream.StreamInfo, readErr, err error) {
-	if w.closed != nil && w.closed.Load() {
-		err = w.usable()
+	if err := w.closedErr(); err != nil {
 		return nil, err, err
 	}
 	info, readErr = w.info(ctx)

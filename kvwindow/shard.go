@@ -35,7 +35,7 @@ type shard struct {
 	maxAge atomic.Int64
 	// refused is the longest claim TTL the age limit made this shard refuse so far (see holds): Ping fails while
 	// the limit stays below it, as below Config.MaxTTL.
-	refused atomic.Int64
+	refused atomic.Uint64
 	stats   stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
@@ -147,8 +147,8 @@ func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCr
 			return nil, fmt.Errorf("%w: bucket %q: %w", ErrUnavailable, w.cfg.Bucket, err)
 		}
 		if !w.cfg.Provision {
-			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it "+
-				"(nats kv add %s --history=1 --marker-ttl=%s) or enable Provision", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it (%s) or "+
+				"enable Provision", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
 		}
 		if !mayCreate {
 			// New saw the bucket (or its siblings) a moment ago: it went away since, and with it its claims.
@@ -184,10 +184,18 @@ func (w *shard) bucketErr(err error) error {
 	return &BucketError{Bucket: w.cfg.Bucket, Err: err}
 }
 
-// usable fails with the bucket's ErrWindowLost error once it is known lost.
-func (w *shard) usable() error {
-	if w.closed != nil && w.closed.Load() {
+// closedErr is the error of every call once the window is closed, else nil.
+func (w *shard) closedErr() error {
+	if w.closed.Load() {
 		return w.bucketErr(fmt.Errorf("%w: bucket %q: the window was closed", ErrUnavailable, w.cfg.Bucket))
+	}
+	return nil
+}
+
+// usable fails once the window is closed, and with the bucket's ErrWindowLost error once it is known lost.
+func (w *shard) usable() error {
+	if err := w.closedErr(); err != nil {
+		return err
 	}
 	if l := w.lost.Load(); l != nil {
 		return l.err
@@ -226,7 +234,7 @@ func (w *shard) acked(ctx context.Context, pa natsreq.PubAck, seen uint64) error
 		}
 		return w.markLost(ackLoss(w.stream, pa.Stream, pa.Sequence, seen, w.created, created, err), true)
 	}
-	w.saw(pa.Sequence)
+	raise(&w.seen, pa.Sequence)
 	return nil
 }
 
@@ -259,11 +267,11 @@ func recreatedAck(stream string, ackStream []byte, seq, seen uint64) bool {
 	return string(ackStream) != stream || seq <= seen
 }
 
-// saw raises seen to seq, a sequence the bucket has reached.
-func (w *shard) saw(seq uint64) {
+// raise sets a to v when v is higher.
+func raise(a *atomic.Uint64, v uint64) {
 	for {
-		old := w.seen.Load()
-		if seq <= old || w.seen.CompareAndSwap(old, seq) {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
 			return
 		}
 	}
@@ -285,7 +293,7 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	}
 	// The age limit may have been edited since (nats stream edit --max-age): claims follow it from now on.
 	w.maxAge.Store(int64(info.Config.MaxAge))
-	w.saw(info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
+	raise(&w.seen, info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
 	for {
 		l := w.lost.Load()
 		if l == nil {
@@ -307,18 +315,10 @@ func (w *shard) holds(c Claim) error {
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
 	maxAge := time.Duration(w.maxAge.Load())
 	if maxAge <= 0 || max(ttl, w.cfg.MaxTTL) <= maxAge {
-		return nil // ageProblem's answer, without building the refusal's text on every claim
+		return nil // ageErr's answer, without building the refusal's text on every claim
 	}
-	need, what := w.mustHold(ttl, false)
-	if ageProblem(maxAge, need, what) == "" {
-		return nil
-	}
-	for {
-		old := w.refused.Load()
-		if int64(need) <= old || w.refused.CompareAndSwap(old, int64(need)) {
-			break
-		}
-	}
+	need, what := w.mustHold(ttl, false) // the longer of ttl and MaxTTL: longer than maxAge
+	raise(&w.refused, uint64(need))
 	return w.ageErr(maxAge, need, what)
 }
 
@@ -339,22 +339,22 @@ func (w *shard) mustHold(ttl time.Duration, refused bool) (time.Duration, string
 	return need, what
 }
 
-// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what).
+// ageErr is the ErrAgeLimit error of a bucket whose age limit maxAge is shorter than need (named by what), or nil
+// when it is not.
 func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
+	p := ageProblem(maxAge, need, what)
+	if p == "" {
+		return nil
+	}
 	return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
-		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket,
-		ageProblem(maxAge, need, what), w.stream, need))
+		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket, p, w.stream, need))
 }
 
 // agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than Config.MaxTTL or the
 // longest TTL a claim was refused for, so that Ping never reports reachable a window refusing claims.
 func (w *shard) agedOut() error {
-	maxAge := time.Duration(w.maxAge.Load())
 	need, what := w.mustHold(0, true)
-	if ageProblem(maxAge, need, what) == "" {
-		return nil
-	}
-	return w.ageErr(maxAge, need, what)
+	return w.ageErr(time.Duration(w.maxAge.Load()), need, what)
 }
 
 // compatible checks that an existing bucket can hold the window's claims (bucketProblems); it never changes it.
@@ -363,13 +363,19 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	if len(problems) == 0 {
 		return nil
 	}
-	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; nats kv add %s --history=1 --marker-ttl=%s), "+
-		"or delete it and let the worker provision it", w.cfg.Bucket, w.cfg.Bucket, w.cfg.MarkerTTL)
+	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; %s), "+
+		"or delete it and let the worker provision it", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
 	if !recreate {
 		// An age limit is the one problem an edit of the bucket's stream mends, claims and all.
 		fix = fmt.Sprintf("remove its age limit (nats stream edit %s --max-age=0), or raise it to at least %s", w.stream, w.cfg.MaxTTL)
 	}
 	return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
+}
+
+// kvAdd is the command that creates a window bucket by hand: history 1 and a limit marker TTL, so that each claim
+// carries its own TTL, and no age limit.
+func kvAdd(bucket string, markerTTL time.Duration) string {
+	return fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s", bucket, markerTTL)
 }
 
 // bucketProblems decides whether a bucket's stream can hold claims of up to maxTTL (0: not known, checked claim by

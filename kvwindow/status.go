@@ -95,8 +95,7 @@ func NotAnswering(err error) (bucket string, ok bool) {
 	if !jserr.NotAnswering(err) {
 		return "", false
 	}
-	var be *BucketError
-	if errors.As(err, &be) {
+	if be, ok := errors.AsType[*BucketError](err); ok {
 		return be.Bucket, true
 	}
 	return "", true
@@ -131,11 +130,11 @@ type Plan struct {
 // leads the fewest buckets so far, the current leader winning ties; an offline replica (BucketStatus.Unusable) is
 // never chosen, as nats-server would elect another server in its place, and is reported (Plan.Offline). A replica
 // behind the leader stays a candidate: a step-down to it is either refused by the server or ends on another one,
-// which the move then reports (Move.Asked). With apply it
-// asks each stream to step down in favour of that server (a preferred step-down) and waits for the change; without,
-// it only plans. Leadership is moved one bucket at a time; claims pause for each bucket's election (well under a
-// second on a healthy cluster). When a stream elects another server than the one asked for, Rebalance stops there:
-// the last move returned names where the leader went (Move.Asked the server asked for), and the error says so.
+// which the move then reports (Move.Asked). With apply it asks each stream to step down in favour of that server (a
+// preferred step-down) and waits for the change; without, it only plans. Leadership is moved one bucket at a time;
+// claims pause for each bucket's election (well under a second on a healthy cluster). When a stream elects another
+// server than the one asked for, Rebalance stops there: the last move returned names where the leader went
+// (Move.Asked the server asked for), and the error says so.
 func (m *Manager) Rebalance(ctx context.Context, apply bool) (Plan, error) {
 	status, err := m.Status(ctx)
 	if err != nil {
@@ -159,9 +158,8 @@ func (m *Manager) Rebalance(ctx context.Context, apply bool) (Plan, error) {
 	return plan, nil
 }
 
-// planRebalance is the moves that spread the leaders of status evenly, in shard order (see Rebalance): each
-// bucket's leader goes to its online replica that leads the fewest buckets so far, the current leader winning ties.
-// The offline replicas of the buckets it planned for are reported beside.
+// planRebalance is the plan Rebalance makes from status, in shard order, with the offline replicas of the buckets it
+// planned for.
 func planRebalance(status []BucketStatus) Plan {
 	led := map[string]int{}
 	var plan Plan

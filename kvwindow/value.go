@@ -39,13 +39,11 @@ const (
 
 // claimValue is a decoded claim.
 type claimValue struct {
-	Seq   uint64
-	Stamp int64
-	Con   int64
-	Dlv   uint64
-	First int64 // unix milliseconds
-	Pub   bool
-	Key   string // "" when the KV key holds the key itself
+	Claimant Claimant
+	Delivery Delivery
+	First    int64 // unix milliseconds
+	Pub      bool
+	Key      string // "" when the KV key holds the key itself
 	// Flags holds flagReleased and flagMayBeStored as stored.
 	Flags byte
 }
@@ -55,9 +53,6 @@ func (v claimValue) released() bool { return v.Flags&flagReleased != 0 }
 
 // mayBeStored reports whether the marker (or the claim made over one) says the event may be in the output.
 func (v claimValue) mayBeStored() bool { return v.Flags&flagMayBeStored != 0 }
-
-func (v claimValue) claimant() Claimant { return Claimant{Seq: v.Seq, Stamp: v.Stamp} }
-func (v claimValue) delivery() Delivery { return Delivery{Consumer: v.Con, Count: v.Dlv} }
 
 // firstClaimed is when the claim was first made.
 func (v claimValue) firstClaimed() time.Time { return time.UnixMilli(v.First) }
@@ -116,11 +111,11 @@ func decodeClaimValue(data []byte) (claimValue, bool) {
 		b = b[n:]
 		return x
 	}
-	v.Seq = u()
-	v.Stamp = s()
-	v.Con = s()
-	v.Dlv = u()
-	v.First = s() + v.Stamp/int64(time.Millisecond)
+	v.Claimant.Seq = u()
+	v.Claimant.Stamp = s()
+	v.Delivery.Consumer = s()
+	v.Delivery.Count = u()
+	v.First = s() + v.Claimant.Stamp/int64(time.Millisecond)
 	if len(b) == 0 {
 		return claimValue{}, false // truncated: a varint failed or the flags byte is missing
 	}

@@ -4,190 +4,188 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"hash/fnv"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/dedupeworker/dedupeworker/internal/jsapi"
-	"github.com/dedupeworker/dedupeworker/internal/jserr"
+	"github.com/dedupeworker/dedupeworker/internal/natsreq"
 )
 
-// getKey is Window.Get of k, the KV key of (tenant, source, key), in this shard's bucket.
-func (w *shard) getKey(ctx context.Context, k, tenant, source, key string) (Entry, bool, error) {
-	if w.closed != nil && w.closed.Load() {
-		return Entry{}, false, w.usable()
+// Window is the claim window: one JetStream KV bucket, or Config.Shards buckets with each key in exactly one of
+// them. It is safe for concurrent use and keeps no per-key state: every claim lives in a bucket.
+type Window struct {
+	cfg    Config
+	shards []*shard
+	req    *natsreq.Mux // the answer subscription of every bucket's claims and reads
+	closed atomic.Bool  // set by Close: every bucket refuses calls
+}
+
+// New binds to the window's bucket(s), creating what is missing when cfg.Provision is set; an existing bucket is
+// never modified. It fails when a bucket is missing and provisioning is off, when one cannot carry per-key TTLs
+// (the error says how to fix it), when the buckets were created for another number of shards, and with
+// ErrWindowLost when a shard bucket is missing while a sibling holds claims (it is never created then).
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Window, error) {
+	return open(ctx, js, cfg, false)
+}
+
+// open is New; with manage (NewManager) a shard bucket missing beside its siblings is bound as lost (lostShard).
+func open(ctx context.Context, js jetstream.JetStream, cfg Config, manage bool) (*Window, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	if err := w.gone(); err != nil {
+	if js == nil {
+		return nil, errors.New("kvwindow: jetstream: must not be nil")
+	}
+	mayCreate, err := survey(ctx, js, cfg)
+	var absent map[int]bool // shards bound as lost (manage only)
+	var lostErr *missingShards
+	if manage && errors.As(err, &lostErr) {
+		mayCreate, absent, err = make([]bool, cfg.Shards), lostErr.shards, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	// One answer subscription serves the claims of every bucket (see internal/natsreq): it lives as long as the
+	// connection, as nats.go's own request subscription does.
+	req, err := natsreq.New(js.Conn())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	w := &Window{cfg: cfg, req: req}
+	for i := range cfg.Shards {
+		sc := cfg
+		sc.Bucket = ShardBucket(cfg.Bucket, cfg.Shards, i)
+		var s *shard
+		if absent[i] {
+			s, err = lostShard(js, sc, lostErr), nil
+		} else {
+			s, err = newShard(ctx, js, sc, bucketConfig(cfg, i), mayCreate[i])
+		}
+		if err != nil {
+			_ = req.Close()
+			return nil, err
+		}
+		s.req, s.closed = req, &w.closed
+		w.shards = append(w.shards, s)
+	}
+	return w, nil
+}
+
+// Close ends the window: every later call fails at once (ErrUnavailable), calls under way within their timeout.
+// Close after Close does nothing. The connection is the caller's and stays open.
+func (w *Window) Close() error {
+	if !w.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	return w.req.Close()
+}
+
+// shardOf is the shard holding a KV key: FNV-1a of the key, modulo the number of shards (stable across versions:
+// changing it moves every key).
+func (w *Window) shardOf(kvKey string) *shard {
+	if len(w.shards) == 1 {
+		return w.shards[0]
+	}
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(kvKey))
+	return w.shards[h.Sum64()%uint64(len(w.shards))]
+}
+
+// claimShard is the shard of c's key. With more than one, c is checked first (its KV key picks the shard); a
+// single shard checks c itself.
+func (w *Window) claimShard(c Claim) (*shard, error) {
+	if len(w.shards) == 1 {
+		return w.shards[0], nil
+	}
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return w.shardOf(string(appendKVKey(nil, c.Tenant, c.Source, c.Key))), nil
+}
+
+// Bucket is the window's bucket name (with shards: the name the shard buckets are derived from).
+func (w *Window) Bucket() string { return w.cfg.Bucket }
+
+// Buckets are the names of the window's buckets, in shard order.
+func (w *Window) Buckets() []string {
+	out := make([]string, len(w.shards))
+	for i, s := range w.shards {
+		out[i] = s.cfg.Bucket
+	}
+	return out
+}
+
+// BucketOf is the bucket that holds (or would hold) the claim on (tenant, source, key).
+func (w *Window) BucketOf(tenant, source, key string) (string, error) {
+	k, err := KVKey(tenant, source, key)
+	if err != nil {
+		return "", err
+	}
+	return w.shardOf(k).cfg.Bucket, nil
+}
+
+// Claim records that c's event was seen, with one atomic create of the key's subject in its bucket (expecting no
+// message, or the marker it writes over; TTL c.TTL). It returns Won when this call created the claim and Duplicate
+// when another envelope holds it. For c's own envelope (a redelivery) the latest delivery wins: the same delivery
+// gets Owned with the stored revision, a later one takes the claim over (rewriting it at the stored revision with
+// the full TTL, keeping its first claim time, publish record and MayBeStored) and gets Owned with the new revision,
+// an earlier one gets Stale. The envelope's own release marker gives DeadLettered and is left as it is; another
+// envelope's is claimed over (Won, with its MayBeStored). known may decide a refused create without a read (see
+// Known). Any error means the window could not decide: it wraps ErrUnavailable (or ErrInvalid for a bad claim)
+// and is never a "not a duplicate".
+func (w *Window) Claim(ctx context.Context, c Claim, known Known) (Outcome, error) {
+	s, err := w.claimShard(c)
+	if err != nil {
+		return Outcome{}, err
+	}
+	return s.Claim(ctx, c, known)
+}
+
+// Get returns the live claim on (tenant, source, key), read from its bucket's stream leader.
+func (w *Window) Get(ctx context.Context, tenant, source, key string) (Entry, bool, error) {
+	k, err := KVKey(tenant, source, key)
+	if err != nil {
 		return Entry{}, false, err
 	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	m, err := w.latest(ctx, w.prefix+k)
+	return w.shardOf(k).getKey(ctx, k, tenant, source, key)
+}
+
+// Release gives up the claim c's delivery holds after dead-lettering its event: rev is the revision its Claim
+// returned with Won or Owned. One write expected at rev replaces the claim by a release marker naming c's envelope,
+// with c.TTL, so it never replaces a claim made since. The marker is no claim (Get and List skip it): another
+// envelope claims over it, c's envelope gets DeadLettered. mayBeStored (the releasing delivery took the claim over)
+// makes the claim written over it report Outcome.MayBeStored. It reports false when the key had moved on, which is
+// not an error. Errors wrap ErrUnavailable (or ErrInvalid, rev 0 included); after a timeout the release may still
+// have happened. Like MarkPublished, it writes under an age limit shorter than c.TTL.
+func (w *Window) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
+	s, err := w.claimShard(c)
 	if err != nil {
-		return Entry{}, false, w.unavailable("get", k, err)
-	}
-	if m == nil || isTombstone(m) {
-		return Entry{}, false, nil
-	}
-	e := entryOf(m.Data, m.Header, m.Sequence, m.Time)
-	e.Tenant, e.Source, e.Key, e.KVKey, e.Bucket = tenant, source, key, k, w.cfg.Bucket
-	return e, true, nil
-}
-
-// entryOf decodes a stored claim; the caller sets the scope (and Key, when the KV key holds it raw).
-func entryOf(data []byte, h nats.Header, rev uint64, at time.Time) Entry {
-	e := Entry{Revision: rev, ClaimedAt: at}
-	if v, ok := decodeClaimValue(data); ok {
-		e.Claimant, e.Delivery, e.FirstClaimed = v.claimant(), v.delivery(), v.firstClaimed()
-		e.Key, e.Published = v.Key, v.Pub
-	}
-	if ttl, ok := parseTTLHeader(h.Get(jetstream.MsgTTLHeader)); ok {
-		e.TTL = time.Duration(ttl) * time.Second
-	}
-	return e
-}
-
-// Release is Window.Release in this shard's bucket.
-func (w *shard) Release(ctx context.Context, c Claim, rev uint64, mayBeStored bool) (bool, error) {
-	if err := validAt(c, rev); err != nil {
 		return false, err
 	}
-	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	// As in purge: a publish made while disconnected sits in the client's reconnect buffer and would land after
-	// the caller was told it failed, leaving the caller to believe it still holds the claim.
-	if !w.nc.IsConnected() {
-		return false, w.unavailable("release", subj, nats.ErrDisconnected)
-	}
-	if err := w.usable(); err != nil {
-		return false, err
-	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	var flags byte = flagReleased
-	if mayBeStored {
-		flags |= flagMayBeStored
-	}
-	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, time.Now().UnixMilli(), flags)
-	if _, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout); err != nil {
-		if errors.Is(err, ErrWindowLost) {
-			return false, err
-		}
-		if _, conflict := jserr.WrongLastSeq(err); conflict {
-			// 10071: the key holds something else now. 10164 (replicated buckets): another write on the key is in
-			// flight. It passed its own check against the key as it is, so it expects rev (a later delivery's
-			// takeover, or this release repeated) or nothing (an operator's write): the key is moving on from rev.
-			return false, nil
-		}
-		return false, w.unavailable("release", subj, err)
-	}
-	return true, nil
+	return s.Release(ctx, c, rev, mayBeStored)
 }
 
-// forget is Manager.Forget of the KV key k in this shard's bucket.
-func (w *shard) forget(ctx context.Context, k string) (int, error) {
-	if err := w.gone(); err != nil {
-		return 0, err
-	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	m, err := w.latest(ctx, w.prefix+k)
+// MarkPublished records in the claim that c's event was published, while the claim is still at revision rev (from
+// Claim or an earlier mark): a later delivery of the envelope then gets Owned with Published, a copy Duplicate with
+// Published. It returns the new revision, or false when the key moved on. The TTL starts again; the first claim
+// time is kept (firstClaimed, as Claim returned it; zero reads it from the claim first). Unlike Claim, it writes
+// under an age limit shorter than c.TTL: the claim is held already and lapses at the limit either way, and refusing
+// the mark would only have the event published again once the limit is lifted.
+func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
+	s, err := w.claimShard(c)
 	if err != nil {
-		return 0, w.unavailable("forget: read", k, err)
-	}
-	n, err := w.purge(ctx, w.prefix+k)
-	if err != nil {
-		return 0, w.unavailable("forget", k, err)
-	}
-	if n > 0 && m != nil && !isTombstone(m) {
-		return 1, nil
-	}
-	return 0, nil
-}
-
-// forgetAll is Manager.ForgetAll in this shard's bucket.
-func (w *shard) forgetAll(ctx context.Context, tenant, source string) (int, error) {
-	if err := w.gone(); err != nil {
-		return 0, err
-	}
-	filter := w.scopeFilter(tenant, source)
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	n, err := w.purge(ctx, filter)
-	if err != nil {
-		return 0, w.unavailable("forget all", strings.TrimSuffix(filter, ".>"), err)
-	}
-	return int(n), nil
-}
-
-// scopeFilter is the subject filter of tenant's claims in this bucket, or of (tenant, source)'s when source is set.
-func (w *shard) scopeFilter(tenant, source string) string {
-	if source == "" {
-		return w.prefix + tenant + ".>"
-	}
-	return w.prefix + tenant + "." + source + ".>"
-}
-
-// purge is a subject-filtered stream purge, sent as the API request itself: Stream.Purge does not return the count.
-func (w *shard) purge(ctx context.Context, filter string) (uint64, error) {
-	// A request made while disconnected sits in the client's reconnect buffer and would be sent after the
-	// caller was told it failed; a purge must not run behind the caller's back.
-	if !w.nc.IsConnected() {
-		return 0, fmt.Errorf("purge %s: %w", filter, nats.ErrDisconnected)
-	}
-	var resp struct {
-		Success bool   `json:"success"`
-		Purged  uint64 `json:"purged"`
-	}
-	req := struct {
-		Filter string `json:"filter"`
-	}{filter}
-	if err := jsapi.Request(ctx, w.nc, w.api+"STREAM.PURGE."+w.stream, req, &resp); err != nil {
-		return 0, err
-	}
-	if !resp.Success {
-		return 0, errors.New("purge not successful")
-	}
-	return resp.Purged, nil
-}
-
-// MarkPublished is Window.MarkPublished in this shard's bucket.
-func (w *shard) MarkPublished(ctx context.Context, c Claim, rev uint64, firstClaimed time.Time) (uint64, bool, error) {
-	if err := validAt(c, rev); err != nil {
 		return 0, false, err
 	}
-	if err := w.usable(); err != nil {
-		return 0, false, err
-	}
-	ctx, cancel := w.opCtx(ctx)
-	defer cancel()
-	subj := string(appendKVKey([]byte(w.prefix), c.Tenant, c.Source, c.Key))
-	first := firstClaimed
-	if first.IsZero() {
-		m, err := w.latest(ctx, subj)
-		if err != nil {
-			return 0, false, w.unavailable("mark published: read", subj, err)
-		}
-		if m == nil || m.Sequence != rev || isTombstone(m) {
-			return 0, false, nil
-		}
-		v, ok := decodeClaimValue(m.Data)
-		if !ok {
-			return 0, false, nil // not a claim of this package's: not the one at rev
-		}
-		first = v.firstClaimed()
-	}
-	val := appendClaimValue(make([]byte, 0, valueSize(c)), c, first.UnixMilli(), flagPublished)
-	newRev, err := w.create(ctx, subj, val, ttlHeader(c.TTLSeconds()), rev, w.cfg.Timeout)
-	if err != nil {
-		if errors.Is(err, ErrWindowLost) {
-			return 0, false, err
-		}
-		if _, conflict := jserr.WrongLastSeq(err); conflict {
-			return 0, false, nil
-		}
-		return 0, false, w.unavailable("mark published", subj, err)
-	}
-	return newRev, true, nil
+	return s.MarkPublished(ctx, c, rev, firstClaimed)
+}
+
+// once, each bounded by Config.Timeout): a bucket deleted or created again fails with ErrWindowLost, and so does
+// every later claim in it; one whose age limit is shorter than the longest claim TTL it must hold, ErrAgeLimit.
+// Every bucket is checked, so that each is flagged whatever the others answer; pingVerdict picks the error.
+func (w *Window) Ping(ctx context.Context) error {
+	_, err := w.PingEach(ctx)
+	return err
 }
