@@ -28,6 +28,7 @@
 // whole seconds of at least 1s are errors. ParseSpec errors start with "dedupe: "; LoadSources errors name the
 // place, e.g. `sources.orders.dedupe.json: segment 2 is empty in "data..id"`.
 //
-// A window entry is keyed by IdempotencyKey(tenant, source, key) and lives for Spec.TTL(def): the spec's own TTL or
-// the worker's default (DefaultTTL).
+// The worker claims a key in its window, scoped by tenant and source, for Spec.TTL(def): the spec's own TTL or the
+// worker's default (DefaultTTL). The first copy goes out with the Idempotency-Key IdempotencyHeader(tenant, source,
+// key).
 package keys
