@@ -57,7 +57,7 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 	}
 	ms, perr := members(n, "", "field")
 	if perr != nil {
-		return VerifySpec{}, fmt.Errorf("%s: %s", place, perr.msg)
+		return VerifySpec{}, perr.at(place)
 	}
 	var v VerifySpec
 	fields := map[string]*string{"scheme": &v.Scheme, "header": &v.Header, "algorithm": &v.Algorithm,
