@@ -206,6 +206,10 @@ func (st *state) array(i int32, mode uint8) {
 	st.writeByte(']')
 }
 
+// shortEscapes are the two-character escapes of the canonical form, by the byte escaped (at most '\\'); the other
+// control bytes are written \u00XX.
+var shortEscapes = [...]string{'"': `\"`, '\\': `\\`, '\b': `\b`, '\t': `\t`, '\n': `\n`, '\f': `\f`, '\r': `\r`}
+
 // escaped writes decoded string bytes as a canonical JSON string (docs/sources.md, "Canonical form").
 func (st *state) escaped(s []byte) {
 	const hexDigits = "0123456789ABCDEF"
@@ -216,22 +220,9 @@ func (st *state) escaped(s []byte) {
 			continue
 		}
 		st.write(s[start:k])
-		switch c {
-		case '"':
-			st.writeString(`\"`)
-		case '\\':
-			st.writeString(`\\`)
-		case '\b':
-			st.writeString(`\b`)
-		case '\t':
-			st.writeString(`\t`)
-		case '\n':
-			st.writeString(`\n`)
-		case '\f':
-			st.writeString(`\f`)
-		case '\r':
-			st.writeString(`\r`)
-		default:
+		if e := shortEscapes[c]; e != "" {
+			st.writeString(e)
+		} else {
 			st.writeString(`\u00`)
 			st.writeByte(hexDigits[c>>4])
 			st.writeByte(hexDigits[c&0xF])

@@ -3,7 +3,6 @@ package hashing
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash"
@@ -95,17 +94,6 @@ func (h *Hasher) Key(typ string, raw []byte) (string, error) {
 		return d, nil
 	}
 	return typ + ":" + d, nil
-}
-
-// DigestValue encodes v with encoding/json and digests the result. encoding/json decides how v looks as JSON: in
-// particular a Go float64 with an integral value (1.0) encodes as an integer (1) and so hashes differently from the
-// JSON float 1.0, and invalid UTF-8 in Go strings becomes U+FFFD. Use Digest on the raw bytes to avoid both.
-func (h *Hasher) DigestValue(v any) (string, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("hashing: encoding value: %w", err)
-	}
-	return h.Digest(raw)
 }
 
 // Canonical writes the canonical stream that Digest would hash for raw to w. Nothing is written when raw is

@@ -111,53 +111,5 @@ func nameStart(c byte) bool {
 
 func nameChar(c byte) bool { return nameStart(c) || c >= '0' && c <= '9' }
 
-func bareName(s string) bool {
-	if s == "" || !nameStart(s[0]) {
-		return false
-	}
-	for i := 1; i < len(s); i++ {
-		if !nameChar(s[i]) {
-			return false
-		}
-	}
-	return true
-}
-
 // Steps returns the path's steps, outermost first; "." has none. The slice is a copy.
 func (p Path) Steps() []Step { return slices.Clone(p.steps) }
-
-// String returns the path in a normal form that ParsePath parses back to the same steps: bare names where the
-// grammar allows, otherwise quoted keys with '"' and '\' escaped.
-func (p Path) String() string {
-	if len(p.steps) == 0 {
-		return "."
-	}
-	var b strings.Builder
-	for i, st := range p.steps {
-		switch {
-		case st.IsIndex:
-			if i == 0 {
-				b.WriteByte('.')
-			}
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(st.Index))
-			b.WriteByte(']')
-		case bareName(st.Name):
-			b.WriteByte('.')
-			b.WriteString(st.Name)
-		default:
-			if i == 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(`["`)
-			for j := 0; j < len(st.Name); j++ {
-				if c := st.Name[j]; c == '"' || c == '\\' {
-					b.WriteByte('\\')
-				}
-				b.WriteByte(st.Name[j])
-			}
-			b.WriteString(`"]`)
-		}
-	}
-	return b.String()
-}

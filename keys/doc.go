@@ -17,7 +17,7 @@
 //     8259, valid UTF-8, no lone surrogates, no trailing data, bounded nesting), else ReasonNotJSON. The path is
 //     followed through objects only; a non-empty string (unescaped) or an integer (its exact literal; -0 is "0")
 //     is the key; anything else is no key. When a name repeats, the last occurrence wins. The body is walked
-//     token by token, never decoded into a tree: the allocations do not grow with the body.
+//     token by token, never decoded into a tree: a key costs one allocation (the key string), whatever the body.
 //   - payload: the hashing digest of the body (64 hex characters).
 //   - json and payload sources do not read a body over Extractor.MaxJSONBytes (1 MiB by default): ReasonTooLarge.
 //     Header sources ignore the limit.
@@ -28,6 +28,7 @@
 // whole seconds of at least 1s are errors. ParseSpec errors start with "dedupe: "; LoadSources errors name the
 // place, e.g. `sources.orders.dedupe.json: segment 2 is empty in "data..id"`.
 //
-// A window entry is keyed by IdempotencyKey(tenant, source, key) and lives for Spec.TTL(def): the spec's own TTL or
-// the worker's default (DefaultTTL).
+// The worker claims a key in its window, scoped by tenant and source, for Spec.TTL(def): the spec's own TTL or the
+// worker's default (DefaultTTL). The first copy goes out with the Idempotency-Key IdempotencyHeader(tenant, source,
+// key).
 package keys

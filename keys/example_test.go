@@ -49,7 +49,7 @@ func ExampleExtractor_Extract() {
 	orders, _ := keys.ParseSpec([]byte(`{"json": "data.order.id", "ttl": "24h"}`))
 	key, reason = x.Extract(orders, nil, []byte(`{"data":{"order":{"id":1001}}}`))
 	fmt.Printf("%q %q ttl=%v\n", key, reason, orders.TTL(keys.DefaultTTL))
-	fmt.Println(keys.IdempotencyKey("acme", "orders", key))
+	fmt.Println(keys.IdempotencyHeader("acme", "orders", key))
 
 	key, reason = x.Extract(orders, nil, []byte(`{"data":{"order":{"id":1.5}}}`))
 	fmt.Printf("%q %q\n", key, reason)

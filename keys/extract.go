@@ -23,17 +23,14 @@ func (x Extractor) maxJSON() int {
 	return x.MaxJSONBytes
 }
 
-// Extract returns the key of an envelope under spec s, or "" and the reason there is none. h may be nil.
-//
-// A header key is returned without allocating; a json key costs one allocation (the key string), whatever the body
-// size; a key longer than MaxKeyBytes is replaced by "sha256:" and the lowercase hex SHA-256 of the key.
+// Extract returns the key of an envelope under spec s, or "" and the reason there is none. h may be nil. The package
+// documentation says how each kind of source finds its key, and what that allocates.
 func (x Extractor) Extract(s Spec, h Headers, body []byte) (string, Reason) {
 	p := s.p
 	if p == nil {
 		return "", ReasonNoDedupe
 	}
-	switch p.kind {
-	case KindHeader:
+	if p.kind == KindHeader {
 		if h == nil {
 			return "", ReasonMissing
 		}
@@ -45,22 +42,18 @@ func (x Extractor) Extract(s Spec, h Headers, body []byte) (string, Reason) {
 			return hashKey([]byte(v)), ReasonNone
 		}
 		return v, ReasonNone
-	case KindJSON:
-		if len(body) > x.maxJSON() {
-			return "", ReasonTooLarge
-		}
-		return extractJSON(p.path, body)
-	case KindPayload:
-		if len(body) > x.maxJSON() {
-			return "", ReasonTooLarge
-		}
-		d, err := p.hasher.Digest(body) // 64 hex characters: never over MaxKeyBytes
-		if err != nil {
-			return "", ReasonNotJSON
-		}
-		return d, ReasonNone
 	}
-	return "", ReasonNoDedupe
+	if len(body) > x.maxJSON() {
+		return "", ReasonTooLarge
+	}
+	if p.kind == KindJSON {
+		return extractJSON(p.path, body)
+	}
+	d, err := p.hasher.Digest(body) // KindPayload: 64 hex characters, never over MaxKeyBytes
+	if err != nil {
+		return "", ReasonNotJSON
+	}
+	return d, ReasonNone
 }
 
 // hashKey is the stand-in for a key over MaxKeyBytes: "sha256:" + lowercase hex SHA-256.

@@ -444,11 +444,11 @@ func TestExtractConcurrent(t *testing.T) {
 }
 
 func TestIdempotencyKey(t *testing.T) {
-	if got := keys.IdempotencyKey("acme", "stripe", "evt_1"); got != "acme:stripe:evt_1" {
-		t.Errorf("IdempotencyKey = %q", got)
+	if got := keys.IdempotencyHeader("acme", "stripe", "evt_1"); got != "acme:stripe:evt_1" {
+		t.Errorf("IdempotencyHeader = %q", got)
 	}
-	if got := keys.IdempotencyKey("t", "s", "a:b"); got != "t:s:a:b" {
-		t.Errorf("IdempotencyKey with colon in key = %q", got)
+	if got := keys.IdempotencyHeader("t", "s", "a:b"); got != "t:s:a:b" {
+		t.Errorf("IdempotencyHeader with colon in key = %q", got)
 	}
 }
 

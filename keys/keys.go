@@ -19,8 +19,3 @@ const (
 // ValidID reports whether s is a valid tenant or source id: 1 to 64 characters of A-Z, a-z, 0-9, '_' and '-'
 // (so it is a single NATS subject token).
 func ValidID(s string) bool { return ident.Valid(s) }
-
-// IdempotencyKey is the window's key for an event: "<tenant>:<source>:<key>".
-func IdempotencyKey(tenant, source, key string) string {
-	return tenant + ":" + source + ":" + key
-}

@@ -67,7 +67,8 @@ const secretsNotHere = "secrets are never read from the sources file: dedupework
 //
 // An empty document, or `sources: {}`, has no sources; unknown fields are errors at every level.
 func LoadSources(doc []byte) (Sources, error) {
-	out := Sources{Specs: map[string]Spec{}, Line: map[string]int{}}
+	out := Sources{Specs: map[string]Spec{}, Verify: map[string]VerifySpec{}, OnInvalid: map[string]string{},
+		Line: map[string]int{}}
 	root, err := readDocument(doc)
 	if err != nil {
 		return Sources{}, fmt.Errorf("sources file: %v", syntaxErrorLine(doc, err))
@@ -80,7 +81,7 @@ func LoadSources(doc []byte) (Sources, error) {
 	}
 	top, perr := members(root, "", "field")
 	if perr != nil {
-		return Sources{}, fmt.Errorf("sources file: %s", perr.msg)
+		return Sources{}, perr.at("sources file")
 	}
 	var list *yaml.Node
 	for _, m := range top {
@@ -97,33 +98,15 @@ func LoadSources(doc []byte) (Sources, error) {
 	}
 	srcs, perr := members(list, "", "source")
 	if perr != nil {
-		return Sources{}, fmt.Errorf("sources: %s", perr.msg)
+		return Sources{}, perr.at("sources")
 	}
 	for _, m := range srcs {
-		id, place := m.name, "sources."+m.name
-		if !ValidID(id) {
-			return Sources{}, fmt.Errorf("line %d: %s: invalid source id %q: use 1-64 characters of A-Z, a-z, 0-9, _ and -", m.key.Line, place, id)
+		if !ValidID(m.name) {
+			return Sources{}, fmt.Errorf("line %d: sources.%s: invalid source id %q: "+
+				"use 1-64 characters of A-Z, a-z, 0-9, _ and -", m.key.Line, m.name, m.name)
 		}
-		spec, verify, onInvalid, err := loadSource(place, m.key.Line, m.value)
-		if err != nil {
+		if err := out.add(m.name, m.key.Line, m.value); err != nil {
 			return Sources{}, err
-		}
-		out.Specs[id] = spec
-		out.Line[id] = m.key.Line
-		if verify != nil {
-			if out.Verify == nil {
-				out.Verify = map[string]VerifySpec{}
-			}
-			out.Verify[id] = *verify
-		}
-		if onInvalid != "" {
-			if out.OnInvalid == nil {
-				out.OnInvalid = map[string]string{}
-			}
-			out.OnInvalid[id] = onInvalid
-		}
-		if !spec.Enabled() {
-			out.WithoutDedupe = append(out.WithoutDedupe, id)
 		}
 	}
 	slices.Sort(out.WithoutDedupe)
@@ -140,43 +123,50 @@ type lineError struct {
 func (e *lineError) Error() string { return fmt.Sprintf("line %d: %v", e.line, e.err) }
 func (e *lineError) Unwrap() error { return e.err }
 
-// loadSource reads the source whose id is on line idLine; an error about the source as a whole is on that line.
-func loadSource(place string, idLine int, v *yaml.Node) (spec Spec, verify *VerifySpec, onInvalid string, err error) {
-	if isNull(v) {
-		return Spec{}, nil, "", nil
-	}
-	if v.Kind != yaml.MappingNode {
-		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))}
-	}
-	ms, perr := members(v, "", "field")
-	if perr != nil {
-		return Spec{}, nil, "", &lineError{idLine, fmt.Errorf("%s: %s", place, perr.msg)}
-	}
-	for _, m := range ms {
-		switch m.name {
-		case "dedupe":
-			spec, perr = parseSpecNode(m.value)
-			if perr != nil {
-				return Spec{}, nil, "", &lineError{m.key.Line, perr.at(place + ".dedupe")}
+// add reads the source id declared on line idLine into s; an error about the source as a whole is on that line.
+func (s *Sources) add(id string, idLine int, v *yaml.Node) error {
+	place := "sources." + id
+	var spec Spec // a source declared as {} or null has no dedupe
+	if !isNull(v) {
+		if v.Kind != yaml.MappingNode {
+			return &lineError{idLine, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))}
+		}
+		ms, perr := members(v, "", "field")
+		if perr != nil {
+			return &lineError{idLine, perr.at(place)}
+		}
+		for _, m := range ms {
+			var err error
+			switch m.name {
+			case "dedupe":
+				var perr *placeError
+				if spec, perr = parseSpecNode(m.value); perr != nil {
+					err = perr.at(place + ".dedupe")
+				}
+			case "verify":
+				var vs VerifySpec
+				if vs, err = parseVerify(place+".verify", m.value); err == nil {
+					vs.Line = m.key.Line
+					s.Verify[id] = vs
+				}
+			case "on_invalid":
+				s.OnInvalid[id], err = parseOnInvalid(place+".on_invalid", m.value)
+			case "secret", "secrets":
+				err = fmt.Errorf("%s.%s: %s", place, m.name, secretsNotHere)
+			default:
+				err = fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)
 			}
-		case "verify":
-			vs, err := parseVerify(place+".verify", m.value)
 			if err != nil {
-				return Spec{}, nil, "", &lineError{m.key.Line, err}
+				return &lineError{m.key.Line, err}
 			}
-			vs.Line = m.key.Line
-			verify = &vs
-		case "on_invalid":
-			if onInvalid, err = parseOnInvalid(place+".on_invalid", m.value); err != nil {
-				return Spec{}, nil, "", &lineError{m.key.Line, err}
-			}
-		case "secret", "secrets":
-			return Spec{}, nil, "", &lineError{m.key.Line, fmt.Errorf("%s.%s: %s", place, m.name, secretsNotHere)}
-		default:
-			return Spec{}, nil, "", &lineError{m.key.Line, fmt.Errorf("%s: unknown field %q (valid: dedupe, verify, on_invalid)", place, m.name)}
 		}
 	}
-	return spec, verify, onInvalid, nil
+	s.Specs[id] = spec
+	s.Line[id] = idLine
+	if !spec.Enabled() {
+		s.WithoutDedupe = append(s.WithoutDedupe, id)
+	}
+	return nil
 }
 
 // syntaxErrorLine gives a YAML syntax error the line of the file it is on. The YAML library (go.yaml.in/yaml/v3)

@@ -71,9 +71,6 @@ var presets = map[string]spec{
 
 var presetNames = slices.Sorted(maps.Keys(presets))
 
-// Presets returns the preset names, sorted.
-func Presets() []string { return slices.Clone(presetNames) }
-
 func presetSpec(name string) *spec {
 	s := presets[name]
 	s.preset = name
@@ -94,19 +91,8 @@ func (s Spec) get() *spec {
 // Kind says where the key comes from.
 func (s Spec) Kind() Kind { return s.get().kind }
 
-// Preset returns the preset the spec names, or "".
-func (s Spec) Preset() string { return s.get().preset }
-
 // Header returns the header name of a header source, as written.
 func (s Spec) Header() string { return s.get().header }
-
-// JSONPath returns the path of a json source, as written.
-func (s Spec) JSONPath() string { return s.get().jsonPath }
-
-// PayloadPaths returns the only / except path lists of a payload source (copies; nil when not given).
-func (s Spec) PayloadPaths() (only, except []string) {
-	return slices.Clone(s.get().only), slices.Clone(s.get().except)
-}
 
 // OwnTTL returns the TTL the spec itself sets, and whether it sets one.
 func (s Spec) OwnTTL() (time.Duration, bool) { return s.get().ttl, s.get().ttl != 0 }
@@ -124,33 +110,27 @@ func (s Spec) TTL(def time.Duration) time.Duration {
 func (s Spec) String() string { return s.describe(DefaultTTL, false) }
 
 // Describe is String with the worker's default TTL, marking a TTL that comes from def with " (default)", e.g.
-// "json data.order.id, ttl 24h (default)". A `sources check` command prints it per source.
+// "json data.order.id, ttl 24h (default)".
 func (s Spec) Describe(def time.Duration) string { return s.describe(def, true) }
-
-// Rule is the spec without its TTL, e.g. "header X-GitHub-Delivery (preset github)": what a table that shows the
-// TTL in a column of its own prints (sources check).
-func (s Spec) Rule() string {
-	if s.p == nil {
-		return "no dedupe"
-	}
-	return s.rule()
-}
 
 func (s Spec) describe(def time.Duration, mark bool) string {
 	if s.p == nil {
 		return "no dedupe"
 	}
-	var b strings.Builder
-	b.WriteString(s.rule())
-	b.WriteString(", ttl " + formatTTL(s.TTL(def)))
+	d := s.Rule() + ", ttl " + formatTTL(s.TTL(def))
 	if _, own := s.OwnTTL(); mark && !own {
-		b.WriteString(" (default)")
+		d += " (default)"
 	}
-	return b.String()
+	return d
 }
 
-func (s Spec) rule() string {
+// Rule is the spec without its TTL, e.g. "header X-GitHub-Delivery (preset github)": what a table that shows the
+// TTL in a column of its own prints (sources check).
+func (s Spec) Rule() string {
 	p := s.p
+	if p == nil {
+		return "no dedupe"
+	}
 	var b strings.Builder
 	switch p.kind {
 	case KindHeader:

@@ -57,40 +57,36 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 	}
 	ms, perr := members(n, "", "field")
 	if perr != nil {
-		return VerifySpec{}, fmt.Errorf("%s: %s", place, perr.msg)
+		return VerifySpec{}, perr.at(place)
 	}
 	var v VerifySpec
 	fields := map[string]*string{"scheme": &v.Scheme, "header": &v.Header, "algorithm": &v.Algorithm,
 		"encoding": &v.Encoding, "prefix": &v.Prefix}
 	for _, m := range ms {
 		at := place + "." + m.name
-		if m.name == "secret" || m.name == "secrets" {
+		switch dst := fields[m.name]; {
+		case m.name == "secret" || m.name == "secrets":
 			return VerifySpec{}, fmt.Errorf("%s: %s", at, secretsNotHere)
-		}
-		if m.name == "replay_guard" {
+		case m.name == "replay_guard":
 			g, ok := parseSwitch(m.value)
 			if !ok {
 				return VerifySpec{}, fmt.Errorf("%s: must be on or off, got %s", at, describe(m.value))
 			}
 			v.ReplayGuard = g
-			continue
-		}
-		if !isString(m.value) {
+		case !isString(m.value):
 			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
-		}
-		val := m.value.Value
-		if dst := fields[m.name]; dst != nil {
-			*dst = val
-			continue
-		}
-		if m.name != "tolerance" {
+		case dst != nil:
+			*dst = m.value.Value
+		case m.name != "tolerance":
 			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
+		default:
+			d, err := time.ParseDuration(m.value.Value)
+			if err != nil || d <= 0 {
+				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at,
+					shownDuration(m.value.Value))
+			}
+			v.Tolerance = d
 		}
-		d, err := time.ParseDuration(val)
-		if err != nil || d <= 0 {
-			return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at, shownDuration(val))
-		}
-		v.Tolerance = d
 	}
 	if v.Scheme == "" {
 		return VerifySpec{}, fmt.Errorf("%s: scheme is required", place)

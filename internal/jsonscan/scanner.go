@@ -2,8 +2,8 @@
 // "is this valid JSON" means the same thing everywhere in dedupeworker.
 //
 // A document is valid when it follows the RFC 8259 grammar, every string (names included) is valid UTF-8, every
-// escape is well formed, no \u escape is a lone surrogate, nesting is at most the scanner's depth limit
-// (DefaultMaxDepth unless SetMaxDepth chose otherwise) and nothing but whitespace follows the value.
+// escape is well formed, no \u escape is a lone surrogate, nesting is at most DefaultMaxDepth and nothing but
+// whitespace follows the value.
 //
 // The scanner never recurses (nesting is tracked in a fixed bit stack inside the Scanner), so hostile nesting is an
 // error rather than a stack overflow, and it does not allocate per token: tokens are slices of the input.
@@ -14,15 +14,12 @@ import (
 	"strconv"
 )
 
-// MaxDepth is the deepest nesting any caller may ask for; DefaultMaxDepth is used when none is set.
+// MaxDepth bounds the nesting limit a Scanner can be given (its bit stack holds that many levels); the tests give
+// other limits than DefaultMaxDepth.
 const MaxDepth = 10000
 
-// DefaultMaxDepth is the nesting limit of a Scanner on which SetMaxDepth was never called, and of Valid: at most
-// 1000 containers may be open at once.
+// DefaultMaxDepth is the nesting limit of a Scanner and of Valid: at most 1000 containers may be open at once.
 const DefaultMaxDepth = 1000
-
-// minDepth is the lowest limit SetMaxDepth accepts.
-const minDepth = 512
 
 // Kind is the kind of a Token.
 type Kind uint8
@@ -85,7 +82,7 @@ type Scanner struct {
 	data     []byte
 	pos      int
 	depth    int
-	maxDepth int // 0 means DefaultMaxDepth
+	maxDepth int // 0 means DefaultMaxDepth; only the tests set another
 	state    uint8
 	last     Kind // kind of the last token returned, for SkipValue
 	hasLast  bool
@@ -101,11 +98,6 @@ func (s *Scanner) Reset(data []byte) {
 	s.state = stValue
 	s.hasLast = false
 	s.err = nil
-}
-
-// SetMaxDepth sets the nesting limit, clamped to [512, MaxDepth]. It applies from the next container opened.
-func (s *Scanner) SetMaxDepth(n int) {
-	s.maxDepth = min(max(n, minDepth), MaxDepth)
 }
 
 func (s *Scanner) limit() int {
