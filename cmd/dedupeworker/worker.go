@@ -160,7 +160,6 @@ func (w *worker) start(ctx context.Context, metrics *pipeline.Metrics) (err erro
 		DLQPrefix:             cfg.DLQPrefix,
 		DuplicatesPrefix:      cfg.DuplicatesPrefix,
 		Consumer:              cfg.Consumer,
-		CopiesStream:          copiesStream(cfg),
 		Provision:             cfg.Provision,
 		Replicas:              cfg.Replicas,
 		MaxInFlight:           cfg.MaxInFlight,
@@ -389,14 +388,6 @@ func (w *worker) shutdown() error {
 func windowConfig(c config.Config) kvwindow.Config {
 	placement, _ := config.ParsePlacement(c.WindowPlacement) // checked by config.Validate
 	return kvwindow.Config{Bucket: c.Bucket, Shards: c.WindowShards, Placement: placement}
-}
-
-// copiesStream is the counter stream the worker counts copies in: none with DEDUPE_COUNT_COPIES=false.
-func copiesStream(cfg config.Config) string {
-	if !cfg.CountCopies {
-		return ""
-	}
-	return kvwindow.CopiesStream(cfg.Bucket)
 }
 
 // longestTTL is the longest claim TTL the worker writes: the longest dedupe TTL of the sources that dedupe, def
