@@ -74,7 +74,6 @@ func TestNATSPermissionsFile(t *testing.T) {
 		cfg.OutputPrefix + ".>",    // unique events
 		cfg.DLQPrefix + ".>",       // dead letters
 		"$KV." + cfg.Bucket + ".>", // claims
-		cfg.Bucket + "-copies.>",   // the count of the copies each claim suppressed
 		"$JS.API.>",                // JetStream API
 		"$JS.ACK.>",                // acks and NAKs: without it every ack is refused
 	}
@@ -97,7 +96,7 @@ func TestNATSPermissionsFile(t *testing.T) {
 	if len(p.JetStreamAPI) == 0 {
 		t.Fatalf("%s: no jetstream_api list (the narrower alternative to $JS.API.>)", permissionsFile)
 	}
-	streams := []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream, "KV_" + cfg.Bucket, cfg.Bucket + "-copies"}
+	streams := []string{cfg.InputStream, cfg.OutputStream, cfg.DLQStream, "KV_" + cfg.Bucket}
 	for _, s := range p.JetStreamAPI {
 		rest, ok := strings.CutPrefix(s, "$JS.API.")
 		if !ok {
@@ -118,8 +117,8 @@ func TestNATSPermissionsFile(t *testing.T) {
 				t.Errorf("%s: jetstream_api: %q names stream %q, not one of %v", permissionsFile, s, name, streams)
 			}
 		case toks[0] == "DIRECT" && len(toks) >= 3:
-			if toks[2] != "KV_"+cfg.Bucket && toks[2] != cfg.Bucket+"-copies" {
-				t.Errorf("%s: jetstream_api: %q: direct gets are for the window's streams KV_%s and %s-copies only", permissionsFile, s, cfg.Bucket, cfg.Bucket)
+			if toks[2] != "KV_"+cfg.Bucket {
+				t.Errorf("%s: jetstream_api: %q: direct gets are for the window's stream KV_%s only", permissionsFile, s, cfg.Bucket)
 			}
 		case toks[0] == "CONSUMER" && len(toks) >= 4:
 			i := 2
@@ -146,7 +145,6 @@ func TestNATSPermissionsFile(t *testing.T) {
 		"$JS.API.CONSUMER.MSG.NEXT." + cfg.InputStream + "." + cfg.Consumer,
 		"$JS.API.STREAM.MSG.GET.KV_" + cfg.Bucket,
 		"$JS.API.DIRECT.GET.KV_" + cfg.Bucket + ".>",
-		"$JS.API.DIRECT.GET." + cfg.Bucket + "-copies.>",
 	} {
 		if !slices.Contains(p.JetStreamAPI, s) {
 			t.Errorf("%s: jetstream_api lacks %s", permissionsFile, s)

@@ -45,8 +45,6 @@
 //     Config.MaxTTL, when set, for every claim), Claim writes nothing and fails with ErrAgeLimit, and while it is
 //     shorter than Config.MaxTTL or a TTL refused so far, so does Ping. MarkPublished and Release still write into
 //     a claim already held.
-//   - Copies counted beside the window, in a counter stream (CopiesStream, CopyCounter, Copies), never in a bucket:
-//     counting writes nothing a claim's revision depends on.
 //
 // Key layout: "<tenant>.<source>.<enc>" (see KVKey); tenant and source are 1–64 of [A-Za-z0-9_-] (checked in
 // every method), so no key reaches into another scope and a scope is one subject-filtered purge away. The value is

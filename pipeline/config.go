@@ -78,9 +78,6 @@ type Config struct {
 	DuplicatesPrefix string
 	// Consumer is the durable pull consumer on InputStream that all replicas share. Default dedupeworker.
 	Consumer string
-	// CopiesStream, when set, is the counter stream in which each claim counts the copies it suppressed
-	// (kvwindow.CopiesStream of the window's bucket; Provision creates it). Empty (the default): not counted.
-	CopiesStream string
 
 	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
 	// changed); DefaultConfig sets it.
@@ -161,9 +158,6 @@ func (c Config) Validate() error {
 	names := []struct{ name, v string }{
 		{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
 		{"Consumer", c.Consumer},
-	}
-	if c.CopiesStream != "" {
-		names = append(names, struct{ name, v string }{"CopiesStream", c.CopiesStream})
 	}
 	for _, f := range names {
 		if !validName(f.v) {

@@ -142,6 +142,3 @@ func AckFailed(p *Pipeline, err error, sent time.Duration) { p.ackFailed(AckUnco
 
 // AckConfirmed records an ack the server confirmed.
 func AckConfirmed(p *Pipeline) { p.ackUp() }
-
-// Countable is countable: whether a delivery is a copy to count.
-var Countable = countable

@@ -85,8 +85,6 @@ type Pipeline struct {
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
 	inputWatch   inputWatch   // what the status polls found of the input stream's limits (inputlimits.go)
 
-	copies copies // the count of the copies each claim suppressed (copies.go)
-
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog, provisionLog rateLog
 }
 
@@ -316,7 +314,6 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 	}
 	_, _ = p.refreshStreams(ctx, nil) // the limits, at once; readiness follows the status poll
-	defer p.startCopies(ctx)()
 
 	// Workers run under workCtx, which outlives ctx by all but min(5s, a quarter) of ShutdownTimeout.
 	workCtx, workCancel := context.WithCancel(context.Background())

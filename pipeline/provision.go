@@ -41,8 +41,6 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     letter of a redelivery collapses into the first as the event does; age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, ConsumerMaxAckPending, filtered only
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
-//   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies);
-//     never an error (the copies go uncounted, logged at warn).
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	_, err := provision(ctx, js, cfg, false)
 	return err
@@ -63,7 +61,6 @@ func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate
 	if err != nil {
 		return time.Time{}, err
 	}
-	provisionCopies(ctx, js, cfg)
 	return ensureConsumer(ctx, js, cfg, input, recreate)
 }
 

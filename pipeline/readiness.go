@@ -199,7 +199,7 @@ func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 // ackRefusal returns the server's refusal of the ack of d, when the connection's last error is one. The server
 // refuses a publish it does not permit ($JS.ACK.>) only in an asynchronous -ERR naming the subject, which the
 // connection keeps as its last error: read there, the connection's error handler stays its owner's. Any other
-// refusal replaces it there, hence the copies count's one increment at a time until one is stored (copies.proven).
+// refusal replaces it there.
 func (p *Pipeline) ackRefusal(d *delivery) error {
 	err := p.nc.LastError()
 	if !errors.Is(err, nats.ErrPermissionViolation) {

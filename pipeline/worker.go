@@ -232,7 +232,6 @@ func (s *step) do(plan protocol.Plan) {
 			f.Ack = protocol.AckUnconfirmed
 		}
 		s.count(plan.Count)
-		s.countCopy(plan.Count, f.Ack)
 	case protocol.Nak:
 		w.nak(d, plan.Delay, p.nakCounter(plan.Nak))
 		f.Naked = true

@@ -38,15 +38,12 @@ A claim is named by its tenant, source and event key, in exactly one of three fo
 
 get prints one JSON object: {"claimed": true, "tenant": T, "source": S, "key": K, "bucket": B, "kv_key": "...",
 "claimant_seq": N, "claimant_stamp": "...", "delivery_count": D, "revision": R, "claimed_at": "...",
-"age_seconds": A, "expires_in_seconds": X, "copies_suppressed": C}, or {"claimed": false, "tenant": T, "source": S,
-"key": K, "bucket": B} (what it looked for) when no claim is held. claimant_seq and claimant_stamp identify the
-input envelope holding the claim (its sequence in the input stream and when the stream stored it; no
-claimant_stamp for a claim written by an older worker); delivery_count is the delivery of that envelope that made
-or last took over the claim (0: not recorded). copies_suppressed is how many other envelopes of the event the
-workers have acknowledged as duplicates of this claim, counted best-effort (never more, possibly fewer); null with
-copies_suppressed_unknown saying why when the count cannot be read (the workers count only with
-DEDUPE_COUNT_COPIES=true). forget removes claims, so that the next delivery of the event is published again (a
-deliberate replay), and prints {"forgotten": N}. Neither creates the bucket.
+"age_seconds": A, "expires_in_seconds": X}, or {"claimed": false, "tenant": T, "source": S, "key": K, "bucket": B}
+(what it looked for) when no claim is held. claimant_seq and claimant_stamp identify the input envelope holding
+the claim (its sequence in the input stream and when the stream stored it; no claimant_stamp for a claim written
+by an older worker); delivery_count is the delivery of that envelope that made or last took over the claim (0: not
+recorded). forget removes claims, so that the next delivery of the event is published again (a deliberate
+replay), and prints {"forgotten": N}. Neither creates the bucket.
 
 Connection: the flags below, else DEDUPE_NATS_*, else NATS_URL / NATS_* and the nats CLI's selected context,
 else the embedded server's address DEDUPE_EMBEDDED_LISTEN (see "Connecting" in docs/reference.md). The window is
@@ -100,7 +97,7 @@ func runWindow(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			return writeJSON(stdout, windowMiss{Tenant: tg.tenant, Source: tg.source, Key: tg.key, Bucket: bucket})
 		}
-		return writeJSON(stdout, windowClaimJSON(ctx, b.js, e, kvwindow.CopiesStream(b.cfg.Bucket), time.Now()))
+		return writeJSON(stdout, windowEntryJSON(e, time.Now()))
 	}
 	var n int
 	if tg.all {
@@ -304,36 +301,4 @@ func bindWindow(ctx context.Context, conn *connFlags, timeout time.Duration, std
 			"start, with DEDUPE_PROVISION=true)", cfg.Bucket))
 	}
 	return nil, failErr(err)
-}
-
-// windowGet is what window get prints for a held claim: the claim, and how many copies of its event the workers
-// have acknowledged as duplicates of it so far (null when that cannot be read, with the reason beside).
-type windowGet struct {
-	windowEntry
-	CopiesSuppressed *uint64 `json:"copies_suppressed"`
-	CopiesUnknown    string  `json:"copies_suppressed_unknown,omitempty"`
-}
-
-// copiesReadTimeout bounds the read of the count: a count that cannot be read is printed as unknown, never a
-// failure of the command.
-const copiesReadTimeout = 5 * time.Second
-
-// windowClaimJSON is what window get prints for e, with its count read from the window's counter stream (one for
-// all of a sharded window's buckets).
-func windowClaimJSON(ctx context.Context, js jetstream.JetStream, e kvwindow.Entry, stream string, now time.Time) windowGet {
-	out := windowGet{windowEntry: windowEntryJSON(e, now)}
-	ctx, cancel := context.WithTimeout(ctx, copiesReadTimeout)
-	defer cancel()
-	n, err := kvwindow.Copies(ctx, js, stream, e)
-	switch {
-	case errors.Is(err, kvwindow.ErrNoCopies):
-		out.CopiesUnknown = fmt.Sprintf("unknown: stream %s does not exist, so nothing counts the copies of this window's claims; "+
-			"workers count them with DEDUPE_COUNT_COPIES=true, and one started so with DEDUPE_PROVISION=true creates it for its "+
-			"window (nats-server 2.12 or later; the replay guard's window has none)", stream)
-	case err != nil:
-		out.CopiesUnknown = "unknown: " + err.Error()
-	default:
-		out.CopiesSuppressed = &n
-	}
-	return out
 }

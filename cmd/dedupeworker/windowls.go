@@ -11,7 +11,7 @@ import (
 const windowListUsage = `Usage: dedupeworker window ls --tenant T [--source S] [--limit N] [--from REV] [--timeout D]
 
 Lists the live claims of a tenant (and source), oldest revision first, one JSON object per line (the fields of
-window get but the copies counted), at most --limit (default 100, at most 10000). When more remain, a last line
+window get), at most --limit (default 100, at most 10000). When more remain, a last line
 {"next": REV} says where the next page starts: run again with --from REV. It reads only the scope's claims, never
 the whole bucket, and never creates the bucket. No output (exit status 0) means the server counts no claim of the
 scope; a page the server cannot deliver within --timeout (default 30s; in a bucket of millions of keys it scans

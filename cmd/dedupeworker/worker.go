@@ -364,7 +364,7 @@ func windowConfig(c config.Config) kvwindow.Config {
 // pipelineConfig is the pipeline of the settings, as the worker runs it and as its boot line says what is in force
 // (inForce); the start adds what it makes (JetStream, Window, Sources, Logger, Metrics).
 func pipelineConfig(cfg config.Config) pipeline.Config {
-	pc := pipeline.Config{
+	return pipeline.Config{
 		Extractor:             keys.Extractor{MaxJSONBytes: cfg.MaxJSONBytes},
 		DefaultTTL:            cfg.DefaultTTL,
 		InputStream:           cfg.InputStream,
@@ -388,10 +388,6 @@ func pipelineConfig(cfg config.Config) pipeline.Config {
 		ForwardWhenWindowDown: cfg.ForwardWhenWindowDown,
 		ShutdownTimeout:       pipelineShutdownBudget(cfg.ShutdownTimeout),
 	}
-	if cfg.CountCopies { // else no counter stream: DEDUPE_COUNT_COPIES=false
-		pc.CopiesStream = kvwindow.CopiesStream(cfg.Bucket)
-	}
-	return pc
 }
 
 // longestTTL is the longest claim TTL the worker writes: the longest dedupe TTL of the sources that dedupe, def

@@ -71,7 +71,6 @@ type Config struct {
 	DLQMaxAge             time.Duration `split_words:"true" default:"720h" desc:"age limit of the dead-letter stream when the worker creates it" role:"run"`
 	MaxHold               time.Duration `split_words:"true" desc:"longest a delivery is held before it is published, else handed back; empty: half the output's duplicate window" role:"run"`
 	ForwardWhenWindowDown bool          `split_words:"true" default:"false" desc:"forward unkeyed instead of retrying when the window is unreachable" role:"run"`
-	CountCopies           bool          `split_words:"true" default:"false" desc:"count the copies each claim suppressed, for window get, in the stream <DEDUPE_BUCKET>-copies (one stored message per duplicate)" role:"run"`
 	HTTPAddr              string        `split_words:"true" default:":9464" desc:"address of /metrics, /healthz and /readyz; empty disables" role:"run"`
 	Pprof                 bool          `default:"false" desc:"serve Go's /debug/pprof/ profiles on DEDUPE_HTTP_ADDR" role:"run"`
 	LogLevel              string        `split_words:"true" default:"info" desc:"debug, info, warn or error" role:"run ingest"`
