@@ -3,6 +3,7 @@
 package windowtest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -29,8 +30,8 @@ type memEntry struct {
 }
 
 // Memory is an in-memory claim window, safe for concurrent use. Claims expire after their TTL (rounded up to whole
-// seconds, as the real window does) by its clock (time.Now; this package's tests set their own). Revisions grow by
-// one for every claim made or taken over, like stream sequences.
+// seconds, as the real window does) by the clock given to SetClock (time.Now by default). Revisions grow by one for
+// every claim made or taken over, like stream sequences.
 type Memory struct {
 	mu          sync.Mutex
 	now         func() time.Time
@@ -45,12 +46,43 @@ func NewMemory() *Memory {
 	return &Memory{now: time.Now, entries: make(map[scopeKey]memEntry)}
 }
 
+// SetClock replaces the clock (nil restores time.Now). Use it to expire claims without waiting.
+func (m *Memory) SetClock(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if now == nil {
+		now = time.Now
+	}
+	m.now = now
+}
+
 // SetUnavailable makes every later call fail (true) with an error wrapping kvwindow.ErrUnavailable, or work again
 // (false). Claims held are kept.
 func (m *Memory) SetUnavailable(down bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.unavailable = down
+}
+
+// Claims is the number of Claim calls that reached a decision (Won, Owned, Duplicate or Stale).
+func (m *Memory) Claims() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.claims
+}
+
+// Len is the number of live claims.
+func (m *Memory) Len() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	n := 0
+	for _, e := range m.entries {
+		if now.Before(e.ExpiresAt()) {
+			n++
+		}
+	}
+	return n
 }
 
 var errDown = fmt.Errorf("%w: windowtest: memory window set unavailable", kvwindow.ErrUnavailable)
@@ -186,6 +218,42 @@ func (m *Memory) Get(ctx context.Context, tenant, source, key string) (kvwindow.
 		return kvwindow.Entry{}, false, nil
 	}
 	return e.Entry, true, nil
+}
+
+// Forget drops the claim on key; it returns 1 if there was a live claim, else 0.
+func (m *Memory) Forget(ctx context.Context, tenant, source, key string) (int, error) {
+	if err := m.lock(ctx, scopeErr(tenant, source, key)); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	k := scopeKey{tenant, source, key}
+	_, ok := m.claimOf(k)
+	delete(m.entries, k)
+	if ok {
+		return 1, nil
+	}
+	return 0, nil
+}
+
+// ForgetAll drops every claim of tenant and source (source "" = the whole tenant) and returns how many live
+// claims it dropped.
+func (m *Memory) ForgetAll(ctx context.Context, tenant, source string) (int, error) {
+	// An empty source is the whole tenant: any valid one stands for it in the check.
+	if err := m.lock(ctx, scopeErr(tenant, cmp.Or(source, "s"), "k")); err != nil {
+		return 0, err
+	}
+	defer m.mu.Unlock()
+	n := 0
+	for k := range m.entries {
+		if k.tenant != tenant || (source != "" && k.source != source) {
+			continue
+		}
+		if _, ok := m.claimOf(k); ok {
+			n++
+		}
+		delete(m.entries, k)
+	}
+	return n, nil
 }
 
 // Ping fails with an error wrapping kvwindow.ErrUnavailable while the window is set unavailable.
