@@ -258,10 +258,13 @@ func isServerTombstone(m *jetstream.RawStreamMsg) bool {
 	return m.Header.Get(kvOperation) != "" || m.Header.Get(jetstream.MarkerReasonHeader) != ""
 }
 
-// latest reads the last message on subj from the stream leader by ctx's deadline (ctx is an opCtx); nil when
-// there is none.
+// latest reads the last message on subj from the stream leader by ctx's deadline, else within Config.Timeout;
+// nil when there is none.
 func (w *shard) latest(ctx context.Context, subj string) (*jetstream.RawStreamMsg, error) {
-	deadline, _ := ctx.Deadline()
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(w.cfg.Timeout)
+	}
 	return w.readLast(ctx, false, subj, deadline)
 }
 

@@ -43,7 +43,7 @@ type shard struct {
 	// seen is the highest sequence of the bucket this worker has seen (see recreatedAck).
 	seen   atomic.Uint64
 	lost   atomic.Pointer[lostState] // set once the bucket is known deleted or re-created
-	closed *atomic.Bool              // the window's
+	closed *atomic.Bool              // the window's; always set by open before the shard is used
 	// absent: the bucket was missing beside its siblings when NewManager bound the window (see lostShard).
 	absent   bool
 	readHook func(subj string) bool // tests only: a claim's read of subj finds the key empty when it returns true

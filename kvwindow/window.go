@@ -182,6 +182,7 @@ func (w *Window) MarkPublished(ctx context.Context, c Claim, rev uint64, firstCl
 	return s.MarkPublished(ctx, c, rev, firstClaimed)
 }
 
+// Ping checks that every bucket answers and is still the bucket New bound to (one stream info request each, all at
 // once, each bounded by Config.Timeout): a bucket deleted or created again fails with ErrWindowLost, and so does
 // every later claim in it; one whose age limit is shorter than the longest claim TTL it must hold, ErrAgeLimit.
 // Every bucket is checked, so that each is flagged whatever the others answer; pingVerdict picks the error.

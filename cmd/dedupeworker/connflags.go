@@ -128,7 +128,7 @@ type part struct{ value, from string }
 // auth is one kind of credentials: user and password, token, creds file or nkey seed file.
 type auth struct{ user, password, token, creds, nkey string }
 
-// partFrom is v from from; no part when v is empty.
+// partFrom is value v and where it came from; an empty part when v is empty.
 func partFrom(v, from string) part { return part{v, ifSet(v, from)} }
 
 // resolve turns the flags and settings into the connection settings (see connFlags for the order), without

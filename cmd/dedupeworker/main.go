@@ -58,7 +58,8 @@ func signalName(sig os.Signal) string {
 	return cmp.Or(names[sig], sig.String())
 }
 
-// logStopping logs why the process stops, ctx's cause ("stopping: received SIGTERM", a signalCause), as soon as
+// logStopping logs why the process stops, ctx's cause ("stopping: received SIGTERM", a signalCause, or the
+// context's error, "stopping: context canceled", when it ended without a cause), as soon as
 // ctx ends; logged is closed once the line is written. wait, deferred, waits for it when a stop ended the start at
 // once (a connect interrupted): the line is written before the caller's own last lines, not raced.
 func logStopping(ctx context.Context, log *slog.Logger) (logged <-chan struct{}, wait func()) {

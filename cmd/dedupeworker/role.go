@@ -65,16 +65,17 @@ func startRole(name, usage string, args []string, stderr io.Writer) (*roleStart,
 }
 
 // logStart writes a role's first lines: its boot line (msg, with startAttrs) and, when every preset became a source,
-// what of (presets, attrs): at INFO with no sources document (the quickstart), at WARN when one declares no source
-// (an empty ConfigMap), where the operator most likely meant a list of their own.
-func (rs *roleStart) logStart(msg, role, presets string, attrs ...any) {
+// a line saying so (what became of them, with attrs): at INFO with no sources document (the quickstart), at WARN
+// when one declares no source (an empty ConfigMap), where the operator most likely meant a list of their own.
+func (rs *roleStart) logStart(msg, role, what string, attrs ...any) {
 	rs.log.Info(msg, startAttrs(rs.log, rs.cfg, role)...)
-	switch o, ok := configuredSources(rs.cfg); {
-	case !rs.fromPresets:
-	case ok:
-		rs.log.Warn(o.String()+" declares no source: "+presets+", as with no sources document at all", attrs...)
-	default:
-		rs.log.Info("no sources configured: "+presets, attrs...)
+	if !rs.fromPresets {
+		return
+	}
+	if o, ok := configuredSources(rs.cfg); ok {
+		rs.log.Warn(o.String()+" declares no source: "+what+", as with no sources document at all", attrs...)
+	} else {
+		rs.log.Info("no sources configured: "+what, attrs...)
 	}
 }
 

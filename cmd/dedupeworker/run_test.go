@@ -154,9 +154,12 @@ func TestHelp(t *testing.T) {
 
 func TestBadSettingStopsWorker(t *testing.T) {
 	t.Setenv("DEDUPE_DEFAULT_TTL", "500ms")
-	code, _, errOut := runCLI(t, "", "run")
-	if code != 2 || !strings.Contains(errOut, "DEDUPE_DEFAULT_TTL") {
-		t.Fatalf("%d %q", code, errOut)
+	// An empty command (dedupeworker "$CMD" with CMD unset) is run, and its errors say so as run's do.
+	for _, args := range [][]string{{"run"}, {""}, nil} {
+		code, _, errOut := runCLI(t, "", args...)
+		if code != 2 || !strings.Contains(errOut, "run: DEDUPE_DEFAULT_TTL") {
+			t.Fatalf("%q: %d %q", args, code, errOut)
+		}
 	}
 }
 

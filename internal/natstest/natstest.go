@@ -59,7 +59,7 @@ func newServer(tb testing.TB, o *server.Options) *Server {
 	s := &Server{Opts: o, tb: tb, log: &serverLog{}}
 	tb.Cleanup(func() {
 		s.Shutdown()
-		s.log.report(tb)
+		s.log.report(tb, o.ServerName)
 	})
 	return s
 }

@@ -25,14 +25,14 @@ func (l *serverLog) add(level, format string, v ...any) {
 	}
 }
 
-func (l *serverLog) report(tb testing.TB) {
+func (l *serverLog) report(tb testing.TB, name string) {
 	if !tb.Failed() {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.lines) > 0 {
-		tb.Logf("natstest: the server's warnings and errors:\n%s", strings.Join(l.lines, "\n"))
+		tb.Logf("natstest: server %s's warnings and errors:\n%s", name, strings.Join(l.lines, "\n"))
 	}
 }
 
