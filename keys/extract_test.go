@@ -443,7 +443,7 @@ func TestExtractConcurrent(t *testing.T) {
 	}
 }
 
-func TestIdempotencyKey(t *testing.T) {
+func TestIdempotencyHeaderPlainKeys(t *testing.T) {
 	if got := keys.IdempotencyHeader("acme", "stripe", "evt_1"); got != "acme:stripe:evt_1" {
 		t.Errorf("IdempotencyHeader = %q", got)
 	}

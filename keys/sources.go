@@ -129,7 +129,8 @@ func (s *Sources) add(id string, idLine int, v *yaml.Node) error {
 	var spec Spec // a source declared as {} or null has no dedupe
 	if !isNull(v) {
 		if v.Kind != yaml.MappingNode {
-			return &lineError{idLine, fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))}
+			err := fmt.Errorf("%s: must be an object such as {dedupe: github}, got %s", place, describe(v))
+			return &lineError{idLine, err}
 		}
 		ms, perr := members(v, "", "field")
 		if perr != nil {
@@ -150,7 +151,10 @@ func (s *Sources) add(id string, idLine int, v *yaml.Node) error {
 					s.Verify[id] = vs
 				}
 			case "on_invalid":
-				s.OnInvalid[id], err = parseOnInvalid(place+".on_invalid", m.value)
+				var oi string
+				if oi, err = parseOnInvalid(place+".on_invalid", m.value); err == nil {
+					s.OnInvalid[id] = oi
+				}
 			case "secret", "secrets":
 				err = fmt.Errorf("%s.%s: %s", place, m.name, secretsNotHere)
 			default:

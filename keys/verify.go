@@ -77,15 +77,15 @@ func parseVerify(place string, n *yaml.Node) (VerifySpec, error) {
 			return VerifySpec{}, fmt.Errorf("%s: must be a string, got %s", at, describe(m.value))
 		case dst != nil:
 			*dst = m.value.Value
-		case m.name != "tolerance":
-			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
-		default:
+		case m.name == "tolerance":
 			d, err := time.ParseDuration(m.value.Value)
 			if err != nil || d <= 0 {
 				return VerifySpec{}, fmt.Errorf("%s: must be a positive duration such as 5m, got %s", at,
 					shownDuration(m.value.Value))
 			}
 			v.Tolerance = d
+		default:
+			return VerifySpec{}, fmt.Errorf("%s: unknown field (valid: %s)", at, verifyFields)
 		}
 	}
 	if v.Scheme == "" {
