@@ -152,7 +152,7 @@ func (p *Pipeline) bindFailed(err error) {
 func (p *Pipeline) reprovision(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, err := provision(cctx, p.js, p.cfg, true)
+	created, err := provision(cctx, p.cfg, true)
 	if err == nil {
 		p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged
 	}

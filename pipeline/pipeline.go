@@ -353,7 +353,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) provision(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		created, err := provision(ctx, p.js, p.cfg, false)
+		created, err := provision(ctx, p.cfg, false)
 		if err == nil {
 			p.bindErr.Store(nil)
 			p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged: the bind does not repeat them

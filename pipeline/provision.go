@@ -27,10 +27,11 @@ var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incom
 // deleted under a running pipeline leaves it unready with this error until a restart with the setting up to date.
 var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 
-// Provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
+// provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
 // storage, cfg.Replicas) and the durable pull consumer on the input stream. Existing streams and consumers are
 // never changed: one that cannot work is an error wrapping ErrIncompatible, one that works but differs from what
-// Provision would create is logged at warn.
+// it would create is logged at warn. cfg is valid, with its defaults (New); recreate says the running worker found
+// something missing (decideStart). It returns the creation time of the consumer it checked or created.
 //
 // What it creates:
 //   - InputStream: subjects "<InputPrefix>.>", work-queue retention: the stream never keeps what was processed, and
@@ -43,22 +44,8 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
 //   - CopiesStream, when set: the counter stream of the copies each claim suppressed (kvwindow.ProvisionCopies);
 //     never an error (the copies go uncounted, logged at warn).
-func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	_, err := provision(ctx, js, cfg, false)
-	return err
-}
-
-// provision is Provision; recreate says the running worker found something missing (decideStart). It returns the
-// creation time of the consumer it checked or created.
-func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate bool) (time.Time, error) {
-	if js != nil {
-		cfg.JetStream = js
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return time.Time{}, err
-	}
-	js = cfg.JetStream
+func provision(ctx context.Context, cfg Config, recreate bool) (time.Time, error) {
+	js := cfg.JetStream
 	input, err := ensureStreams(ctx, js, cfg)
 	if err != nil {
 		return time.Time{}, err
@@ -80,6 +67,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 	streams := []struct {
 		cfg   jetstream.StreamConfig
 		needs []string
+		short string // the warning when its duplicate window is shorter than the ack wait ("": none)
 	}{
 		{jetstream.StreamConfig{
 			Name:        cfg.InputStream,
@@ -88,7 +76,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
-		}, []string{cfg.InputPrefix + ".*.*"}},
+		}, []string{cfg.InputPrefix + ".*.*"}, ""},
 		{jetstream.StreamConfig{
 			Name:        cfg.OutputStream,
 			Description: "dedupeworker: unique events",
@@ -97,7 +85,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.OutputDuplicates,
 			MaxAge:      cfg.OutputMaxAge,
-		}, outNeeds},
+		}, outNeeds, "pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost ack " +
+			"may not collapse"},
 		{jetstream.StreamConfig{
 			Name:        cfg.DLQStream,
 			Description: "dedupeworker: envelopes that can never be processed",
@@ -106,7 +95,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  min(cfg.OutputDuplicates, cfg.DLQMaxAge), // the server refuses a window over the age limit
 			MaxAge:      cfg.DLQMaxAge,
-		}, []string{cfg.DLQPrefix + ".*"}},
+		}, []string{cfg.DLQPrefix + ".*"}, "pipeline: dead-letter stream's duplicate window is shorter than the ack wait: the " +
+			"redelivery of an envelope whose ack was lost after its dead letter may store a second dead letter (nats stream " +
+			"edit " + cfg.DLQStream + " --dupe-window=…)"},
 	}
 	var input *jetstream.StreamInfo
 	for _, s := range streams {
@@ -123,15 +114,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 					ErrIncompatible, info.Config.Name, info.Config.Subjects, need)
 			}
 		}
-		if info.Config.Name == cfg.OutputStream && info.Config.Duplicates < cfg.AckWait {
-			log.Warn("pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost ack may not collapse",
-				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
-		}
-		if info.Config.Name == cfg.DLQStream && info.Config.Duplicates < cfg.AckWait {
-			log.Warn("pipeline: dead-letter stream's duplicate window is shorter than the ack wait: the redelivery of an "+
-				"envelope whose ack was lost after its dead letter may store a second dead letter (nats stream edit "+
-				info.Config.Name+" --dupe-window=…)",
-				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
+		if s.short != "" && info.Config.Duplicates < cfg.AckWait {
+			log.Warn(s.short, "stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
 	return input, nil
