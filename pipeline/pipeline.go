@@ -51,10 +51,8 @@ type Pipeline struct {
 	silentErr   atomic.Pointer[error]   // a stream's leader not answering the status poll (nil: fine)
 	streams     watches                 // what the status polls know of each stream's leader (status.go)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
-	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
-	ackErr      atomic.Pointer[failure] // last ack failure (nil: none); it stands for failureQuiet
-	publishOK   atomic.Int64            // p.clock() of the last output publish stored (0: none)
-	ackOK       atomic.Int64            // p.clock() of the last ack confirmed (0: none)
+	publishes   requests                // output publishes: a failure stands until a publish is stored
+	acks        requests                // a failure stands for failureQuiet (ackUp)
 	link        link                    // the NATS connection's last outage (status.go)
 	pulls       pullHealth              // what the consumer answers to the pull requests (pull.go)
 	pullSub     atomic.Pointer[pullSub] // the pull subscription of the consumer bound now (nil: none)
@@ -66,11 +64,10 @@ type Pipeline struct {
 	maxHold         atomic.Int64 // the longest a delivery may be held before it is published (ns)
 
 	// What was found missing or unusable under the running worker (consume.go, outcome.go).
-	seenConsumer  atomic.Pointer[seenConsumer] // the consumer whose warnings were logged last, as last read (bind, consumerEdited)
-	bindErr       atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
-	missing       atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
-	deadLetterErr atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
-	deadLetterOK  atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
+	seenConsumer atomic.Pointer[seenConsumer] // the consumer whose warnings were logged last, as last read (bind, consumerEdited)
+	bindErr      atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
+	missing      atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
+	deadLetters  requests                     // a failure stands until a dead letter is stored
 
 	epoch     time.Time    // origin of p.clock
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
