@@ -64,6 +64,8 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		p.bindErr.Store(nil)
 		p.setBound(true)
 		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
+		// unbind ends the subscription (a closed one too) and readiness follows, before the line that says why.
+		unbind := func() { sub.stop(); p.setBound(false) }
 	watch:
 		for {
 			select {
@@ -73,21 +75,19 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 				p.setBound(false)
 				return nil
 			case <-sub.closed:
-				p.setBound(false)
+				unbind()
 				if nc.IsClosed() {
 					return errConnClosed
 				}
 				p.log.Warn("pipeline: pull subscription ended; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
 				break watch
 			case err := <-sub.failed:
-				sub.stop()
-				p.setBound(false)
+				unbind()
 				p.log.Warn("pipeline: consuming stopped; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
 				break watch
 			case <-tick.C:
 				if nc.IsClosed() {
-					sub.stop()
-					p.setBound(false)
+					unbind()
 					return errConnClosed
 				}
 				if p.cfg.Provision && p.missing.Swap(false) {
@@ -100,8 +100,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 				}
 				if p.rebind.Swap(false) {
 					// Another consumer under the name, or none, or the process was paused: drop what the client buffered.
-					sub.stop()
-					p.setBound(false)
+					unbind()
 					p.log.Warn("pipeline: binding the consumer again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
 					bo.Reset()
 					break watch
