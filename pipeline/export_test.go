@@ -145,3 +145,13 @@ func AckConfirmed(p *Pipeline) { p.ackUp() }
 
 // Countable is countable: whether a delivery is a copy to count.
 var Countable = countable
+
+// Label values of dedupeworker_naks_total{reason} (protocol.NakReason's names), as the tests expect them.
+const (
+	NakWindow          = "window-unavailable"
+	NakPublish         = "publish"
+	NakDeadLetter      = "dead-letter"
+	NakShutdown        = "shutdown"
+	NakHeld            = "held-too-long"
+	NakHolderUndecided = "holder-undecided"
+)

@@ -236,11 +236,8 @@ type shutdownSteps struct {
 	end    time.Duration // Run returns, whether or not every worker has finished its shutdown-proof steps
 }
 
-// planShutdown decides the steps of a shutdown within budget (Config.ShutdownTimeout): in-flight envelopes may
-// finish until all but min(5s, a quarter) of it has passed; the rest is left to what cancelled work still does —
-// hand back what was not stored, and record, release and ack what was (each step bounded by its own timeout) —
-// and Run returns when the budget is spent, whatever is still running.
-// A budget of zero or less (none left) makes every step end at once, in order.
+// planShutdown decides the steps of a shutdown within budget (Config.ShutdownTimeout), as Run describes them. A
+// budget of zero or less (none left) makes every step end at once, in order.
 func planShutdown(budget time.Duration) shutdownSteps {
 	budget = max(budget, 0)
 	cancel := budget - min(5*time.Second, budget/4)
