@@ -372,23 +372,18 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	}
 }
 
-// provisionFailed decides what a failed provisioning attempt does: stop the start (a refusal for good, or a
-// configuration that cannot work), or wait and retry, reason being why readiness says the pipeline does not
-// consume. The cluster's refusal to place a stream (a 400) is retried: it passes by itself (a server offline or not
-// yet known) or needs a setting changed, which its error says, and the start waits as for an unavailable
-// JetStream. Each failure replaces the previous one's reason, so a refusal followed by a timeout gives the timeout.
+// provisionFailed decides what a failed provisioning attempt does: stop the start (the server's definite answer,
+// or a configuration that cannot work), or wait and retry what may go away by itself (no responders, timeouts, a
+// server without a leader yet), reason being why readiness says the pipeline does not consume. The cluster's
+// refusal to place a stream (a 400) is retried: it passes by itself (a server offline or not yet known) or needs a
+// setting changed, which its error says, and the start waits as for an unavailable JetStream. Each failure replaces
+// the previous one's reason, so a refusal followed by a timeout gives the timeout.
 func provisionFailed(err error) (stop bool, reason error) {
 	switch {
 	case jserr.NoPlacement(err):
 		return false, err
-	case !retryable(err):
+	case errors.Is(err, ErrIncompatible), errors.Is(err, ErrConsumerStart), jserr.Refused(err):
 		return true, nil
 	}
 	return false, fmt.Errorf("provisioning failed, retrying: %w", err)
-}
-
-// retryable reports whether a provisioning failure may go away by itself (no responders, timeouts, a server
-// without a leader yet) rather than being the server's definite answer or a configuration that cannot work.
-func retryable(err error) bool {
-	return !errors.Is(err, ErrIncompatible) && !errors.Is(err, ErrConsumerStart) && !jserr.Refused(err)
 }
