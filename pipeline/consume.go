@@ -43,7 +43,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if p.cfg.Provision && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+			if p.cfg.Provision && consumerGone(err) {
 				// Deleted by an operator (or with its stream): create what is missing again (or ErrConsumerStart).
 				if perr := p.reprovision(ctx); perr != nil {
 					err = perr
@@ -166,17 +166,9 @@ func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	return err
 }
 
-func (p *Pipeline) consumerUsable(c jetstream.ConsumerConfig) bool {
-	_, err := checkConsumer(p.cfg, c)
-	return err == nil
-}
-
-// consumerReadFailed is the status poll's consumer read failing with err (not the connection's): not found while
-// bound, it was deleted, perhaps while disconnected (the pulls then only get "no responders"): bind again.
-func (p *Pipeline) consumerReadFailed(err error) {
-	if p.bound.Load() && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
-		p.rebind.Store(true)
-	}
+// consumerGone reports whether a read of the consumer says that it, or its stream, does not exist.
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // streamMissing asks the consume loop to provision again when a publish's failure says its stream is missing.
@@ -203,13 +195,12 @@ type seenConsumer struct {
 
 // consumerEdited logs the warnings that an operator's edit of the bound consumer in place (nats consumer edit: a
 // delivery limit, another ack wait) added since its configuration was last read: the bind logs a consumer's
-// warnings once, when it is first seen, and an edit keeps its creation time. c is its configuration as read now.
-func (p *Pipeline) consumerEdited(created int64, c jetstream.ConsumerConfig) {
+// warnings once, when it is first seen, and an edit keeps its creation time. warns are checkConsumer's as read now.
+func (p *Pipeline) consumerEdited(created int64, warns []consumerWarning) {
 	prev := p.seenConsumer.Load()
 	if prev == nil || prev.created != created || prev.warns == nil {
 		return // not the consumer bound (a rebind follows), or not read by a bind yet: the bind logs its warnings
 	}
-	warns, _ := checkConsumer(p.cfg, c)
 	keys := warningKeys(warns)
 	if !p.seenConsumer.CompareAndSwap(prev, &seenConsumer{created: created, warns: keys}) {
 		return // a bind read it meanwhile: the next poll compares with what it stored

@@ -105,7 +105,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if err != nil {
 		if !p.offline(err) {
 			p.consumerErr.Store(&err)
-			p.consumerReadFailed(err) // deleted while bound: bind again
+			if p.bound.Load() && consumerGone(err) {
+				p.rebind.Store(true) // deleted, perhaps while disconnected (the pulls then only get "no responders")
+			}
 		}
 	} else {
 		p.consumerErr.Store(nil)
@@ -116,11 +118,13 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		}
 		p.m.consumerPending.Set(float64(info.NumPending))
 		p.observeConsumer(info.Created, info.Delivered) // read before the input stream: checkInputLimits' pre-filter
-		if p.bound.Load() && (info.Created.UnixNano() != p.consumerCreated.Load() || !p.consumerUsable(info.Config)) {
+		created := info.Created.UnixNano()
+		warns, unusable := checkConsumer(p.cfg, info.Config)
+		if p.bound.Load() && (created != p.consumerCreated.Load() || unusable != nil) {
 			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
-			p.consumerEdited(info.Created.UnixNano(), info.Config)
+			p.consumerEdited(created, warns)
 		}
 	}
 	streamsCut, silent := p.refreshStreams(ctx, pinged)
