@@ -191,17 +191,15 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 	if _, err := checkConsumer(cfg, got); err != nil {
 		return time.Time{}, err
 	}
-	if cfg.MaxAckPending > 0 && got.MaxAckPending != cfg.MaxAckPending {
+	if old := got.MaxAckPending; cfg.MaxAckPending > 0 && old != cfg.MaxAckPending {
 		// The one field the worker changes on an existing consumer, when told to: a fleet that grew needs it.
-		upd := got
-		upd.MaxAckPending = cfg.MaxAckPending
-		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, upd); err != nil {
+		got.MaxAckPending = cfg.MaxAckPending
+		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, got); err != nil {
 			return time.Time{}, fmt.Errorf("pipeline: consumer %s > %s: update MaxAckPending %d -> %d: %w",
-				cfg.InputStream, cfg.Consumer, got.MaxAckPending, cfg.MaxAckPending, err)
+				cfg.InputStream, cfg.Consumer, old, cfg.MaxAckPending, err)
 		}
 		cfg.Logger.Info("pipeline: consumer MaxAckPending updated", "stream", cfg.InputStream, "consumer", cfg.Consumer,
-			"from", got.MaxAckPending, "to", cfg.MaxAckPending)
-		got.MaxAckPending = cfg.MaxAckPending
+			"from", old, "to", cfg.MaxAckPending)
 	}
 	warns, _ := checkConsumer(cfg, got)
 	if input.Config.Retention != jetstream.WorkQueuePolicy {
