@@ -146,8 +146,11 @@ func AckConfirmed(p *Pipeline) { p.ackUp() }
 // Countable is countable: whether a delivery is a copy to count.
 var Countable = countable
 
-// Label values of dedupeworker_naks_total{reason} (protocol.NakReason's names), as the tests expect them.
+// Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason} (the names of
+// protocol.Count and protocol.NakReason), as the tests expect them.
 const (
+	OutcomeDuplicate = "duplicate"
+
 	NakWindow          = "window-unavailable"
 	NakPublish         = "publish"
 	NakDeadLetter      = "dead-letter"

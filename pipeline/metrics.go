@@ -28,14 +28,9 @@ type Metrics struct {
 	inputDropped         prometheus.Counter
 }
 
-// Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_ack_failures_total{reason}; those of
-// dedupeworker_naks_total{reason} are protocol.NakReason's names.
+// Label values of dedupeworker_ack_failures_total{reason}; those of dedupeworker_envelopes_total{outcome} and
+// dedupeworker_naks_total{reason} are the names of protocol.Count and protocol.NakReason.
 const (
-	OutcomeUnique     = "unique"
-	OutcomeDuplicate  = "duplicate"
-	OutcomeUnkeyed    = "unkeyed"
-	OutcomeDeadLetter = "dead-letter"
-
 	AckRefused     = "refused"     // the server refused the ack (a permissions violation on $JS.ACK.>)
 	AckError       = "error"       // the client could not send the ack (connection closed or lost)
 	AckNoConsumer  = "no-consumer" // no consumer served the ack subject: the consumer (or its stream) was deleted

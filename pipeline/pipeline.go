@@ -94,7 +94,7 @@ func (p *Pipeline) clock() time.Duration { return time.Since(p.epoch) }
 // sourceState is what the pipeline knows about one source label: the spec and the metric children, resolved once.
 type sourceState struct {
 	spec     keys.Spec
-	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count (OutcomeUnique...)
+	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count
 	reasons  map[keys.Reason]prometheus.Counter
 	label    string
 	m        *Metrics
@@ -150,9 +150,8 @@ func New(cfg Config) (*Pipeline, error) {
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
 		s := &sourceState{spec: spec, label: label, m: p.m, reasons: make(map[keys.Reason]prometheus.Counter, len(allReasons))}
-		for c, o := range map[protocol.Count]string{protocol.CountUnique: OutcomeUnique, protocol.CountDuplicate: OutcomeDuplicate,
-			protocol.CountUnkeyed: OutcomeUnkeyed, protocol.CountDeadLetter: OutcomeDeadLetter} {
-			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, o)
+		for c := protocol.CountUnique; c <= protocol.CountDeadLetter; c++ {
+			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, c.String())
 		}
 		for _, r := range allReasons {
 			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
