@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
@@ -147,9 +148,11 @@ func AckConfirmed(p *Pipeline) { p.ackUp() }
 var Countable = countable
 
 // Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason} (the names of
-// protocol.Count and protocol.NakReason), as the tests expect them.
+// protocol.Count and protocol.NakReason) and of dedupeworker_unkeyed_total{reason}, as the tests expect them.
 const (
 	OutcomeDuplicate = "duplicate"
+
+	ReasonUnverified = contract.ReasonUnverified
 
 	NakWindow          = "window-unavailable"
 	NakPublish         = "publish"

@@ -107,17 +107,6 @@ func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
 	return s.m.unkeyed.WithLabelValues(s.label, string(r))
 }
 
-// ReasonUnverified is the unkeyed reason of a delivery whose ingest service could not verify its signature
-// (header Ingest-Verified: false); ReasonWindowUnavailable that of a delivery forwarded while the window was down
-// (only with Config.ForwardWhenWindowDown).
-const (
-	ReasonUnverified        keys.Reason = contract.ReasonUnverified
-	ReasonWindowUnavailable keys.Reason = contract.ReasonWindowUnavailable
-)
-
-var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
-	ReasonUnverified, ReasonWindowUnavailable}
-
 const otherSource = "other"
 
 // New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
@@ -149,12 +138,12 @@ func New(cfg Config) (*Pipeline, error) {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
-		s := &sourceState{spec: spec, label: label, m: p.m, reasons: make(map[keys.Reason]prometheus.Counter, len(allReasons))}
+		s := &sourceState{spec: spec, label: label, m: p.m, reasons: map[keys.Reason]prometheus.Counter{}}
 		for c := protocol.CountUnique; c <= protocol.CountDeadLetter; c++ {
 			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, c.String())
 		}
-		for _, r := range allReasons {
-			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
+		for _, r := range contract.UnkeyedReasons() {
+			s.reasons[keys.Reason(r)] = p.m.unkeyed.WithLabelValues(label, r)
 		}
 		return s
 	}
