@@ -194,7 +194,7 @@ func (rs *runState) stop() {
 	})
 }
 
-// until is the moment a shutdown step ends (after), counted from the stop; call it after stop.
+// until is the moment a shutdown step ends (after), counted from the stop, which it makes if none was made yet.
 func (rs *runState) until(after time.Duration) time.Time {
 	rs.stop()
 	return rs.stopped.Add(after)

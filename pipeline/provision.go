@@ -85,8 +85,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.OutputDuplicates,
 			MaxAge:      cfg.OutputMaxAge,
-		}, outNeeds, "pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost ack " +
-			"may not collapse"},
+		}, outNeeds, "pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost " +
+			"ack may not collapse"},
 		{jetstream.StreamConfig{
 			Name:        cfg.DLQStream,
 			Description: "dedupeworker: envelopes that can never be processed",
@@ -95,9 +95,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  min(cfg.OutputDuplicates, cfg.DLQMaxAge), // the server refuses a window over the age limit
 			MaxAge:      cfg.DLQMaxAge,
-		}, []string{cfg.DLQPrefix + ".*"}, "pipeline: dead-letter stream's duplicate window is shorter than the ack wait: the " +
-			"redelivery of an envelope whose ack was lost after its dead letter may store a second dead letter (nats stream " +
-			"edit " + cfg.DLQStream + " --dupe-window=…)"},
+		}, []string{cfg.DLQPrefix + ".*"}, "pipeline: dead-letter stream's duplicate window is shorter than the ack " +
+			"wait: the redelivery of an envelope whose ack was lost after its dead letter may store a second dead letter " +
+			"(nats stream edit " + cfg.DLQStream + " --dupe-window=…)"},
 	}
 	var input *jetstream.StreamInfo
 	for _, s := range streams {
