@@ -83,8 +83,8 @@ type Config struct {
 	// (kvwindow.CopiesStream of the window's bucket; Provision creates it). Empty (the default): not counted.
 	CopiesStream string
 
-	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
-	// changed); DefaultConfig sets it.
+	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, and changed
+	// only as MaxAckPending says); DefaultConfig sets it.
 	Provision bool
 	// Replicas is the replication factor of streams and the consumer that Provision creates. Default 1.
 	Replicas int

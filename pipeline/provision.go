@@ -29,9 +29,10 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 
 // provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
 // storage, cfg.Replicas) and the durable pull consumer on the input stream. Existing streams and consumers are
-// never changed: one that cannot work is an error wrapping ErrIncompatible, one that works but differs from what
-// it would create is logged at warn. cfg is valid, with its defaults (New); recreate says the running worker found
-// something missing (decideStart). It returns the creation time of the consumer it checked or created.
+// never changed but for a consumer's MaxAckPending when cfg sets it: one that cannot work is an error wrapping
+// ErrIncompatible, one that works but differs from what it would create is logged at warn. cfg is valid, with its
+// defaults (New); recreate says the running worker found something missing (decideStart). It returns the creation
+// time of the consumer it checked or created.
 //
 // What it creates:
 //   - InputStream: subjects "<InputPrefix>.>", work-queue retention: the stream never keeps what was processed, and
