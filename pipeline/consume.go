@@ -130,7 +130,7 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	if prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: warningKeys(warns)}); prev == nil || prev.created != created {
 		logConsumerWarnings(p.cfg, warns)
 	}
-	p.consumerCreated.Store(info.Created.UnixNano())
+	p.consumerCreated.Store(created)
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
 	if err == nil {
