@@ -66,13 +66,13 @@ func (p *Pipeline) readiness() error {
 	if e := p.silentErr.Load(); e != nil {
 		return *e
 	}
-	if e := p.publishes.failed.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.publishes.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
 	}
-	if e := p.deadLetters.failed.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.deadLetters.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: dead letters to %s failing; the envelopes that cannot be processed are handed back: %w", p.cfg.DLQStream, e.err)
 	}
-	if e := p.acks.failed.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.acks.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: acknowledgements failing (the last %s ago); envelopes are redelivered after the ack wait",
 			(p.clock() - e.at).Round(time.Millisecond))
 	}
@@ -112,8 +112,8 @@ type failure struct {
 
 // requests is what the answers to one kind of request (output publishes, dead letters, acks) say for readiness.
 type requests struct {
-	failed atomic.Pointer[failure] // the standing failure (nil: none)
-	ok     atomic.Int64            // p.clock() of the last answer (0: none)
+	standing atomic.Pointer[failure] // the failure that stands (nil: none)
+	ok       atomic.Int64            // p.clock() of the last answer (0: none)
 }
 
 // superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
@@ -136,17 +136,17 @@ func (r *requests) answered(now time.Duration) {
 // stands already. It reports whether r went from no failure to one, or back.
 func (r *requests) stand(f *failure) (changed bool) {
 	for {
-		cur := r.failed.Load()
+		cur := r.standing.Load()
 		if r.superseded(f.sent) || cur != nil && cur.sent > f.sent {
 			return false
 		}
-		if r.failed.CompareAndSwap(cur, f) {
+		if r.standing.CompareAndSwap(cur, f) {
 			changed = cur == nil
 			break
 		}
 	}
 	// An answer recorded between the check and the swap came after f's request (and every earlier one) was sent.
-	if r.superseded(f.sent) && r.failed.CompareAndSwap(f, nil) {
+	if r.superseded(f.sent) && r.standing.CompareAndSwap(f, nil) {
 		changed = !changed
 	}
 	return changed
@@ -164,11 +164,11 @@ func (p *Pipeline) publishUp() {
 func (p *Pipeline) cleared(r *requests, msg, stream string) {
 	r.answered(p.clock())
 	for {
-		cur := r.failed.Load()
+		cur := r.standing.Load()
 		if cur == nil || !r.superseded(cur.sent) {
 			return
 		}
-		if r.failed.CompareAndSwap(cur, nil) {
+		if r.standing.CompareAndSwap(cur, nil) {
 			p.log.Info(msg, "stream", stream)
 			p.updateReady()
 			return
