@@ -107,8 +107,6 @@ func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
 	return s.m.unkeyed.WithLabelValues(s.label, string(r))
 }
 
-const otherSource = "other"
-
 // New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
 // name the field at fault.
 func New(cfg Config) (*Pipeline, error) {
@@ -151,7 +149,7 @@ func New(cfg Config) (*Pipeline, error) {
 		spec, _ := cfg.Sources.Lookup(id)
 		p.sources[id] = newState(id, spec)
 	}
-	p.other = newState(otherSource, keys.Spec{})
+	p.other = newState("other", keys.Spec{}) // the label of every undeclared source
 	p.m.sourcesWithoutDedupe.Set(float64(len(cfg.Sources.WithoutDedupe)))
 	p.m.ready.Set(0)
 	return p, nil
