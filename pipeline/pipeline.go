@@ -149,7 +149,7 @@ func New(cfg Config) (*Pipeline, error) {
 		spec, _ := cfg.Sources.Lookup(id)
 		p.sources[id] = newState(id, spec)
 	}
-	p.other = newState("other", keys.Spec{}) // the label of every undeclared source
+	p.other = newState("other", keys.Spec{}) // undeclared sources, and subjects without one
 	p.m.sourcesWithoutDedupe.Set(float64(len(cfg.Sources.WithoutDedupe)))
 	p.m.ready.Set(0)
 	return p, nil
