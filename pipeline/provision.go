@@ -374,9 +374,7 @@ func startFrom(want *jetstream.ConsumerConfig, cfg Config, input *jetstream.Stre
 			"unprocessed envelopes; the consumer starts at the first of them (unset DEDUPE_CONSUMER_START)",
 			"stream", cfg.InputStream, "consumer", cfg.Consumer, "consumer_start", cfg.ConsumerStart)
 	case startAsSet:
-		want.DeliverPolicy = start.DeliverPolicy
-		want.OptStartSeq = start.OptStartSeq
-		want.OptStartTime = start.OptStartTime
+		want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = start.DeliverPolicy, start.OptStartSeq, start.OptStartTime
 	case startNeedsSetting:
 		return fmt.Errorf("%w: consumer %s > %s is missing and %s: creating it from the start would deliver them again "+
 			"and republish every event whose claim is still live. Set DEDUPE_CONSUMER_START to "+where,
