@@ -252,19 +252,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.bindErr.Store(nil) // the previous Run's reason, which readiness would still give
 	// A previous Run that spent its shutdown budget returned with workers still sending their stored outcomes'
 	// record, release and ack: they use the answers subscription and the counters this Run would set up again.
-	if prev := p.lastWorkers; prev != nil {
+	if prev := p.lastWorkers; prev != nil && !waitFor(prev, 0) {
+		p.waitingLast.Store(true)
+		p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
 		select {
 		case <-prev:
-		default:
-			p.waitingLast.Store(true)
-			p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
-			select {
-			case <-prev:
-				p.waitingLast.Store(false)
-			case <-ctx.Done():
-				p.waitingLast.Store(false)
-				return nil
-			}
+			p.waitingLast.Store(false)
+		case <-ctx.Done():
+			p.waitingLast.Store(false)
+			return nil
 		}
 	}
 
