@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,8 +80,8 @@ type Config struct {
 	// Consumer is the durable pull consumer on InputStream that all replicas share. Default dedupeworker.
 	Consumer string
 
-	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, never
-	// changed); DefaultConfig sets it.
+	// Provision creates missing streams and the consumer when Run starts (existing ones are checked, and changed
+	// only as MaxAckPending says); DefaultConfig sets it.
 	Provision bool
 	// Replicas is the replication factor of streams and the consumer that Provision creates. Default 1.
 	Replicas int
@@ -155,10 +156,9 @@ func (c Config) Validate() error {
 	if c.Window == nil {
 		return errors.New("pipeline: Window: is required")
 	}
-	names := []struct{ name, v string }{
-		{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
-		{"Consumer", c.Consumer},
-	}
+	type field struct{ name, v string }
+	names := []field{{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
+		{"Consumer", c.Consumer}}
 	for _, f := range names {
 		if !validName(f.v) {
 			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
@@ -168,11 +168,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("pipeline: InputStream, OutputStream and DLQStream must differ, got %q, %q and %q",
 			c.InputStream, c.OutputStream, c.DLQStream)
 	}
-	prefixes := []struct{ name, v string }{
-		{"InputPrefix", c.InputPrefix}, {"OutputPrefix", c.OutputPrefix}, {"DLQPrefix", c.DLQPrefix},
-	}
+	prefixes := []field{{"InputPrefix", c.InputPrefix}, {"OutputPrefix", c.OutputPrefix}, {"DLQPrefix", c.DLQPrefix}}
 	if c.DuplicatesPrefix != "" {
-		prefixes = append(prefixes, struct{ name, v string }{"DuplicatesPrefix", c.DuplicatesPrefix})
+		prefixes = append(prefixes, field{"DuplicatesPrefix", c.DuplicatesPrefix})
 	}
 	for _, f := range prefixes {
 		if !validPrefix(f.v) {
@@ -202,6 +200,8 @@ func (c Config) Validate() error {
 		{c.OutputMaxAge < c.OutputDuplicates, "OutputMaxAge: must be at least the output's duplicate window " +
 			c.OutputDuplicates.String(), c.OutputMaxAge},
 		{c.DLQMaxAge < time.Minute, "DLQMaxAge: must be at least 1m", c.DLQMaxAge},
+		{c.MaxAckPending < 0, "MaxAckPending: must not be negative", c.MaxAckPending},
+		{c.MaxHold < 0, "MaxHold: must not be negative", c.MaxHold},
 	} {
 		if r.bad {
 			return fmt.Errorf("pipeline: %s, got %v", r.msg, r.v)
@@ -209,12 +209,6 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseConsumerStart(c.ConsumerStart); err != nil {
 		return err
-	}
-	if c.MaxAckPending < 0 {
-		return fmt.Errorf("pipeline: MaxAckPending: must not be negative, got %d", c.MaxAckPending)
-	}
-	if c.MaxHold < 0 {
-		return fmt.Errorf("pipeline: MaxHold: must not be negative, got %s", c.MaxHold)
 	}
 	if c.Logger == nil {
 		return errors.New("pipeline: Logger: is required")
@@ -226,22 +220,11 @@ func (c Config) Validate() error {
 }
 
 func validName(s string) bool {
-	if s == "" || len(s) > 255 {
-		return false
-	}
-	return !strings.ContainsAny(s, " \t\r\n.*>/\\")
+	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n.*>/\\")
 }
 
 func validPrefix(s string) bool {
-	if s == "" || len(s) > 255 || strings.ContainsAny(s, " \t\r\n*>") {
-		return false
-	}
-	for tok := range strings.SplitSeq(s, ".") {
-		if tok == "" {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n*>") && !slices.Contains(strings.Split(s, "."), "")
 }
 
 // duplicateWindow is the default output duplicate window: a republish after a lost ack (AckWait) still collapses.

@@ -43,7 +43,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			if p.cfg.Provision && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
+			if p.cfg.Provision && consumerGone(err) {
 				// Deleted by an operator (or with its stream): create what is missing again (or ErrConsumerStart).
 				if perr := p.reprovision(ctx); perr != nil {
 					err = perr
@@ -64,6 +64,8 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 		p.bindErr.Store(nil)
 		p.setBound(true)
 		p.log.Info("pipeline: consuming", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "max_in_flight", p.cfg.MaxInFlight)
+		// unbind ends the subscription (a closed one too) and readiness follows, before the line that says why.
+		unbind := func() { sub.stop(); p.setBound(false) }
 	watch:
 		for {
 			select {
@@ -73,21 +75,19 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 				p.setBound(false)
 				return nil
 			case <-sub.closed:
-				p.setBound(false)
+				unbind()
 				if nc.IsClosed() {
 					return errConnClosed
 				}
 				p.log.Warn("pipeline: pull subscription ended; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
 				break watch
 			case err := <-sub.failed:
-				sub.stop()
-				p.setBound(false)
+				unbind()
 				p.log.Warn("pipeline: consuming stopped; binding again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "err", err)
 				break watch
 			case <-tick.C:
 				if nc.IsClosed() {
-					sub.stop()
-					p.setBound(false)
+					unbind()
 					return errConnClosed
 				}
 				if p.cfg.Provision && p.missing.Swap(false) {
@@ -100,8 +100,7 @@ func (p *Pipeline) consume(ctx context.Context, rs *runState) error {
 				}
 				if p.rebind.Swap(false) {
 					// Another consumer under the name, or none, or the process was paused: drop what the client buffered.
-					sub.stop()
-					p.setBound(false)
+					unbind()
 					p.log.Warn("pipeline: binding the consumer again", "stream", p.cfg.InputStream, "consumer", p.cfg.Consumer)
 					bo.Reset()
 					break watch
@@ -131,7 +130,7 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 	if prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: warningKeys(warns)}); prev == nil || prev.created != created {
 		logConsumerWarnings(p.cfg, warns)
 	}
-	p.consumerCreated.Store(info.Created.UnixNano())
+	p.consumerCreated.Store(created)
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
 	if err == nil {
@@ -152,7 +151,7 @@ func (p *Pipeline) bindFailed(err error) {
 func (p *Pipeline) reprovision(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, err := provision(cctx, p.js, p.cfg, true)
+	created, err := provision(cctx, p.cfg, true)
 	if err == nil {
 		p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged
 	}
@@ -167,17 +166,9 @@ func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	return err
 }
 
-func (p *Pipeline) consumerUsable(c jetstream.ConsumerConfig) bool {
-	_, err := checkConsumer(p.cfg, c)
-	return err == nil
-}
-
-// consumerReadFailed is the status poll's consumer read failing with err (not the connection's): not found while
-// bound, it was deleted, perhaps while disconnected (the pulls then only get "no responders"): bind again.
-func (p *Pipeline) consumerReadFailed(err error) {
-	if p.bound.Load() && (errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)) {
-		p.rebind.Store(true)
-	}
+// consumerGone reports whether a read of the consumer says that it, or its stream, does not exist.
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound)
 }
 
 // streamMissing asks the consume loop to provision again when a publish's failure says its stream is missing.
@@ -204,13 +195,12 @@ type seenConsumer struct {
 
 // consumerEdited logs the warnings that an operator's edit of the bound consumer in place (nats consumer edit: a
 // delivery limit, another ack wait) added since its configuration was last read: the bind logs a consumer's
-// warnings once, when it is first seen, and an edit keeps its creation time. c is its configuration as read now.
-func (p *Pipeline) consumerEdited(created int64, c jetstream.ConsumerConfig) {
+// warnings once, when it is first seen, and an edit keeps its creation time. warns are checkConsumer's as read now.
+func (p *Pipeline) consumerEdited(created int64, warns []consumerWarning) {
 	prev := p.seenConsumer.Load()
 	if prev == nil || prev.created != created || prev.warns == nil {
 		return // not the consumer bound (a rebind follows), or not read by a bind yet: the bind logs its warnings
 	}
-	warns, _ := checkConsumer(p.cfg, c)
 	keys := warningKeys(warns)
 	if !p.seenConsumer.CompareAndSwap(prev, &seenConsumer{created: created, warns: keys}) {
 		return // a bind read it meanwhile: the next poll compares with what it stored

@@ -50,7 +50,7 @@ func (p *Pipeline) inspect(e *envelope, subject string, hdr nats.Header, body []
 		return
 	}
 	if contract.Unverified(hdr) {
-		e.reason = ReasonUnverified
+		e.reason = contract.ReasonUnverified
 		return
 	}
 	if !e.src.spec.Enabled() {

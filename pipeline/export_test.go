@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/contract"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 )
@@ -142,3 +143,18 @@ func AckFailed(p *Pipeline, err error, sent time.Duration) { p.ackFailed(AckUnco
 
 // AckConfirmed records an ack the server confirmed.
 func AckConfirmed(p *Pipeline) { p.ackUp() }
+
+// Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason} (the names of
+// protocol.Count and protocol.NakReason) and of dedupeworker_unkeyed_total{reason}, as the tests expect them.
+const (
+	OutcomeDuplicate = "duplicate"
+
+	ReasonUnverified = contract.ReasonUnverified
+
+	NakWindow          = "window-unavailable"
+	NakPublish         = "publish"
+	NakDeadLetter      = "dead-letter"
+	NakShutdown        = "shutdown"
+	NakHeld            = "held-too-long"
+	NakHolderUndecided = "holder-undecided"
+)

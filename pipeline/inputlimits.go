@@ -91,10 +91,11 @@ func (w *inputWatch) observe(created time.Time, delivered jetstream.SequenceInfo
 // (info: the stream as a status poll read it), and while there are any counts and logs the undeliveredGap.
 func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamInfo) {
 	problems := inputLimitProblems(info.Config)
+	joined := strings.Join(problems, "; ")
 	w := &p.inputWatch
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if joined := strings.Join(problems, "; "); joined != w.problems {
+	if joined != w.problems {
 		w.problems = joined
 		if joined != "" {
 			p.log.Warn("pipeline: the input stream deletes envelopes not yet processed: "+joined+"; an outage or a backlog "+
@@ -152,6 +153,6 @@ func (p *Pipeline) checkInputLimits(ctx context.Context, info *jetstream.StreamI
 	p.m.inputDropped.Add(float64(n))
 	p.log.Error(fmt.Sprintf("pipeline: %s no longer holds %d envelopes its consumer never delivered (its limits, or an "+
 		"operator's purge or consumer reset): they are lost, never processed; its limits: %s",
-		p.cfg.InputStream, n, strings.Join(problems, "; ")),
+		p.cfg.InputStream, n, joined),
 		"stream", p.cfg.InputStream, "consumer", p.cfg.Consumer, "dropped", n, "first_seq", from, "last_seq", first-1)
 }

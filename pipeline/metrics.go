@@ -28,21 +28,9 @@ type Metrics struct {
 	inputDropped         prometheus.Counter
 }
 
-// Label values of dedupeworker_envelopes_total{outcome} and dedupeworker_naks_total{reason}.
+// Label values of dedupeworker_ack_failures_total{reason}; those of dedupeworker_envelopes_total{outcome} and
+// dedupeworker_naks_total{reason} are the names of protocol.Count and protocol.NakReason.
 const (
-	OutcomeUnique     = "unique"
-	OutcomeDuplicate  = "duplicate"
-	OutcomeUnkeyed    = "unkeyed"
-	OutcomeDeadLetter = "dead-letter"
-
-	NakWindow          = "window-unavailable" // the window could not decide
-	NakPublish         = "publish"            // the output stream did not take the event (full, unavailable, timeout)
-	NakDeadLetter      = "dead-letter"        // the dead-letter stream did not take the dead letter
-	NakShutdown        = "shutdown"           // pulled but not finished before shutdown
-	NakHeld            = "held-too-long"      // held past the hold bound: publishing now could outlive the output's duplicate window
-	NakHolderUndecided = "holder-undecided"   // a copy of an event whose claim holder has not published yet
-	NakRecord          = "record-failed"      // published, but the publish could not be recorded in the claim
-
 	AckRefused     = "refused"     // the server refused the ack (a permissions violation on $JS.ACK.>)
 	AckError       = "error"       // the client could not send the ack (connection closed or lost)
 	AckNoConsumer  = "no-consumer" // no consumer served the ack subject: the consumer (or its stream) was deleted

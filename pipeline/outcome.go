@@ -46,7 +46,7 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 	}
 	switch {
 	case err == nil:
-		p.cleared(&p.deadLetterErr, &p.deadLetterOK, "pipeline: dead letters stored again", p.cfg.DLQStream)
+		p.cleared(&p.deadLetters, "pipeline: dead letters stored again", p.cfg.DLQStream)
 		return protocol.PublishStored
 	case w.ctx.Err() != nil:
 		return protocol.PublishCancelled
@@ -55,7 +55,7 @@ func (w *worker) deadLetter(d *delivery, reason, why string) protocol.PublishRes
 		"reason", reason, "error", why, "err", err)
 	// Readiness reports it as it reports failing output publishes: the envelope is handed back until the
 	// dead-letter stream takes it.
-	p.failed(&p.deadLetterErr, &p.deadLetterOK, err, sent)
+	p.failed(&p.deadLetters, err, sent)
 	p.streamMissing(err)
 	return protocol.PublishFailed
 }

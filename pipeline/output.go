@@ -162,12 +162,7 @@ const trimmedRoom = 8 << 10
 // sender's headers, at most keep bytes of the body, and Dedupe-Truncated saying what was dropped.
 func (w *worker) buildTrimmedDeadLetter(subject string, in nats.Header, body []byte, reason, why string, keep int) *nats.Msg {
 	p := w.p
-	hdrBytes := 0
-	for k, vs := range in {
-		for _, v := range vs {
-			hdrBytes += len(k) + len(v) + 4
-		}
-	}
+	hdrBytes := headerSize(in) - headerSize(nil) // the sender's "Name: value\r\n" lines
 	kept := body[:min(len(body), keep)]
 	w.headers(contract.DeadLetterSubject(p.cfg.DLQPrefix, reason), nil, kept, true)
 	w.deadLetterHeaders(subject, why)

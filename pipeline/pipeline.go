@@ -51,10 +51,8 @@ type Pipeline struct {
 	silentErr   atomic.Pointer[error]   // a stream's leader not answering the status poll (nil: fine)
 	streams     watches                 // what the status polls know of each stream's leader (status.go)
 	windowErr   atomic.Pointer[error]   // last window failure (nil: reachable)
-	publishErr  atomic.Pointer[failure] // last publish failure, until a publish succeeds (nil: fine)
-	ackErr      atomic.Pointer[failure] // last ack failure (nil: none); it stands for failureQuiet
-	publishOK   atomic.Int64            // p.clock() of the last output publish stored (0: none)
-	ackOK       atomic.Int64            // p.clock() of the last ack confirmed (0: none)
+	publishes   requests                // output publishes: a failure stands until a publish is stored
+	acks        requests                // a failure stands for failureQuiet (ackUp)
 	link        link                    // the NATS connection's last outage (status.go)
 	pulls       pullHealth              // what the consumer answers to the pull requests (pull.go)
 	pullSub     atomic.Pointer[pullSub] // the pull subscription of the consumer bound now (nil: none)
@@ -66,11 +64,10 @@ type Pipeline struct {
 	maxHold         atomic.Int64 // the longest a delivery may be held before it is published (ns)
 
 	// What was found missing or unusable under the running worker (consume.go, outcome.go).
-	seenConsumer  atomic.Pointer[seenConsumer] // the consumer whose warnings were logged last, as last read (bind, consumerEdited)
-	bindErr       atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
-	missing       atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
-	deadLetterErr atomic.Pointer[failure]      // last dead letter not stored, until one is (nil: fine)
-	deadLetterOK  atomic.Int64                 // p.clock() of the last dead letter stored (0: none)
+	seenConsumer atomic.Pointer[seenConsumer] // the consumer whose warnings were logged last, as last read (bind, consumerEdited)
+	bindErr      atomic.Pointer[error]        // why the consume loop cannot bind the consumer now, or why provisioning retries (nil: bound, or not tried)
+	missing      atomic.Bool                  // a publish found no stream to take it: create it again (with Provision)
+	deadLetters  requests                     // a failure stands until a dead letter is stored
 
 	epoch     time.Time    // origin of p.clock
 	lastTick  atomic.Int64 // p.clock() of the pause detector's last tick
@@ -95,7 +92,7 @@ func (p *Pipeline) clock() time.Duration { return time.Since(p.epoch) }
 // sourceState is what the pipeline knows about one source label: the spec and the metric children, resolved once.
 type sourceState struct {
 	spec     keys.Spec
-	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count (OutcomeUnique...)
+	outcomes [protocol.CountDeadLetter + 1]prometheus.Counter // by protocol.Count
 	reasons  map[keys.Reason]prometheus.Counter
 	label    string
 	m        *Metrics
@@ -107,19 +104,6 @@ func (s *sourceState) reason(r keys.Reason) prometheus.Counter {
 	}
 	return s.m.unkeyed.WithLabelValues(s.label, string(r))
 }
-
-// ReasonUnverified is the unkeyed reason of a delivery whose ingest service could not verify its signature
-// (header Ingest-Verified: false); ReasonWindowUnavailable that of a delivery forwarded while the window was down
-// (only with Config.ForwardWhenWindowDown).
-const (
-	ReasonUnverified        keys.Reason = contract.ReasonUnverified
-	ReasonWindowUnavailable keys.Reason = contract.ReasonWindowUnavailable
-)
-
-var allReasons = []keys.Reason{keys.ReasonNoDedupe, keys.ReasonMissing, keys.ReasonTooLarge, keys.ReasonNotJSON,
-	ReasonUnverified, ReasonWindowUnavailable}
-
-const otherSource = "other"
 
 // New checks cfg (after applying defaults) and returns a pipeline ready to Run. Errors start with "pipeline: " and
 // name the field at fault.
@@ -150,13 +134,12 @@ func New(cfg Config) (*Pipeline, error) {
 		p.m.ackFailures.WithLabelValues(r)
 	}
 	newState := func(label string, spec keys.Spec) *sourceState {
-		s := &sourceState{spec: spec, label: label, m: p.m, reasons: make(map[keys.Reason]prometheus.Counter, len(allReasons))}
-		for c, o := range map[protocol.Count]string{protocol.CountUnique: OutcomeUnique, protocol.CountDuplicate: OutcomeDuplicate,
-			protocol.CountUnkeyed: OutcomeUnkeyed, protocol.CountDeadLetter: OutcomeDeadLetter} {
-			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, o)
+		s := &sourceState{spec: spec, label: label, m: p.m, reasons: map[keys.Reason]prometheus.Counter{}}
+		for c := protocol.CountUnique; c <= protocol.CountDeadLetter; c++ {
+			s.outcomes[c] = p.m.envelopes.WithLabelValues(label, c.String())
 		}
-		for _, r := range allReasons {
-			s.reasons[r] = p.m.unkeyed.WithLabelValues(label, string(r))
+		for _, r := range contract.UnkeyedReasons() {
+			s.reasons[keys.Reason(r)] = p.m.unkeyed.WithLabelValues(label, r)
 		}
 		return s
 	}
@@ -164,7 +147,7 @@ func New(cfg Config) (*Pipeline, error) {
 		spec, _ := cfg.Sources.Lookup(id)
 		p.sources[id] = newState(id, spec)
 	}
-	p.other = newState(otherSource, keys.Spec{})
+	p.other = newState("other", keys.Spec{}) // undeclared sources, and subjects without one
 	p.m.sourcesWithoutDedupe.Set(float64(len(cfg.Sources.WithoutDedupe)))
 	p.m.ready.Set(0)
 	return p, nil
@@ -207,7 +190,7 @@ func (rs *runState) stop() {
 	})
 }
 
-// until is the moment a shutdown step ends (after), counted from the stop; call it after stop.
+// until is the moment a shutdown step ends (after), counted from the stop, which it makes if none was made yet.
 func (rs *runState) until(after time.Duration) time.Time {
 	rs.stop()
 	return rs.stopped.Add(after)
@@ -237,11 +220,8 @@ type shutdownSteps struct {
 	end    time.Duration // Run returns, whether or not every worker has finished its shutdown-proof steps
 }
 
-// planShutdown decides the steps of a shutdown within budget (Config.ShutdownTimeout): in-flight envelopes may
-// finish until all but min(5s, a quarter) of it has passed; the rest is left to what cancelled work still does —
-// hand back what was not stored, and record, release and ack what was (each step bounded by its own timeout) —
-// and Run returns when the budget is spent, whatever is still running.
-// A budget of zero or less (none left) makes every step end at once, in order.
+// planShutdown decides the steps of a shutdown within budget (Config.ShutdownTimeout), as Run describes them. A
+// budget of zero or less (none left) makes every step end at once, in order.
 func planShutdown(budget time.Duration) shutdownSteps {
 	budget = max(budget, 0)
 	cancel := budget - min(5*time.Second, budget/4)
@@ -270,19 +250,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.bindErr.Store(nil) // the previous Run's reason, which readiness would still give
 	// A previous Run that spent its shutdown budget returned with workers still sending their stored outcomes'
 	// record, release and ack: they use the answers subscription and the counters this Run would set up again.
-	if prev := p.lastWorkers; prev != nil {
+	if prev := p.lastWorkers; prev != nil && !waitFor(prev, 0) {
+		p.waitingLast.Store(true)
+		p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
 		select {
 		case <-prev:
-		default:
-			p.waitingLast.Store(true)
-			p.log.Warn("pipeline: waiting for the previous Run's workers to finish their shutdown before consuming again")
-			select {
-			case <-prev:
-				p.waitingLast.Store(false)
-			case <-ctx.Done():
-				p.waitingLast.Store(false)
-				return nil
-			}
+			p.waitingLast.Store(false)
+		case <-ctx.Done():
+			p.waitingLast.Store(false)
+			return nil
 		}
 	}
 
@@ -350,7 +326,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 func (p *Pipeline) provision(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		created, err := provision(ctx, p.js, p.cfg, false)
+		created, err := provision(ctx, p.cfg, false)
 		if err == nil {
 			p.bindErr.Store(nil)
 			p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged: the bind does not repeat them
@@ -375,23 +351,18 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	}
 }
 
-// provisionFailed decides what a failed provisioning attempt does: stop the start (a refusal for good, or a
-// configuration that cannot work), or wait and retry, reason being why readiness says the pipeline does not
-// consume. The cluster's refusal to place a stream (a 400) is retried: it passes by itself (a server offline or not
-// yet known) or needs a setting changed, which its error says, and the start waits as for an unavailable
-// JetStream. Each failure replaces the previous one's reason, so a refusal followed by a timeout gives the timeout.
+// provisionFailed decides what a failed provisioning attempt does: stop the start (the server's definite answer,
+// or a configuration that cannot work), or wait and retry what may go away by itself (no responders, timeouts, a
+// server without a leader yet), reason being why readiness says the pipeline does not consume. The cluster's
+// refusal to place a stream (a 400) is retried: it passes by itself (a server offline or not yet known) or needs a
+// setting changed, which its error says, and the start waits as for an unavailable JetStream. Each failure replaces
+// the previous one's reason, so a refusal followed by a timeout gives the timeout.
 func provisionFailed(err error) (stop bool, reason error) {
 	switch {
 	case jserr.NoPlacement(err):
 		return false, err
-	case !retryable(err):
+	case errors.Is(err, ErrIncompatible), errors.Is(err, ErrConsumerStart), jserr.Refused(err):
 		return true, nil
 	}
 	return false, fmt.Errorf("provisioning failed, retrying: %w", err)
-}
-
-// retryable reports whether a provisioning failure may go away by itself (no responders, timeouts, a server
-// without a leader yet) rather than being the server's definite answer or a configuration that cannot work.
-func retryable(err error) bool {
-	return !errors.Is(err, ErrIncompatible) && !errors.Is(err, ErrConsumerStart) && !jserr.Refused(err)
 }

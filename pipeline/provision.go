@@ -27,10 +27,12 @@ var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incom
 // deleted under a running pipeline leaves it unready with this error until a restart with the setting up to date.
 var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 
-// Provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
+// provision creates what the pipeline needs and is missing: the input, output and dead-letter streams (file
 // storage, cfg.Replicas) and the durable pull consumer on the input stream. Existing streams and consumers are
-// never changed: one that cannot work is an error wrapping ErrIncompatible, one that works but differs from what
-// Provision would create is logged at warn.
+// never changed but for a consumer's MaxAckPending when cfg sets it: one that cannot work is an error wrapping
+// ErrIncompatible, one that works but differs from what it would create is logged at warn. cfg is valid, with its
+// defaults (New); recreate says the running worker found something missing (decideStart). It returns the creation
+// time of the consumer it checked or created.
 //
 // What it creates:
 //   - InputStream: subjects "<InputPrefix>.>", work-queue retention: the stream never keeps what was processed, and
@@ -41,22 +43,8 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     letter of a redelivery collapses into the first as the event does; age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, ConsumerMaxAckPending, filtered only
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
-func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
-	_, err := provision(ctx, js, cfg, false)
-	return err
-}
-
-// provision is Provision; recreate says the running worker found something missing (decideStart). It returns the
-// creation time of the consumer it checked or created.
-func provision(ctx context.Context, js jetstream.JetStream, cfg Config, recreate bool) (time.Time, error) {
-	if js != nil {
-		cfg.JetStream = js
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return time.Time{}, err
-	}
-	js = cfg.JetStream
+func provision(ctx context.Context, cfg Config, recreate bool) (time.Time, error) {
+	js := cfg.JetStream
 	input, err := ensureStreams(ctx, js, cfg)
 	if err != nil {
 		return time.Time{}, err
@@ -77,6 +65,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 	streams := []struct {
 		cfg   jetstream.StreamConfig
 		needs []string
+		short string // the warning when its duplicate window is shorter than the ack wait ("": none)
 	}{
 		{jetstream.StreamConfig{
 			Name:        cfg.InputStream,
@@ -85,7 +74,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Retention:   jetstream.WorkQueuePolicy,
 			Storage:     jetstream.FileStorage,
 			Replicas:    cfg.Replicas,
-		}, []string{cfg.InputPrefix + ".*.*"}},
+		}, []string{cfg.InputPrefix + ".*.*"}, ""},
 		{jetstream.StreamConfig{
 			Name:        cfg.OutputStream,
 			Description: "dedupeworker: unique events",
@@ -94,7 +83,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  cfg.OutputDuplicates,
 			MaxAge:      cfg.OutputMaxAge,
-		}, outNeeds},
+		}, outNeeds, "pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost " +
+			"ack may not collapse"},
 		{jetstream.StreamConfig{
 			Name:        cfg.DLQStream,
 			Description: "dedupeworker: envelopes that can never be processed",
@@ -103,7 +93,9 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			Replicas:    cfg.Replicas,
 			Duplicates:  min(cfg.OutputDuplicates, cfg.DLQMaxAge), // the server refuses a window over the age limit
 			MaxAge:      cfg.DLQMaxAge,
-		}, []string{cfg.DLQPrefix + ".*"}},
+		}, []string{cfg.DLQPrefix + ".*"}, "pipeline: dead-letter stream's duplicate window is shorter than the ack " +
+			"wait: the redelivery of an envelope whose ack was lost after its dead letter may store a second dead letter " +
+			"(nats stream edit " + cfg.DLQStream + " --dupe-window=…)"},
 	}
 	var input *jetstream.StreamInfo
 	for _, s := range streams {
@@ -120,15 +112,8 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 					ErrIncompatible, info.Config.Name, info.Config.Subjects, need)
 			}
 		}
-		if info.Config.Name == cfg.OutputStream && info.Config.Duplicates < cfg.AckWait {
-			log.Warn("pipeline: output stream's duplicate window is shorter than the ack wait: a republish after a lost ack may not collapse",
-				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
-		}
-		if info.Config.Name == cfg.DLQStream && info.Config.Duplicates < cfg.AckWait {
-			log.Warn("pipeline: dead-letter stream's duplicate window is shorter than the ack wait: the redelivery of an "+
-				"envelope whose ack was lost after its dead letter may store a second dead letter (nats stream edit "+
-				info.Config.Name+" --dupe-window=…)",
-				"stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
+		if s.short != "" && info.Config.Duplicates < cfg.AckWait {
+			log.Warn(s.short, "stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
 	return input, nil
@@ -204,17 +189,15 @@ func ensureConsumer(ctx context.Context, js jetstream.JetStream, cfg Config, inp
 	if _, err := checkConsumer(cfg, got); err != nil {
 		return time.Time{}, err
 	}
-	if cfg.MaxAckPending > 0 && got.MaxAckPending != cfg.MaxAckPending {
+	if old := got.MaxAckPending; cfg.MaxAckPending > 0 && old != cfg.MaxAckPending {
 		// The one field the worker changes on an existing consumer, when told to: a fleet that grew needs it.
-		upd := got
-		upd.MaxAckPending = cfg.MaxAckPending
-		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, upd); err != nil {
+		got.MaxAckPending = cfg.MaxAckPending
+		if _, err := js.UpdateConsumer(ctx, cfg.InputStream, got); err != nil {
 			return time.Time{}, fmt.Errorf("pipeline: consumer %s > %s: update MaxAckPending %d -> %d: %w",
-				cfg.InputStream, cfg.Consumer, got.MaxAckPending, cfg.MaxAckPending, err)
+				cfg.InputStream, cfg.Consumer, old, cfg.MaxAckPending, err)
 		}
 		cfg.Logger.Info("pipeline: consumer MaxAckPending updated", "stream", cfg.InputStream, "consumer", cfg.Consumer,
-			"from", got.MaxAckPending, "to", cfg.MaxAckPending)
-		got.MaxAckPending = cfg.MaxAckPending
+			"from", old, "to", cfg.MaxAckPending)
 	}
 	warns, _ := checkConsumer(cfg, got)
 	if input.Config.Retention != jetstream.WorkQueuePolicy {
@@ -388,9 +371,7 @@ func startFrom(want *jetstream.ConsumerConfig, cfg Config, input *jetstream.Stre
 			"unprocessed envelopes; the consumer starts at the first of them (unset DEDUPE_CONSUMER_START)",
 			"stream", cfg.InputStream, "consumer", cfg.Consumer, "consumer_start", cfg.ConsumerStart)
 	case startAsSet:
-		want.DeliverPolicy = start.DeliverPolicy
-		want.OptStartSeq = start.OptStartSeq
-		want.OptStartTime = start.OptStartTime
+		want.DeliverPolicy, want.OptStartSeq, want.OptStartTime = start.DeliverPolicy, start.OptStartSeq, start.OptStartTime
 	case startNeedsSetting:
 		return fmt.Errorf("%w: consumer %s > %s is missing and %s: creating it from the start would deliver them again "+
 			"and republish every event whose claim is still live. Set DEDUPE_CONSUMER_START to "+where,

@@ -304,11 +304,7 @@ func (s *pullSub) stop() {
 // them back at shutdown), waiting at most d.
 func (s *pullSub) drain(d time.Duration) {
 	s.stopper.Do(func() { close(s.stopped) })
-	if err := s.sub.Drain(); err != nil {
-		_ = s.sub.Unsubscribe()
-		return
-	}
-	if !waitFor(s.closed, d) {
+	if err := s.sub.Drain(); err != nil || !waitFor(s.closed, d) {
 		_ = s.sub.Unsubscribe()
 	}
 }

@@ -66,13 +66,13 @@ func (p *Pipeline) readiness() error {
 	if e := p.silentErr.Load(); e != nil {
 		return *e
 	}
-	if e := p.publishErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.publishes.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: publishes to %s failing: %w", p.cfg.OutputStream, e.err)
 	}
-	if e := p.deadLetterErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.deadLetters.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: dead letters to %s failing; the envelopes that cannot be processed are handed back: %w", p.cfg.DLQStream, e.err)
 	}
-	if e := p.ackErr.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
+	if e := p.acks.standing.Load(); e != nil && p.clock()-e.at < p.failureQuiet() {
 		return fmt.Errorf("pipeline: acknowledgements failing (the last %s ago); envelopes are redelivered after the ack wait",
 			(p.clock() - e.at).Round(time.Millisecond))
 	}
@@ -103,14 +103,6 @@ func (p *Pipeline) windowReason(err error) error {
 // unready: with nothing left to publish or acknowledge, no success can clear a failure.
 func (p *Pipeline) failureQuiet() time.Duration { return max(10*time.Second, 2*p.cfg.StatusInterval) }
 
-// superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
-// kind was answered at lastOK (p.clock; 0: never) after it was sent. A publish or an ack that waits out its
-// timeout across a leader change fails after the ones behind it went through; counting it would leave a drained
-// pipeline unready for failureQuiet, with nothing left to clear it.
-func superseded(sent time.Duration, lastOK int64) bool {
-	return lastOK != 0 && time.Duration(lastOK) >= sent
-}
-
 // failure is an error, when (p.clock) it happened, and when the request that failed was sent.
 type failure struct {
 	err  error
@@ -118,28 +110,43 @@ type failure struct {
 	sent time.Duration
 }
 
-// answered records in ok an answer at now, never moving it back.
-func answered(ok *atomic.Int64, now time.Duration) {
+// requests is what the answers to one kind of request (output publishes, dead letters, acks) say for readiness.
+type requests struct {
+	standing atomic.Pointer[failure] // the failure that stands (nil: none)
+	ok       atomic.Int64            // p.clock() of the last answer (0: none)
+}
+
+// superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
+// kind was answered after it was sent. A publish or an ack that waits out its timeout across a leader change fails
+// after the ones behind it went through; counting it would leave a drained pipeline unready for failureQuiet, with
+// nothing left to clear it.
+func (r *requests) superseded(sent time.Duration) bool {
+	ok := r.ok.Load()
+	return ok != 0 && time.Duration(ok) >= sent
+}
+
+// answered records an answer at now, never moving the last one back.
+func (r *requests) answered(now time.Duration) {
 	v := int64(max(now, 1))
-	for cur := ok.Load(); cur < v && !ok.CompareAndSwap(cur, v); cur = ok.Load() {
+	for cur := r.ok.Load(); cur < v && !r.ok.CompareAndSwap(cur, v); cur = r.ok.Load() {
 	}
 }
 
-// stand makes f the standing failure in last, unless an answer recorded in ok superseded it or the failure of a
-// request sent later stands already. It reports whether last went from no failure to one, or back.
-func stand(last *atomic.Pointer[failure], ok *atomic.Int64, f *failure) (changed bool) {
+// stand makes f the standing failure, unless an answer superseded it or the failure of a request sent later
+// stands already. It reports whether r went from no failure to one, or back.
+func (r *requests) stand(f *failure) (changed bool) {
 	for {
-		cur := last.Load()
-		if superseded(f.sent, ok.Load()) || cur != nil && cur.sent > f.sent {
+		cur := r.standing.Load()
+		if r.superseded(f.sent) || cur != nil && cur.sent > f.sent {
 			return false
 		}
-		if last.CompareAndSwap(cur, f) {
+		if r.standing.CompareAndSwap(cur, f) {
 			changed = cur == nil
 			break
 		}
 	}
 	// An answer recorded between the check and the swap came after f's request (and every earlier one) was sent.
-	if superseded(f.sent, ok.Load()) && last.CompareAndSwap(f, nil) {
+	if r.superseded(f.sent) && r.standing.CompareAndSwap(f, nil) {
 		changed = !changed
 	}
 	return changed
@@ -147,21 +154,21 @@ func stand(last *atomic.Pointer[failure], ok *atomic.Int64, f *failure) (changed
 
 // ackUp records an ack the server confirmed. It leaves a standing ack failure in place: acks that fail now and
 // then keep the pipeline unready until none has failed for failureQuiet.
-func (p *Pipeline) ackUp() { answered(&p.ackOK, p.clock()) }
+func (p *Pipeline) ackUp() { p.acks.answered(p.clock()) }
 
 func (p *Pipeline) publishUp() {
-	p.cleared(&p.publishErr, &p.publishOK, "pipeline: publishes succeed again", p.cfg.OutputStream)
+	p.cleared(&p.publishes, "pipeline: publishes succeed again", p.cfg.OutputStream)
 }
 
-// cleared records an answer of a kind whose failures last and ok keep (stand), and clears a failure it supersedes.
-func (p *Pipeline) cleared(last *atomic.Pointer[failure], ok *atomic.Int64, msg, stream string) {
-	answered(ok, p.clock())
+// cleared records an answer to a request of r's kind, and clears a failure it supersedes (stand).
+func (p *Pipeline) cleared(r *requests, msg, stream string) {
+	r.answered(p.clock())
 	for {
-		cur := last.Load()
-		if cur == nil || !superseded(cur.sent, ok.Load()) {
+		cur := r.standing.Load()
+		if cur == nil || !r.superseded(cur.sent) {
 			return
 		}
-		if last.CompareAndSwap(cur, nil) {
+		if r.standing.CompareAndSwap(cur, nil) {
 			p.log.Info(msg, "stream", stream)
 			p.updateReady()
 			return
@@ -169,16 +176,16 @@ func (p *Pipeline) cleared(last *atomic.Pointer[failure], ok *atomic.Int64, msg,
 	}
 }
 
-// failed records a request of a kind whose failures last and ok keep, sent at sent (p.clock), that failed with
-// err (stand). A request not sent while disconnected is the connection's failure, reported as long as it lasts.
-func (p *Pipeline) failed(last *atomic.Pointer[failure], ok *atomic.Int64, err error, sent time.Duration) {
-	if !p.offline(err) && stand(last, ok, &failure{err: err, at: p.clock(), sent: sent}) {
+// failed records a request of r's kind, sent at sent (p.clock), that failed with err (stand). A request not sent
+// while disconnected is the connection's failure, reported as long as it lasts.
+func (p *Pipeline) failed(r *requests, err error, sent time.Duration) {
+	if !p.offline(err) && r.stand(&failure{err: err, at: p.clock(), sent: sent}) {
 		p.updateReady()
 	}
 }
 
 func (p *Pipeline) publishDown(err error, sent time.Duration) {
-	p.failed(&p.publishErr, &p.publishOK, err, sent)
+	p.failed(&p.publishes, err, sent)
 	if ok, n := p.publishLog.allow(); ok {
 		p.log.Warn("pipeline: publish failed; envelopes are handed back (NAK with backoff)",
 			"stream", p.cfg.OutputStream, "err", err, "failures_since_last_log", n)
@@ -189,7 +196,7 @@ func (p *Pipeline) publishDown(err error, sent time.Duration) {
 // failing redelivers everything for ever, so it is counted, logged and makes the pipeline unready.
 func (p *Pipeline) ackFailed(reason string, err error, sent time.Duration) {
 	p.m.ackFailures.WithLabelValues(reason).Inc()
-	p.failed(&p.ackErr, &p.ackOK, err, sent)
+	p.failed(&p.acks, err, sent)
 	if ok, n := p.ackLog.allow(); ok {
 		p.log.Error("pipeline: acknowledgement failed; the envelope will be redelivered after the ack wait",
 			"reason", reason, "err", err, "failures_since_last_log", n)
@@ -236,18 +243,17 @@ func (p *Pipeline) setBound(b bool) {
 	}
 }
 
-func (p *Pipeline) windowUp() {
-	if p.windowErr.Load() != nil && p.windowErr.Swap(nil) != nil {
-		p.updateReady()
-		p.log.Info("pipeline: window reachable again")
-	}
-}
+// windowUp records a ping the window answered, clearing any window error.
+func (p *Pipeline) windowUp() { p.windowCleared(func(error) bool { return true }) }
 
 // claimUp records a claim the window took, clearing the window error it disproves (claimClears).
-func (p *Pipeline) claimUp() {
+func (p *Pipeline) claimUp() { p.windowCleared(claimClears) }
+
+// windowCleared clears the window error when clears says the answer disproves it.
+func (p *Pipeline) windowCleared(clears func(error) bool) {
 	for {
 		cur := p.windowErr.Load()
-		if cur == nil || !claimClears(*cur) {
+		if cur == nil || !clears(*cur) {
 			return
 		}
 		if p.windowErr.CompareAndSwap(cur, nil) {

@@ -105,7 +105,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if err != nil {
 		if !p.offline(err) {
 			p.consumerErr.Store(&err)
-			p.consumerReadFailed(err) // deleted while bound: bind again
+			if p.bound.Load() && consumerGone(err) {
+				p.rebind.Store(true) // deleted, perhaps while disconnected (the pulls then only get "no responders")
+			}
 		}
 	} else {
 		p.consumerErr.Store(nil)
@@ -116,11 +118,13 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		}
 		p.m.consumerPending.Set(float64(info.NumPending))
 		p.observeConsumer(info.Created, info.Delivered) // read before the input stream: checkInputLimits' pre-filter
-		if p.bound.Load() && (info.Created.UnixNano() != p.consumerCreated.Load() || !p.consumerUsable(info.Config)) {
+		created := info.Created.UnixNano()
+		warns, unusable := checkConsumer(p.cfg, info.Config)
+		if p.bound.Load() && (created != p.consumerCreated.Load() || unusable != nil) {
 			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
-			p.consumerEdited(info.Created.UnixNano(), info.Config)
+			p.consumerEdited(created, warns)
 		}
 	}
 	streamsCut, silent := p.refreshStreams(ctx, pinged)
@@ -279,12 +283,11 @@ func watchStream(prev watch, cutOff string, err error, offline bool, now time.Du
 	case offline:
 		return prev
 	}
-	next := prev
-	if next.failedAt == 0 {
-		next.failedAt = max(now, 1)
+	if prev.failedAt == 0 {
+		prev.failedAt = max(now, 1)
 	}
-	next.err = err
-	return next
+	prev.err = err
+	return prev
 }
 
 // silence says why readiness reports the stream as not answering ("" while it does not): its reads have failed
@@ -294,8 +297,7 @@ func (w watch) silence(now time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("no answer from its leader for %s (its leader out of reach, or none elected; the worker "+
-		"resumes by itself): %v",
-		(now - w.failedAt).Round(100*time.Millisecond), w.err)
+		"resumes by itself): %v", (now - w.failedAt).Round(100*time.Millisecond), w.err)
 }
 
 // describeCutOff is the verdict of the last answer, saying so when the stream has not answered since.
@@ -325,6 +327,12 @@ func (ws *watches) next(name, cutOff string, err error, offline bool, now time.D
 	return w
 }
 
+func (ws *watches) forget(name string) {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	delete(ws.m, name)
+}
+
 // missingReason says why readiness reports a stream the status poll found missing: ours (Provision creates it
 // again) or a window's bucket.
 func missingReason(ours, provision bool) string {
@@ -335,12 +343,6 @@ func missingReason(ours, provision bool) string {
 		return "missing (deleted under the running worker); the worker creates it again (DEDUPE_PROVISION=true)"
 	}
 	return "missing (deleted under the running worker): create it again, or restart a worker with DEDUPE_PROVISION=true"
-}
-
-func (ws *watches) forget(name string) {
-	ws.mu.Lock()
-	defer ws.mu.Unlock()
-	delete(ws.m, name)
 }
 
 // quorumSeen is how recently a replicated leader must have heard from a replica for it to count towards its

@@ -141,7 +141,7 @@ func (s *step) do(plan protocol.Plan) {
 	switch plan.Do {
 	case protocol.Build:
 		if plan.Fallback && !plan.Keyed {
-			e.reason = ReasonWindowUnavailable
+			e.reason = contract.ReasonWindowUnavailable
 		}
 		out := w.buildOutput(m.Header, m.Data, plan.Keyed)
 		f.Output.Built = protocol.BuiltUnkeyed
