@@ -8,8 +8,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// An existing consumer keeps its MaxAckPending unless the configuration sets one; set, Provision updates it and
-// changes nothing else.
+// An existing consumer keeps its MaxAckPending unless the configuration sets one; set, Provision updates it (and
+// keeps the consumer's ack wait).
 func TestProvisionUpdatesMaxAckPendingOnlyWhenSet(t *testing.T) {
 	e := newEnv(t)
 	cfg := e.config(memWindow())

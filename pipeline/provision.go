@@ -16,12 +16,13 @@ import (
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
 )
 
-// ErrIncompatible is wrapped by Provision's errors about an existing stream or consumer that cannot serve the
-// pipeline (checkConsumer). Provision never changes what exists: fix it, or delete it and let Provision create it.
-// A running pipeline refuses to bind such a consumer too, and is not ready.
+// ErrIncompatible is wrapped by provisioning's errors (Config.Provision) about an existing stream or consumer that
+// cannot serve the pipeline (checkConsumer). Provisioning changes nothing that exists but a consumer's MaxAckPending
+// when Config sets one: fix it, or delete it and let provisioning create it. A running pipeline refuses to bind
+// such a consumer too, and is not ready.
 var ErrIncompatible = errors.New("pipeline: existing stream or consumer is incompatible")
 
-// ErrConsumerStart is wrapped by Provision's error when the consumer is missing and the input stream keeps
+// ErrConsumerStart is wrapped by provisioning's error when the consumer is missing and the input stream keeps
 // processed envelopes (not work-queue): creating it would deliver them again and republish every event whose claim
 // is still live. Config.ConsumerStart says where to start, only when the pipeline starts (decideStart): a consumer
 // deleted under a running pipeline leaves it unready with this error until a restart with the setting up to date.

@@ -113,11 +113,12 @@ type failure struct {
 // requests is what the answers to one kind of request (output publishes, dead letters, acks) say for readiness.
 type requests struct {
 	standing atomic.Pointer[failure] // the failure that stands (nil: none)
-	ok       atomic.Int64            // p.clock() of the last answer (0: none)
+	// ok is p.clock() of the last success: a publish or dead letter stored, an ack confirmed (0: none).
+	ok atomic.Int64
 }
 
 // superseded reports whether a request sent at sent that failed says nothing about now: a request of the same
-// kind was answered after it was sent. A publish or an ack that waits out its timeout across a leader change fails
+// kind succeeded after it was sent. A publish or an ack that waits out its timeout across a leader change fails
 // after the ones behind it went through; counting it would leave a drained pipeline unready for failureQuiet, with
 // nothing left to clear it.
 func (r *requests) superseded(sent time.Duration) bool {
