@@ -94,8 +94,14 @@ func startWorker(t *testing.T) (logs *natstest.Buffer, stop func() error) {
 // HTTP base URL.
 func workerEnv(t *testing.T, srv *natstest.Server, sources string) (base string) {
 	t.Helper()
+	return workerEnvURL(t, srv.URL(), sources)
+}
+
+// workerEnvURL is workerEnv for the server(s) at url (a cluster's URLs).
+func workerEnvURL(t *testing.T, url, sources string) (base string) {
+	t.Helper()
 	httpPort := natstest.FreePort(t)
-	t.Setenv("DEDUPE_NATS_URL", srv.URL())
+	t.Setenv("DEDUPE_NATS_URL", url)
 	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
 	t.Setenv("DEDUPE_LOG_FORMAT", "json")
 	t.Setenv("DEDUPE_SOURCES", sources)

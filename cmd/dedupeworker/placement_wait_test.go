@@ -29,12 +29,7 @@ func TestWorkerStartWaitsForPlacement(t *testing.T) {
 		}
 	})
 	excluded := c.Servers[2]
-	httpPort := natstest.FreePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	t.Setenv("DEDUPE_NATS_URL", c.URLs())
-	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
-	t.Setenv("DEDUPE_LOG_FORMAT", "json")
-	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}}")
+	base := workerEnvURL(t, c.URLs(), "sources: {gh: {dedupe: github}}")
 	t.Setenv("DEDUPE_REPLICAS", "3")
 	logs := &natstest.Buffer{}
 	b := startRun(t, logs, "run")
@@ -107,12 +102,7 @@ func TestWorkerStartNamesWindowPlacement(t *testing.T) {
 		t.Skip("starts a 3-node cluster")
 	}
 	c := natstest.RunCluster(t, 3)
-	httpPort := natstest.FreePort(t)
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
-	t.Setenv("DEDUPE_NATS_URL", c.URLs())
-	t.Setenv("DEDUPE_HTTP_ADDR", fmt.Sprintf("127.0.0.1:%d", httpPort))
-	t.Setenv("DEDUPE_LOG_FORMAT", "json")
-	t.Setenv("DEDUPE_SOURCES", "sources: {gh: {dedupe: github}}")
+	base := workerEnvURL(t, c.URLs(), "sources: {gh: {dedupe: github}}")
 	t.Setenv("DEDUPE_REPLICAS", "1")
 	t.Setenv("DEDUPE_WINDOW_SHARDS", "2")
 	t.Setenv("DEDUPE_WINDOW_PLACEMENT", "cluster=nope")
