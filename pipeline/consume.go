@@ -127,9 +127,9 @@ func (p *Pipeline) bind(ctx context.Context, handler func(*delivery)) (*pullSub,
 		return nil, err
 	}
 	created := info.Created.UnixNano()
-	if prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: warningKeys(warns)}); prev == nil || prev.created != created {
-		logConsumerWarnings(p.cfg, warns)
-	}
+	keys := warningKeys(warns)
+	prev := p.seenConsumer.Swap(&seenConsumer{created: created, warns: keys})
+	logConsumerWarnings(p.cfg, warningsToLog(prev, created, warns, keys))
 	p.consumerCreated.Store(created)
 	p.rebind.Store(false)
 	sub, err := p.newPullSub(handler, limitsOf(info.Config))
@@ -205,13 +205,28 @@ func (p *Pipeline) consumerEdited(created int64, warns []consumerWarning) {
 	if !p.seenConsumer.CompareAndSwap(prev, &seenConsumer{created: created, warns: keys}) {
 		return // a bind read it meanwhile: the next poll compares with what it stored
 	}
+	logConsumerWarnings(p.cfg, warningsToLog(prev, created, warns, keys))
+}
+
+// warningsToLog decides which warnings of a consumer read now (warns, keys their warningKeys) are news against
+// what was recorded of it (prev): every one for a consumer new to this process (nothing recorded, or another
+// creation time); none when provisioning logged them and nothing has read it since (prev.warns nil); else those
+// added since it was last read, as an edit in place keeps the creation time. The bind asks it too, so that an edit
+// followed by a rebind before the next status poll is still warned about.
+func warningsToLog(prev *seenConsumer, created int64, warns []consumerWarning, keys []string) []consumerWarning {
+	switch {
+	case prev == nil || prev.created != created:
+		return warns
+	case prev.warns == nil:
+		return nil
+	}
 	var added []consumerWarning
 	for i, w := range warns {
 		if !slices.Contains(prev.warns, keys[i]) {
 			added = append(added, w)
 		}
 	}
-	logConsumerWarnings(p.cfg, added)
+	return added
 }
 
 // warningKeys identifies each warning by its text and values: a limit edited to another value is a new warning.

@@ -158,3 +158,30 @@ const (
 	NakHeld            = "held-too-long"
 	NakHolderUndecided = "holder-undecided"
 )
+
+// WarningsToLog is warningsToLog over warning texts: of the warnings read now (of the consumer created at created),
+// the texts logged, given the record (none when recorded is false; provisioned: a record without warnings read, as
+// provisioning leaves it).
+func WarningsToLog(recorded, provisioned bool, recCreated int64, recWarns []string, created int64, now []string) []string {
+	var prev *seenConsumer
+	if recorded {
+		prev = &seenConsumer{created: recCreated}
+		if !provisioned {
+			prev.warns = warningKeys(textWarnings(recWarns))
+		}
+	}
+	warns := textWarnings(now)
+	var out []string
+	for _, w := range warningsToLog(prev, created, warns, warningKeys(warns)) {
+		out = append(out, w.msg)
+	}
+	return out
+}
+
+func textWarnings(texts []string) []consumerWarning {
+	warns := make([]consumerWarning, len(texts))
+	for i, t := range texts {
+		warns[i] = consumerWarning{msg: t}
+	}
+	return warns
+}
