@@ -30,14 +30,15 @@ func jsFor(t testing.TB, url string, opts ...nats.Option) jetstream.JetStream {
 
 // newWindow is New, retried while the window is unavailable (a cluster that has just formed may leave a request
 // unanswered for a moment), as the worker retries it at its start, and while a cluster just formed refuses to place
-// a replicated bucket (noSuitablePeers).
+// a replicated bucket (jserr.NoPlacement: only peers the meta leader has had statistics from since their route last
+// came up are placed on, and under -race on a loaded machine a route comes up again).
 func newWindow(t testing.TB, js jetstream.JetStream, cfg kvwindow.Config) *kvwindow.Window {
 	t.Helper()
 	var w *kvwindow.Window
 	natstest.Eventually(t, 30*time.Second, func() error {
 		var err error
 		w, err = kvwindow.New(ctxT(t, 30*time.Second), js, cfg)
-		if err != nil && jserr.Code(err) != noSuitablePeers &&
+		if err != nil && !jserr.NoPlacement(err) &&
 			(!errors.Is(err, kvwindow.ErrUnavailable) || errors.Is(err, kvwindow.ErrWindowLost)) {
 			t.Fatalf("New: %v", err)
 		}
@@ -45,11 +46,6 @@ func newWindow(t testing.TB, js jetstream.JetStream, cfg kvwindow.Config) *kvwin
 	})
 	return w
 }
-
-// noSuitablePeers is the server's "no suitable peers for placement" (400). A cluster just formed answers it for a
-// while when one of its peers shows as offline: its meta leader places only on peers it has had statistics from
-// since their route last came up, and under -race on a loaded machine a route comes up again.
-const noSuitablePeers jetstream.ErrorCode = 10005
 
 // envelope is the claimant stored at seq in an input stream (a fixed, realistic stamp per sequence).
 func envelope(seq uint64) kvwindow.Claimant {

@@ -218,7 +218,7 @@ func TestReadinessWindowBucketCutOff(t *testing.T) {
 	c.cl.Isolate(c.node)
 	cut := time.Now()
 	notReadyNaming(t, r, cut, "bucket "+wcfg.Bucket)
-	// The gauge follows the reason the poll stored, after it has logged the change: polled, not read once.
+	// The gauge follows the reason the poll stored (set before the poll logs the change): polled, not read once.
 	natstest.Eventually(t, 5*time.Second, func() error {
 		if g := c.e.metric("dedupeworker_ready"); g != 0 {
 			return fmt.Errorf("dedupeworker_ready %v while Ready says %v", g, r.p.Ready(context.Background()))

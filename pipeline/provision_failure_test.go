@@ -13,8 +13,8 @@ import (
 	"github.com/dedupeworker/dedupeworker/pipeline"
 )
 
-// A failed provisioning attempt either stops the start or is retried, and then it is readiness's reason, whatever
-// failed before it: a placement refusal followed by a timeout gives the timeout, not the refusal.
+// A failed provisioning attempt either stops the start or is retried with a reason of its own for readiness (the
+// start stores each retried attempt's reason over the one before: TestProvisionWaitsForPlacement).
 func TestProvisionFailureIsTheReason(t *testing.T) {
 	placement := &jserr.PlacementError{What: "stream INGEST", Replicas: 3, Err: fmt.Errorf("create stream INGEST: %w",
 		&jetstream.APIError{Code: 400, ErrorCode: jserr.CodeNoSuitablePeers, Description: "no suitable peers for placement, peer offline"})}
