@@ -1,6 +1,6 @@
 package jsonscan
 
-// SetMaxDepth sets the nesting limit, clamped to [512, MaxDepth]. It applies from the next container opened.
+// SetMaxDepth sets the nesting limit (the product keeps the default). It applies from the next container opened.
 func (s *Scanner) SetMaxDepth(n int) {
-	s.maxDepth = min(max(n, 512), MaxDepth)
+	s.maxDepth = n
 }
