@@ -104,3 +104,28 @@ func TestDlqRefusedRemoval(t *testing.T) {
 		}
 	}
 }
+
+// A dead letter found gone after a failed removal was removed meanwhile by someone else only when the removal is
+// known to have done nothing; after a failure this command cannot read (an unknown error), as after no answer, its
+// own removal may have landed. Before, an unknown error was credited to someone else.
+func TestDlqGoneAfter(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		err  error
+		want dlqRemoval
+	}{
+		{"refused", fmt.Errorf("%w: no message found", jetstream.ErrMsgDeleteUnsuccessful), dlqRemovedMeanwhile},
+		{"not found", jetstream.ErrMsgNotFound, dlqRemovedMeanwhile},
+		{"an API error", &jetstream.APIError{Code: 500, ErrorCode: 10057, Description: "no message found"}, dlqRemovedMeanwhile},
+		{"no responders", nats.ErrNoResponders, dlqRemovedMeanwhile},
+		{"no stream answered", jetstream.ErrNoStreamResponse, dlqRemovedMeanwhile},
+		{"timeout", nats.ErrTimeout, dlqRemovedUnconfirmed},
+		{"deadline", context.DeadlineExceeded, dlqRemovedUnconfirmed},
+		{"connection closed", nats.ErrConnectionClosed, dlqRemovedUnconfirmed},
+		{"unknown", errors.New("nats: something new"), dlqRemovedUnconfirmed},
+	} {
+		if got := dlqGoneAfter(tc.err); got != tc.want {
+			t.Errorf("%s: dlqGoneAfter(%v) = %v, want %v", tc.name, tc.err, got, tc.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/internal/jserr"
@@ -28,8 +29,7 @@ const (
 // remove removes dead letter seq from the dead-letter stream. A removal once sent is waited for (its own request
 // timeout), even when the command is interrupted: what it reports is what happened. When the removal fails, the
 // letter is read again: gone after a removal that did nothing (the server refused it, or nothing took it), it was
-// removed meanwhile by someone else; gone after one that may have landed with its answer lost
-// (jserr.MayHaveLanded), either may have removed it.
+// removed meanwhile by someone else; gone after any other failure, either may have removed it (dlqGoneAfter).
 func (r *dlqReader) remove(ctx context.Context, seq uint64) (dlqRemoval, error) {
 	ctx = context.WithoutCancel(ctx)
 	dctx, cancel := context.WithTimeout(ctx, dlqRequestTimeout)
@@ -39,12 +39,20 @@ func (r *dlqReader) remove(ctx context.Context, seq uint64) (dlqRemoval, error) 
 		return dlqRemovedNow, nil
 	}
 	if _, found, rerr := r.get(ctx, seq); rerr == nil && !found {
-		if dlqRefusedRemoval(err) || !jserr.MayHaveLanded(err) {
-			return dlqRemovedMeanwhile, nil
-		}
-		return dlqRemovedUnconfirmed, nil
+		return dlqGoneAfter(err), nil
 	}
 	return dlqRemovedNow, err
+}
+
+// dlqGoneAfter decides what a removal that failed with err did, its letter since found gone: nothing when the
+// server refused it or nothing took the request (the letter was removed meanwhile by someone else); any other
+// failure may have landed with its answer lost, so either may have removed it.
+func dlqGoneAfter(err error) dlqRemoval {
+	if dlqRefusedRemoval(err) || jserr.API(err) != nil || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) {
+		return dlqRemovedMeanwhile
+	}
+	return dlqRemovedUnconfirmed
 }
 
 // dlqUnconfirmedText says what a letter found gone after a removal without an answer is known to be.
