@@ -85,7 +85,11 @@ func TestSameStopDeliveredTwiceIsOneStop(t *testing.T) {
 	case <-handled:
 		t.Fatalf("the handler returned at the doubled SIGTERM; stderr %q", stderr.String())
 	}
-	<-handled
+	select {
+	case <-handled:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the handler did not return after the Ctrl-C; stderr %q", stderr.String())
+	}
 	if n := len(exited); n != 1 {
 		t.Fatalf("exited %d times; want once, at the later signal", n)
 	}

@@ -1,6 +1,8 @@
 package embedded_test
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -23,13 +25,12 @@ func TestStopDuringRecoverySaysWhyItWaits(t *testing.T) {
 		defer close(done)
 		embedded.AwaitStart(started, log, "/store", true, time.Now(), 10*time.Millisecond, 10*time.Millisecond)
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(logs.String(), "still recovering its streams") {
-		if time.Now().After(deadline) {
-			t.Fatalf("after 10s the wait logged:\n%s\nwant the stop explained, then the recovery still going", logs.String())
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if !strings.Contains(logs.String(), "still recovering its streams") {
+			return fmt.Errorf("the wait logged:\n%s\nwant the stop explained, then the recovery still going", logs.String())
 		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
 	select {
 	case <-done:
 		t.Fatal("the wait ended before the server's start returned")
@@ -68,9 +69,12 @@ func TestAwaitStartQuietUnlessItLasts(t *testing.T) {
 		defer close(done)
 		embedded.AwaitStart(started, log, "/store", false, time.Now(), time.Millisecond, time.Hour)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); logs.String() == "" && time.Now().Before(deadline); {
-		time.Sleep(5 * time.Millisecond)
-	}
+	natstest.Eventually(t, 10*time.Second, func() error {
+		if logs.String() == "" {
+			return errors.New("the wait logged nothing")
+		}
+		return nil
+	})
 	close(started)
 	<-done
 	if out := logs.String(); !strings.Contains(out, "stops once it has recovered its streams") || strings.Contains(out, "signal") {
