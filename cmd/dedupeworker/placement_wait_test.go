@@ -35,22 +35,7 @@ func TestWorkerStartWaitsForPlacement(t *testing.T) {
 	b := startRun(t, logs, "run")
 
 	const says = "the cluster cannot place bucket dedupe-window with 3 replicas"
-	natstest.Eventually(t, 30*time.Second, func() error {
-		select {
-		case <-b.done:
-			t.Fatalf("the worker exited while the cluster could not place its bucket: %v\n%s", b.err, logs)
-		default:
-		}
-		if !strings.Contains(logs.String(), says) {
-			return fmt.Errorf("no warning %q in the log yet", says)
-		}
-		code, _, ready, err := httpGet(base + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(ready, says) ||
-			!strings.Contains(ready, "DEDUPE_REPLICAS") {
-			return fmt.Errorf("/readyz: %d %q (%v); want 503 saying %q and naming DEDUPE_REPLICAS", code, ready, err, says)
-		}
-		return nil
-	})
+	waitStartWaiting(t, b, logs, base, []string{says}, []string{says, "DEDUPE_REPLICAS"}, nil)
 
 	excluded.Opts.Tags = nil
 	excluded.Restart()
@@ -109,23 +94,40 @@ func TestWorkerStartNamesWindowPlacement(t *testing.T) {
 	logs := &natstest.Buffer{}
 	b := startRun(t, logs, "run")
 
-	wants := []string{"the cluster cannot place bucket dedupe-window-00 with 1 replicas (no suitable peers for placement",
-		`DEDUPE_WINDOW_PLACEMENT (\"cluster=nope\") may name a cluster or tags no server has`}
+	waitStartWaiting(t, b, logs, base,
+		[]string{"the cluster cannot place bucket dedupe-window-00 with 1 replicas (no suitable peers for placement",
+			`DEDUPE_WINDOW_PLACEMENT (\"cluster=nope\") may name a cluster or tags no server has`},
+		[]string{"dedupe-window-00", `DEDUPE_WINDOW_PLACEMENT ("cluster=nope")`}, []string{"servers available"})
+}
+
+// waitStartWaiting waits until the worker b, still running, has logged every inLog and answers /readyz with 503
+// saying every inReady and none of notInReady: a start that waits for the cluster and says why.
+func waitStartWaiting(t *testing.T, b *backgroundRun, logs *natstest.Buffer, base string, inLog, inReady, notInReady []string) {
+	t.Helper()
 	natstest.Eventually(t, 30*time.Second, func() error {
 		select {
 		case <-b.done:
 			t.Fatalf("the worker exited while the cluster could not place its bucket: %v\n%s", b.err, logs)
 		default:
 		}
-		for _, want := range wants {
+		for _, want := range inLog {
 			if !strings.Contains(logs.String(), want) {
 				return fmt.Errorf("no warning saying %q in the log yet", want)
 			}
 		}
 		code, _, ready, err := httpGet(base + "/readyz")
-		if err != nil || code != http.StatusServiceUnavailable || !strings.Contains(ready, "dedupe-window-00") ||
-			!strings.Contains(ready, `DEDUPE_WINDOW_PLACEMENT ("cluster=nope")`) || strings.Contains(ready, "servers available") {
-			return fmt.Errorf("/readyz: %d %q (%v); want 503 naming bucket dedupe-window-00 and DEDUPE_WINDOW_PLACEMENT", code, ready, err)
+		if err != nil || code != http.StatusServiceUnavailable {
+			return fmt.Errorf("/readyz: %d %q (%v); want 503", code, ready, err)
+		}
+		for _, want := range inReady {
+			if !strings.Contains(ready, want) {
+				return fmt.Errorf("/readyz %q does not say %q", ready, want)
+			}
+		}
+		for _, not := range notInReady {
+			if strings.Contains(ready, not) {
+				return fmt.Errorf("/readyz %q says %q", ready, not)
+			}
 		}
 		return nil
 	})
