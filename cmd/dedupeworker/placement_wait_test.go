@@ -102,7 +102,8 @@ func TestWorkerStartNamesWindowPlacement(t *testing.T) {
 
 // waitStartWaiting waits until the worker b, still running, has logged every inLog and answers /readyz with 503
 // saying every inReady and none of notInReady: a start that waits for the cluster and says why.
-func waitStartWaiting(t *testing.T, b *backgroundRun, logs *natstest.Buffer, base string, inLog, inReady, notInReady []string) {
+func waitStartWaiting(t *testing.T, b *backgroundRun, logs *natstest.Buffer, base string,
+	inLog, inReady, notInReady []string) {
 	t.Helper()
 	natstest.Eventually(t, 30*time.Second, func() error {
 		select {
