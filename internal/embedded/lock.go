@@ -71,7 +71,8 @@ func tryLockPatiently(f *os.File) (bool, error) {
 
 // StoreHeld reports whether an embedded server holds the lock of the store directory dir: one that runs, or one
 // still starting or recovering its streams, which it does before it listens. It takes the lock without waiting and
-// gives it up at once (a server starting meanwhile waits for it: probeGrace); a directory or lock file that does not exist, or cannot be read, is not held.
+// gives it up at once (a server starting meanwhile waits for it: probeGrace); a directory or lock file that does not
+// exist, or cannot be read, is not held.
 func StoreHeld(dir string) bool {
 	f, err := os.Open(filepath.Join(dir, lockFileName))
 	if err != nil {
