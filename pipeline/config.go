@@ -120,6 +120,8 @@ type Config struct {
 	StatusInterval time.Duration
 	// ShutdownTimeout bounds Run's shutdown, counted from the cancellation of its context (see Run). Default 30s.
 	ShutdownTimeout time.Duration
+
+	placementStuckAfter time.Duration // jserr.PlacementStuckAfter when zero; shorter in tests
 }
 
 // DefaultConfig returns the defaults, including Provision: true. JetStream and Window still have to be set.

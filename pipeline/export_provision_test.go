@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,4 +22,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	}
 	_, err := provision(ctx, cfg, false)
 	return err
+}
+
+// WithPlacementStuckAfter is cfg with a start that says a lasting placement refusal at ERROR after d rather than
+// jserr.PlacementStuckAfter.
+func WithPlacementStuckAfter(cfg Config, d time.Duration) Config {
+	cfg.placementStuckAfter = d
+	return cfg
 }

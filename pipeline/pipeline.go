@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -325,6 +326,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 
 func (p *Pipeline) provision(ctx context.Context) error {
 	bo := backoff.Backoff{Min: 100 * time.Millisecond, Max: 5 * time.Second}
+	stuckAfter := cmp.Or(p.cfg.placementStuckAfter, jserr.PlacementStuckAfter)
+	var refusals jserr.Refusals
 	for {
 		created, err := provision(ctx, p.cfg, false)
 		if err == nil {
@@ -340,8 +343,12 @@ func (p *Pipeline) provision(ctx context.Context) error {
 			return err
 		}
 		p.bindErr.Store(&reason) // readiness: not consuming, and why (the latest failure, not an earlier one)
-		if jserr.NoPlacement(err) {
+		lasted := refusals.Lasted(jserr.NoPlacement(err), time.Now(), stuckAfter)
+		if perr := (*jserr.PlacementError)(nil); errors.As(err, &perr) {
 			p.log.Warn(err.Error()) // names the causes and the setting
+			if lasted {
+				p.log.Error(perr.Lasted(stuckAfter), "setting", perr.Setting(), "err", err)
+			}
 		} else {
 			p.log.Warn("pipeline: provisioning failed; retrying", "err", err)
 		}

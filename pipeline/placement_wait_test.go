@@ -37,6 +37,7 @@ func TestProvisionWaitsForPlacement(t *testing.T) {
 	e := newEnvOn(t, nil, natstest.Connect(t, c.URLs()))
 	cfg := e.config(memWindow())
 	cfg.Replicas, cfg.Provision = 3, true
+	cfg = pipeline.WithPlacementStuckAfter(cfg, 2*time.Second)
 	p, err := pipeline.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -73,6 +74,15 @@ func TestProvisionWaitsForPlacement(t *testing.T) {
 		}
 		return nil
 	})
+	// A refusal that lasts is said once at ERROR, naming the setting that is the likely cause.
+	const stuck = `level=ERROR msg="the cluster has refused to place stream ` + pipeline.DefaultInputStream +
+		` for 2s: DEDUPE_REPLICAS is the likely cause, not a server restarting; still retrying"`
+	natstest.Eventually(t, 30*time.Second, func() error {
+		if !strings.Contains(e.log.String(), stuck) {
+			return fmt.Errorf("no %s in the log yet", stuck)
+		}
+		return nil
+	})
 
 	excluded.Opts.Tags = nil
 	excluded.Restart()
@@ -83,5 +93,8 @@ func TestProvisionWaitsForPlacement(t *testing.T) {
 	e.drained(30 * time.Second)
 	if got, err := e.tryCount(pipeline.DefaultOutputStream); err != nil || got != 1 {
 		t.Errorf("output stream holds %d events (%v), want 1: the second delivery is a duplicate", got, err)
+	}
+	if n := strings.Count(e.log.String(), "level=ERROR msg=\"the cluster has refused to place"); n != 1 {
+		t.Errorf("the lasting refusal was said %d times at ERROR, want once", n)
 	}
 }

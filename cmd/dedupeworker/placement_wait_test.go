@@ -133,26 +133,3 @@ func waitStartWaiting(t *testing.T, b *backgroundRun, logs *natstest.Buffer, bas
 		return nil
 	})
 }
-
-// A placement refusal that lasts is said once at ERROR after placementStuckAfter, counted from the first refusal of
-// those in a row.
-func TestSayStuck(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	for _, tc := range []struct {
-		name  string
-		since time.Time
-		now   time.Time
-		said  bool
-		want  bool
-	}{
-		{"no refusal", time.Time{}, t0, false, false},
-		{"just refused", t0, t0, false, false},
-		{"not long yet", t0, t0.Add(placementStuckAfter - time.Second), false, false},
-		{"lasted", t0, t0.Add(placementStuckAfter), false, true},
-		{"lasted, said already", t0, t0.Add(10 * placementStuckAfter), true, false},
-	} {
-		if got := sayStuck(tc.since, tc.now, tc.said); got != tc.want {
-			t.Errorf("%s: sayStuck = %v, want %v", tc.name, got, tc.want)
-		}
-	}
-}

@@ -175,12 +175,11 @@ func (w *worker) openWindow(ctx context.Context, js jetstream.JetStream) (*kvwin
 // waiting with backoff in between; each wait is logged and is the start's step for /readyz. The cluster's refusal
 // to place the bucket's replicas (of replicas, placed by placement: DEDUPE_WINDOW_PLACEMENT's value, or empty) is
 // retried whatever retry says: it passes by itself while a server is offline or not yet known to the meta leader,
-// and the warning names the settings that make it last. Once it has lasted placementStuckAfter, an error says so.
+// and the warning names the settings that make it last. Once it has lasted jserr.PlacementStuckAfter, an error says so.
 func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket string, replicas int, placement, warn, what string,
 	open func() (*kvwindow.Window, error), retry func(error) bool) (*kvwindow.Window, error) {
 	bo := backoff.Backoff{Min: 250 * time.Millisecond, Max: 5 * time.Second}
-	var refusedSince time.Time // the first of the placement refusals in a row
-	said := false
+	var refusals jserr.Refusals
 	for {
 		window, err := open()
 		refused := jserr.NoPlacement(err)
@@ -188,6 +187,7 @@ func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket
 			return window, err
 		}
 		wait := bo.Next()
+		lasted := refusals.Lasted(refused, time.Now(), jserr.PlacementStuckAfter)
 		if refused {
 			name := bucket
 			if ce := (*kvwindow.CreateError)(nil); errors.As(err, &ce) {
@@ -196,18 +196,10 @@ func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket
 			perr := &jserr.PlacementError{What: "bucket " + name, Replicas: replicas, Placement: placement, Err: err}
 			err = perr
 			log.Warn(err.Error(), "bucket", name, "in", wait)
-			now := time.Now()
-			if refusedSince.IsZero() {
-				refusedSince = now
-			}
-			if sayStuck(refusedSince, now, said) {
-				said = true
-				log.Error(fmt.Sprintf("the cluster has refused to place bucket %s for %s: %s is the likely cause, not "+
-					"a server restarting; still retrying", name, placementStuckAfter, perr.Setting()),
-					"bucket", name, "setting", perr.Setting(), "err", err)
+			if lasted {
+				log.Error(perr.Lasted(jserr.PlacementStuckAfter), "bucket", name, "setting", perr.Setting(), "err", err)
 			}
 		} else {
-			refusedSince = time.Time{}
 			log.Warn(warn+"; retrying", "bucket", bucket, "in", wait, "err", err)
 		}
 		st.wait("waiting for %s %s: %v", what, bucket, err)
@@ -215,17 +207,6 @@ func openRetrying(ctx context.Context, log *slog.Logger, st *startStatus, bucket
 			return nil, err
 		}
 	}
-}
-
-// placementStuckAfter is how long the cluster's refusal to place a bucket lasts before the start says, once at
-// ERROR, that a setting is the likely cause: a server restarting or just joined is known to the meta leader well
-// within it.
-const placementStuckAfter = 2 * time.Minute
-
-// sayStuck reports whether the refusals since since (zero: none) have lasted long enough at now to say so, said
-// telling whether it was said already.
-func sayStuck(since, now time.Time, said bool) bool {
-	return !said && !since.IsZero() && now.Sub(since) >= placementStuckAfter
 }
 
 // windowBefore is what the server holds before the window is bound: the buckets of the window that do not exist

@@ -27,6 +27,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -127,6 +128,41 @@ func (e *PlacementError) Setting() string {
 }
 
 func (e *PlacementError) Unwrap() error { return e.Err }
+
+// Lasted is the error line of a refusal that has lasted d: a setting is then the likely cause.
+func (e *PlacementError) Lasted(d time.Duration) string {
+	return fmt.Sprintf("the cluster has refused to place %s for %s: %s is the likely cause, not a server restarting; "+
+		"still retrying", e.What, d, e.Setting())
+}
+
+// PlacementStuckAfter is how long the cluster's refusal to place a stream or a bucket lasts before a start that
+// waits for it says, once at ERROR, that a setting is the likely cause: a server restarting or just joined is known
+// to the meta leader well within it.
+const PlacementStuckAfter = 2 * time.Minute
+
+// Refusals follows the placement refusals in a row of a start that waits for them, to say once that they lasted.
+// The zero value has seen none.
+type Refusals struct {
+	since time.Time // the first refusal of those in a row; zero when the last attempt was not refused
+	said  bool
+}
+
+// Lasted records an attempt at now (refused: NoPlacement of its error) and reports whether to say now that the
+// refusals in a row have lasted after: once for a start, at the first attempt that finds them lasted.
+func (r *Refusals) Lasted(refused bool, now time.Time, after time.Duration) bool {
+	if !refused {
+		r.since = time.Time{}
+		return false
+	}
+	if r.since.IsZero() {
+		r.since = now
+	}
+	if r.said || now.Sub(r.since) < after {
+		return false
+	}
+	r.said = true
+	return true
+}
 
 // WorkQueueTaken reports the server's refusal of a second consumer over the same subjects of a work-queue stream.
 func WorkQueueTaken(err error) bool {

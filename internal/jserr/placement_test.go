@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -94,5 +95,63 @@ func TestPlacementErrorNamesTheSetting(t *testing.T) {
 				t.Errorf("Setting() = %q, want %q", s, tc.setting)
 			}
 		})
+	}
+}
+
+// A placement refusal that lasts is said once, after the refusals in a row have lasted the bound, counted from the
+// first of them: another failure in between starts the count again, and what was said is not said again.
+func TestRefusalsLasted(t *testing.T) {
+	const after = time.Minute
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	type attempt struct {
+		at      time.Duration // since t0
+		refused bool
+		want    bool
+	}
+	for _, tc := range []struct {
+		name     string
+		attempts []attempt
+	}{
+		{"no refusal", []attempt{{0, false, false}, {2 * after, false, false}}},
+		{"just refused", []attempt{{0, true, false}}},
+		{"not long yet", []attempt{{0, true, false}, {after - time.Second, true, false}}},
+		{"lasted", []attempt{{0, true, false}, {after - time.Second, true, false}, {after, true, true}}},
+		{"said once", []attempt{{0, true, false}, {after, true, true}, {2 * after, true, false}, {10 * after, true, false}}},
+		{"an attempt refused alone does not last", []attempt{{0, false, false}, {2 * after, true, false}}},
+		{"another failure starts the count again", []attempt{
+			{0, true, false}, {after / 2, false, false}, {after, true, false}, {2*after - time.Second, true, false},
+			{2 * after, true, true}}},
+		{"said once for a start, even after another failure", []attempt{
+			{0, true, false}, {after, true, true}, {after + 1, false, false}, {2 * after, true, false},
+			{5 * after, true, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var r jserr.Refusals
+			for i, a := range tc.attempts {
+				if got := r.Lasted(a.refused, t0.Add(a.at), after); got != a.want {
+					t.Errorf("attempt %d (at %s, refused %v): Lasted = %v, want %v", i, a.at, a.refused, got, a.want)
+				}
+			}
+		})
+	}
+}
+
+// The error line of a lasting refusal names what is refused, for how long, and the setting that is the likely cause.
+func TestPlacementErrorLasted(t *testing.T) {
+	refusal := &jetstream.APIError{Code: 400, ErrorCode: jserr.CodeNoSuitablePeers, Description: "no suitable peers"}
+	for _, tc := range []struct {
+		err  *jserr.PlacementError
+		want string
+	}{
+		{&jserr.PlacementError{What: "stream INGEST", Replicas: 3, Err: refusal},
+			"the cluster has refused to place stream INGEST for 2m0s: DEDUPE_REPLICAS is the likely cause, not a " +
+				"server restarting; still retrying"},
+		{&jserr.PlacementError{What: "bucket dedupe-window", Replicas: 3, Placement: "cluster=east", Err: refusal},
+			"the cluster has refused to place bucket dedupe-window for 2m0s: DEDUPE_WINDOW_PLACEMENT is the likely " +
+				"cause, not a server restarting; still retrying"},
+	} {
+		if got := tc.err.Lasted(jserr.PlacementStuckAfter); got != tc.want {
+			t.Errorf("Lasted:\n got %q\nwant %q", got, tc.want)
+		}
 	}
 }
