@@ -163,12 +163,8 @@ func lostShards(cfg Config, present int, infos []*jetstream.StreamInfo) error {
 		if info == nil {
 			shards[i] = true
 			missing = append(missing, ShardBucket(cfg.Bucket, cfg.Shards, i))
-			c := fmt.Sprintf("%s --replicas=%d --description %q", kvAdd(ShardBucket(cfg.Bucket, cfg.Shards, i), cfg.MarkerTTL),
-				cfg.Replicas, shardDescription(i, cfg.Shards))
-			if cfg.Storage == jetstream.MemoryStorage {
-				c += " --storage=memory"
-			}
-			create = append(create, c)
+			create = append(create, fmt.Sprintf("%s --description %q", kvAdd(ShardBucket(cfg.Bucket, cfg.Shards, i), cfg),
+				shardDescription(i, cfg.Shards)))
 		}
 	}
 	return &missingShards{shards: shards, err: fmt.Errorf("%w: the window %q is missing %s while %d of its %d shard buckets exist, so their claims are "+

@@ -148,7 +148,7 @@ func (w *shard) bind(ctx context.Context, create jetstream.KeyValueConfig, mayCr
 		}
 		if !w.cfg.Provision {
 			return nil, fmt.Errorf("kvwindow: bucket %q does not exist and provisioning is off: create it (%s) or "+
-				"enable Provision", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
+				"enable Provision", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg))
 		}
 		if !mayCreate {
 			// New saw the bucket (or its siblings) a moment ago: it went away since, and with it its claims.
@@ -364,7 +364,7 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 		return nil
 	}
 	fix := fmt.Sprintf("delete and recreate it with per-key TTLs and no age limit (nats kv del %s; %s), "+
-		"or delete it and let the worker provision it", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg.MarkerTTL))
+		"or delete it and let the worker provision it", w.cfg.Bucket, kvAdd(w.cfg.Bucket, w.cfg))
 	if !recreate {
 		// An age limit is the one problem an edit of the bucket's stream mends, claims and all.
 		fix = fmt.Sprintf("remove its age limit (nats stream edit %s --max-age=0), or raise it to at least %s", w.stream, w.cfg.MaxTTL)
@@ -372,10 +372,14 @@ func (w *shard) compatible(info *jetstream.StreamInfo) error {
 	return fmt.Errorf("kvwindow: bucket %q is not usable as a claim window: %s: %s", w.cfg.Bucket, strings.Join(problems, "; "), fix)
 }
 
-// kvAdd is the command that creates a window bucket by hand: history 1 and a limit marker TTL, so that each claim
-// carries its own TTL, and no age limit.
-func kvAdd(bucket string, markerTTL time.Duration) string {
-	return fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s", bucket, markerTTL)
+// kvAdd is the command that creates a window bucket of cfg by hand: history 1 and a limit marker TTL, so that each
+// claim carries its own TTL, no age limit, and the replicas and storage the worker would create it with.
+func kvAdd(bucket string, cfg Config) string {
+	c := fmt.Sprintf("nats kv add %s --history=1 --marker-ttl=%s --replicas=%d", bucket, cfg.MarkerTTL, cfg.Replicas)
+	if cfg.Storage == jetstream.MemoryStorage {
+		c += " --storage=memory"
+	}
+	return c
 }
 
 // bucketProblems decides whether a bucket's stream can hold claims of up to maxTTL (0: not known, checked claim by

@@ -70,10 +70,12 @@ func TestProvisionOffWithoutBucket(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	cfg := kvwindow.DefaultConfig()
-	cfg.Provision = false
+	cfg.Provision, cfg.Storage = false, jetstream.MemoryStorage
 	_, err := kvwindow.New(ctxT(t, 10*time.Second), js, cfg)
-	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "nats kv add dedupe-window") {
-		t.Fatalf("want a clear missing-bucket error, got %v", err)
+	// The fix creates the bucket as the worker would: its replicas and storage too.
+	const fix = "nats kv add dedupe-window --history=1 --marker-ttl=1m0s --replicas=1 --storage=memory"
+	if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), fix) {
+		t.Fatalf("want a clear missing-bucket error with the fix %q, got %v", fix, err)
 	}
 	if errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Fatalf("a missing bucket is a configuration error, not unavailability: %v", err)
