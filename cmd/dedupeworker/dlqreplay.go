@@ -116,11 +116,8 @@ func (rp *dlqReplayer) run(ctx context.Context, stdout, stderr io.Writer) error 
 		return failErr(fmt.Errorf("dlq replay: %w", err))
 	}
 	if rp.opts.yes && len(notDone) > 0 {
-		shown, more := dlqFirst(notDone, ", ")
-		if more > 0 {
-			shown += fmt.Sprintf(" and %d more", more)
-		}
-		return failErr(fmt.Errorf("dlq replay: %d of %d selected dead letters not replayed: %s", len(notDone), n, shown))
+		return failErr(fmt.Errorf("dlq replay: %d of %d selected dead letters not replayed: %s", len(notDone), n,
+			dlqListed(notDone)))
 	}
 	return nil
 }
@@ -287,6 +284,15 @@ func (rp *dlqReplayer) rerunAdvice() string {
 // dlqFirst joins the first 20 of items with sep, and says how many it left out: the lists of a closing line.
 func dlqFirst(items []string, sep string) (joined string, left int) {
 	return strings.Join(items[:min(len(items), 20)], sep), max(0, len(items)-20)
+}
+
+// dlqListed is the list of an error: the first 20 of items, and how many more there are.
+func dlqListed(items []string) string {
+	s, left := dlqFirst(items, ", ")
+	if left > 0 {
+		s += fmt.Sprintf(" and %d more", left)
+	}
+	return s
 }
 
 // dlqDuration prints a duration as people write a stream's duplicate window: 2m, 90s, 1h30m, 250ms.

@@ -126,8 +126,7 @@ func dlqRemove(ctx context.Context, r *dlqReader, o dlqOptions, now time.Time, s
 		return failErr(fmt.Errorf("dlq rm: interrupted: %w", ctx.Err()))
 	}
 	if len(failed) > 0 {
-		shown, _ := dlqFirst(failed, ", ")
-		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, shown))
+		return failErr(fmt.Errorf("dlq rm: %d of %d selected dead letters not removed: %s", len(failed), n, dlqListed(failed)))
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -48,4 +49,30 @@ func TestDlqRemove(t *testing.T) {
 func rowSeqsOf(t *testing.T, out string) string {
 	t.Helper()
 	return strings.Join(rowSeqs(tableRows(t, out)), ",")
+}
+
+// The failures an error of dlq rm or dlq replay lists: the first 20, then how many more, so that a long run's error
+// stays one line and still counts what it does not show.
+func TestDlqListed(t *testing.T) {
+	seqs := func(n int) []string {
+		s := make([]string, n)
+		for i := range s {
+			s[i] = "seq " + strconv.Itoa(i+1)
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		n    int
+		want string
+	}{
+		{1, "seq 1"},
+		{3, "seq 1, seq 2, seq 3"},
+		{20, strings.Join(seqs(20), ", ")},
+		{21, strings.Join(seqs(20), ", ") + " and 1 more"},
+		{125, strings.Join(seqs(20), ", ") + " and 105 more"},
+	} {
+		if got := dlqListed(seqs(tc.n)); got != tc.want {
+			t.Errorf("%d failures: got %q, want %q", tc.n, got, tc.want)
+		}
+	}
 }
