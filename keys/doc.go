@@ -12,7 +12,7 @@
 // (ReasonNoDedupe, ReasonMissing, ReasonTooLarge, ReasonNotJSON):
 //
 //   - header: the value of the first header whose name matches ignoring ASCII case, untrimmed, never joined with
-//     later values; an empty value is no key. No allocation.
+//     later values; an empty value is no key. No allocation (but for a key over MaxKeyBytes, below).
 //   - json: the body must be one valid JSON document by the rules of internal/jsonscan (the same as hashing: RFC
 //     8259, valid UTF-8, no lone surrogates, no trailing data, bounded nesting), else ReasonNotJSON. The path is
 //     followed through objects only; a non-empty string (unescaped) or an integer (its exact literal; -0 is "0")
