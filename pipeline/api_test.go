@@ -28,6 +28,9 @@ func TestNewValidates(t *testing.T) {
 		{"bad consumer", func(c *pipeline.Config) { c.Consumer = "a b" }, "pipeline: Consumer:"},
 		{"wildcard prefix", func(c *pipeline.Config) { c.InputPrefix = "ingest.>" }, "pipeline: InputPrefix:"},
 		{"empty token", func(c *pipeline.Config) { c.OutputPrefix = "a..b" }, "pipeline: OutputPrefix:"},
+		// The worker's settings and the receiver take the same names and prefixes: [A-Za-z0-9_-] tokens.
+		{"stream beyond the token characters", func(c *pipeline.Config) { c.InputStream = "INGÉST" }, "pipeline: InputStream:"},
+		{"prefix beyond the token characters", func(c *pipeline.Config) { c.DLQPrefix = "dead/letters" }, "pipeline: DLQPrefix:"},
 		{"overlap", func(c *pipeline.Config) { c.OutputPrefix = "ingest.out" }, `pipeline: OutputPrefix: "ingest.out" overlaps InputPrefix "ingest"`},
 		{"duplicates overlap", func(c *pipeline.Config) { c.DuplicatesPrefix = "deduped" }, "pipeline: DuplicatesPrefix:"},
 		{"ttl", func(c *pipeline.Config) { c.DefaultTTL = time.Millisecond }, "pipeline: DefaultTTL:"},

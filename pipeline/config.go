@@ -6,13 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/ident"
 	"github.com/dedupeworker/dedupeworker/keys"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -162,8 +161,8 @@ func (c Config) Validate() error {
 	names := []field{{"InputStream", c.InputStream}, {"OutputStream", c.OutputStream}, {"DLQStream", c.DLQStream},
 		{"Consumer", c.Consumer}}
 	for _, f := range names {
-		if !validName(f.v) {
-			return fmt.Errorf("pipeline: %s: %q is not a valid name (1-255 characters, no whitespace, '.', '*', '>', '/' or '\\')", f.name, f.v)
+		if !ident.ValidName(f.v) {
+			return fmt.Errorf("pipeline: %s: must be 1-255 characters of [A-Za-z0-9_-], got %q", f.name, f.v)
 		}
 	}
 	if c.InputStream == c.OutputStream || c.InputStream == c.DLQStream || c.OutputStream == c.DLQStream {
@@ -175,13 +174,13 @@ func (c Config) Validate() error {
 		prefixes = append(prefixes, field{"DuplicatesPrefix", c.DuplicatesPrefix})
 	}
 	for _, f := range prefixes {
-		if !validPrefix(f.v) {
-			return fmt.Errorf("pipeline: %s: %q is not a valid subject prefix (dot-separated tokens, no wildcards or whitespace)", f.name, f.v)
+		if !ident.ValidPrefix(f.v) {
+			return fmt.Errorf("pipeline: %s: must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", f.name, f.v)
 		}
 	}
 	for i, a := range prefixes {
 		for _, b := range prefixes[i+1:] {
-			if a.v == b.v || strings.HasPrefix(a.v, b.v+".") || strings.HasPrefix(b.v, a.v+".") {
+			if ident.Overlaps(a.v, b.v) {
 				return fmt.Errorf("pipeline: %s: %q overlaps %s %q", b.name, b.v, a.name, a.v)
 			}
 		}
@@ -219,14 +218,6 @@ func (c Config) Validate() error {
 		return errors.New("pipeline: Metrics: is required")
 	}
 	return nil
-}
-
-func validName(s string) bool {
-	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n.*>/\\")
-}
-
-func validPrefix(s string) bool {
-	return s != "" && len(s) <= 255 && !strings.ContainsAny(s, " \t\r\n*>") && !slices.Contains(strings.Split(s, "."), "")
 }
 
 // duplicateWindow is the default output duplicate window: a republish after a lost ack (AckWait) still collapses.

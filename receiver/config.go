@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/dedupeworker/dedupeworker/contract"
+	"github.com/dedupeworker/dedupeworker/internal/ident"
 )
 
 // JetStream is what the receiver needs of a JetStream context: publishing and looking up the input stream.
@@ -114,11 +114,6 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-var (
-	streamName    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-	subjectPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
-)
-
 // Validate checks a Config (after WithDefaults) and joins every problem, each naming its field.
 func (c Config) Validate() error {
 	var errs []error
@@ -128,9 +123,9 @@ func (c Config) Validate() error {
 	}{
 		{c.JetStream == nil, "JetStream", "required"},
 		{c.Policy == nil, "Policy", "required (NewPolicy)"},
-		{!streamName.MatchString(c.InputStream), "InputStream",
+		{!ident.ValidName(c.InputStream), "InputStream",
 			fmt.Sprintf("must be 1-255 characters of [A-Za-z0-9_-], got %q", c.InputStream)},
-		{!subjectPrefix.MatchString(c.InputPrefix), "InputPrefix",
+		{!ident.ValidPrefix(c.InputPrefix), "InputPrefix",
 			fmt.Sprintf("must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", c.InputPrefix)},
 		{c.MaxBody < 1 || c.MaxBody > 1<<30, "MaxBody", fmt.Sprintf("must be between 1 and %d bytes, got %d", 1<<30, c.MaxBody)},
 		{c.MaxHeaderBytes < 1024 || c.MaxHeaderBytes > MaxHeaderBytesLimit, "MaxHeaderBytes", fmt.Sprintf(

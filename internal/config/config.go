@@ -20,6 +20,7 @@ import (
 	"github.com/kelseyhightower/envconfig"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/dedupeworker/dedupeworker/internal/ident"
 	"github.com/dedupeworker/dedupeworker/internal/natsconn"
 )
 
@@ -136,10 +137,7 @@ func rewordParseError(err error) error {
 }
 
 var (
-	streamName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,255}$`)
-	bucketName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,240}$`)
-	// A prefix is one or more subject tokens without wildcards.
-	subjectPrefix = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+	bucketName    = regexp.MustCompile(`^[A-Za-z0-9_-]{1,240}$`)
 	consumerStart = regexp.MustCompile(`^(|all|new|seq:[1-9][0-9]*|time:\d{4}-\d\d-\d\dT\S+)$`)
 )
 
@@ -187,7 +185,7 @@ func (c Config) Validate() error {
 		bad("SOURCES", "set either DEDUPE_SOURCES or DEDUPE_SOURCES_FILE, not both")
 	}
 	for _, s := range []struct{ name, v string }{{"INPUT_STREAM", c.InputStream}, {"OUTPUT_STREAM", c.OutputStream}, {"DLQ_STREAM", c.DLQStream}, {"CONSUMER", c.Consumer}} {
-		if !streamName.MatchString(s.v) {
+		if !ident.ValidName(s.v) {
 			bad(s.name, "must be 1-255 characters of [A-Za-z0-9_-], got %q", s.v)
 		}
 	}
@@ -199,12 +197,12 @@ func (c Config) Validate() error {
 	}
 	prefixes := []struct{ name, v string }{{"INPUT_PREFIX", c.InputPrefix}, {"OUTPUT_PREFIX", c.OutputPrefix}, {"DLQ_PREFIX", c.DLQPrefix}, {"DUPLICATES_PREFIX", c.DuplicatesPrefix}}
 	for _, p := range prefixes {
-		if (p.v != "" || p.name != "DUPLICATES_PREFIX") && !subjectPrefix.MatchString(p.v) {
+		if (p.v != "" || p.name != "DUPLICATES_PREFIX") && !ident.ValidPrefix(p.v) {
 			bad(p.name, "must be dot-separated tokens of [A-Za-z0-9_-] without wildcards, got %q", p.v)
 		}
 	}
 	for _, p := range prefixes[1:] {
-		if p.v != "" && overlaps(p.v, c.InputPrefix) {
+		if p.v != "" && ident.Overlaps(p.v, c.InputPrefix) {
 			bad(p.name, "%q overlaps DEDUPE_INPUT_PREFIX %q: the worker would consume its own output", p.v, c.InputPrefix)
 		}
 	}
@@ -323,11 +321,6 @@ func (c Config) ConnectRetry(def time.Duration) time.Duration {
 func (c Config) NatsConfigured() bool {
 	return c.NatsURL != "" || c.NatsCreds != "" || c.NatsNkeySeedFile != "" || c.NatsTLSCa != "" ||
 		c.NatsTLSCert != "" || c.NatsTLSKey != ""
-}
-
-// overlaps reports whether one prefix's subjects can fall under the other's.
-func overlaps(a, b string) bool {
-	return a == b || strings.HasPrefix(a, b+".") || strings.HasPrefix(b, a+".")
 }
 
 // The long-running commands, as the role tags of Config name them.
