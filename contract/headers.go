@@ -152,7 +152,7 @@ func ControlShaped(h map[string][]string, body []byte) bool {
 // ("dlq/<input stream>/…", so that two dead letters of one envelope replay once) and a digest of its subject and
 // body, or by the dead letter's "<dlq stream>/<seq>/<stored at>" when it has none.
 const (
-	UnkeyedIDPrefix    = "msg/"    // an unkeyed event; also its Idempotency-Key
+	UnkeyedIDPrefix    = "msg/"    // an unkeyed event (one forwarded while the window is down keeps its keyed id); also its Idempotency-Key
 	DuplicateIDPrefix  = "dup/"    // a duplicate copy
 	DeadLetterIDPrefix = "dlq/"    // a dead letter
 	ReplayIDPrefix     = "replay/" // a dead letter replayed into the input stream (dlq replay)

@@ -87,16 +87,7 @@ func (w *worker) buildOutput(in nats.Header, body []byte, keyed bool) *nats.Msg 
 	w.headers(contract.Republish(p.cfg.OutputPrefix, e.tail), in, body, false)
 	if keyed {
 		hk := keys.HeaderValue(e.key)
-		b := append(w.buf[:0], e.tenant...)
-		b = append(b, ':')
-		b = append(b, e.source...)
-		b = append(b, ':')
-		b = append(b, hk...)
-		n := len(b)
-		b = append(b, '#')
-		b = w.envelopeID(b)
-		id := string(b)
-		w.buf = b[:0]
+		id, n := w.keyedID(hk)
 		w.set(0, contract.HeaderIdempotencyKey, id[:n])
 		w.set(1, contract.HeaderMsgID, id)
 		w.set(2, contract.HeaderKey, hk)
@@ -110,10 +101,33 @@ func (w *worker) buildOutput(in nats.Header, body []byte, keyed bool) *nats.Msg 
 	w.set(3, contract.HeaderStatus, contract.StatusUnkeyed)
 	w.set(4, contract.HeaderReason, string(e.reason))
 	if e.key != "" {
-		w.set(2, contract.HeaderKey, keys.HeaderValue(e.key))
+		// A keyed envelope forwarded while the window is down (the only unkeyed output with a key): an earlier or
+		// later delivery of it may publish keyed, so it keeps the keyed Nats-Msg-Id and the output's duplicate
+		// window collapses the two.
+		hk := keys.HeaderValue(e.key)
+		msgID, _ := w.keyedID(hk)
+		w.set(1, contract.HeaderMsgID, msgID)
+		w.set(2, contract.HeaderKey, hk)
 	}
 	w.setOrigin()
 	return &w.out.msg
+}
+
+// keyedID is the Nats-Msg-Id of the envelope's keyed event, "<tenant>:<source>:<key>#<envelope>" (hk, the key as
+// a header carries it), and the length of its idempotency-key part.
+func (w *worker) keyedID(hk string) (string, int) {
+	e := &w.e
+	b := append(w.buf[:0], e.tenant...)
+	b = append(b, ':')
+	b = append(b, e.source...)
+	b = append(b, ':')
+	b = append(b, hk...)
+	n := len(b)
+	b = append(b, '#')
+	b = w.envelopeID(b)
+	id := string(b)
+	w.buf = b[:0]
+	return id, n
 }
 
 func (w *worker) setOrigin() {

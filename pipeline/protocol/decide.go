@@ -200,6 +200,13 @@ func unkeyed(f Facts, fallback bool) Plan {
 	if f.Output.Built != BuiltUnkeyed {
 		return Plan{Do: Build, Fallback: fallback}
 	}
+	if fallback && (f.Output.Unstorable || f.Publish == PublishRefused) {
+		// A keyed envelope forwarded because the window could not decide may hold its key's claim all the same (a
+		// claim made whose answer was lost, or an earlier delivery's). Dead-lettered and acknowledged without
+		// releasing it, it would leave the claim looking like a finished holder's, and a well-formed copy would be
+		// dropped as its duplicate. Only the holder dead-letters a keyed envelope: the redelivery claims first.
+		return nak(f, NakWindow)
+	}
 	if f.Output.Unstorable {
 		return deadLetter(f, DeadOutputReject, false)
 	}

@@ -79,6 +79,15 @@ func TestDecide(t *testing.T) {
 			f.Output.Built = BuiltUnkeyed
 			f.Publish = PublishStored
 		}), Plan{Do: Ack, Count: CountUnkeyed}},
+		{"window unavailable, forwarded unkeyed but unstorable: nak, never a dead letter without the claim", with(keyed(ClaimResult{Status: ClaimUnavailable}), func(f *Facts) {
+			f.Config.ForwardWhenWindowDown = true
+			f.Output = Output{Built: BuiltUnkeyed, Unstorable: true}
+		}), Plan{Do: Nak, Nak: NakWindow, Delay: d250}},
+		{"window unavailable, forwarded unkeyed, refused for good: nak, never a dead letter without the claim", with(keyed(ClaimResult{Status: ClaimUnavailable}), func(f *Facts) {
+			f.Config.ForwardWhenWindowDown = true
+			f.Output.Built = BuiltUnkeyed
+			f.Publish = PublishRefused
+		}), Plan{Do: Nak, Nak: NakWindow, Delay: d250}},
 		{"unknown status", keyed(ClaimResult{Status: ClaimUnknown}), Plan{Do: Nak, Nak: NakWindow, Delay: d250, Note: NoteUnknownStatus}},
 		{"stale: nothing", keyed(stale), Plan{Do: Stop, Stop: StaleDelivery}},
 		{"stale and unstorable: nothing", with(keyed(stale), unstorable), Plan{Do: Stop, Stop: StaleDelivery}},
