@@ -206,7 +206,7 @@ func (rp *dlqReplayer) one(ctx context.Context, dl *deadLetter) dlqReplayRecord 
 	}
 	if why := rp.failsAgain(dl); why != "" {
 		if !rp.opts.force {
-			return done(dlqRefused, why+"; --force replays it anyway")
+			return done(dlqRefused, why+"; --force replays it anyway"+byHand(dl))
 		}
 		rec.Detail = why
 	}
@@ -324,6 +324,17 @@ func (rp *dlqReplayer) failsAgain(dl *deadLetter) string {
 	}
 	return fmt.Sprintf("%s: the worker refuses its subject %s, so a replay is dead-lettered again unless the worker "+
 		"now accepts it (a source or tenant rule changed)", dl.reason, dl.subject)
+}
+
+// byHand is the way out of a refusal for a dead letter whose subject the worker refuses: --force only helps once
+// the worker accepts that subject, and the usual fix is the subject itself (OPERATIONS.md, DedupeworkerDeadLetters).
+// A control-header letter's reason says its own.
+func byHand(dl *deadLetter) string {
+	if dl.reason == contract.DeadControlHeader {
+		return ""
+	}
+	return fmt.Sprintf(", or publish it to the right subject yourself (its body: dlq show %d --body; its headers: "+
+		"dlq show %d) and remove it: dlq rm %d --yes", dl.seq, dl.seq, dl.seq)
 }
 
 // replayID is the Nats-Msg-Id of a dead letter's replay: "replay/" and the dead letter's own Nats-Msg-Id, the

@@ -191,7 +191,7 @@ func TestDlqReplayNeedsForceForWhatFailsAgain(t *testing.T) {
 		t.Fatalf("dry run without --force: exit %d, results %v, want %v\n%s\n%s", code, results, want, out, stderr)
 	}
 	for s, frag := range map[uint64]string{
-		2: "bad-tenant: the worker refuses its subject ingest.ac!me.gh, so a replay is dead-lettered again unless the worker now accepts it (a source or tenant rule changed); --force replays it anyway",
+		2: "bad-tenant: the worker refuses its subject ingest.ac!me.gh, so a replay is dead-lettered again unless the worker now accepts it (a source or tenant rule changed); --force replays it anyway, or publish it to the right subject yourself (its body: dlq show 2 --body; its headers: dlq show 2) and remove it: dlq rm 2 --yes",
 		4: "control-header: an empty body with a Status header (409 Consumer Deleted)",
 	} {
 		if !strings.Contains(got[s].Detail, frag) {

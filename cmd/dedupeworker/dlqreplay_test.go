@@ -64,7 +64,7 @@ func TestDlqReplayStoresOnceAndRemoves(t *testing.T) {
 	}
 	for _, want := range []string{
 		"seq 3: truncated: sender headers (9 bytes) dropped; body 3 of 90000 bytes kept; the original is message 40 of stream INGEST. A replay would publish what was kept, not the original envelope; stream INGEST no longer holds the original, its message 40 (a work-queue stream deletes an envelope once the worker acknowledged it); --truncated-ok replays what was kept\n",
-		"seq 2: bad-tenant: the worker refuses its subject ingest.ac!me.gh, so a replay is dead-lettered again unless the worker now accepts it (a source or tenant rule changed); --force replays it anyway\n",
+		"seq 2: bad-tenant: the worker refuses its subject ingest.ac!me.gh, so a replay is dead-lettered again unless the worker now accepts it (a source or tenant rule changed); --force replays it anyway, or publish it to the right subject yourself (its body: dlq show 2 --body; its headers: dlq show 2) and remove it: dlq rm 2 --yes\n",
 		"seq 4: stream INGEST does not capture subject elsewhere.acme.gh (its subjects: ingest.>)\n",
 		"dry run: would replay 1 of the 4 selected dead letters of DEDUPE_DLQ to stream INGEST; 2 refused; 1 would-fail. Nothing was changed: add --yes to replay\n",
 	} {

@@ -51,3 +51,24 @@ func TestHelpPagesFit(t *testing.T) {
 		t.Errorf("-v: %q", v)
 	}
 }
+
+// A command's own page (window -h, dlq -h, help window) says its connection comes from "the flags below": it lists
+// them, and says where each subcommand's other flags are (before: it listed no flag at all).
+func TestGroupPagesListTheConnectionFlags(t *testing.T) {
+	for _, args := range [][]string{{"window", "-h"}, {"dlq", "-h"}, {"help", "window"}, {"help", "dlq"}} {
+		code, out, errOut := runCLI(t, "", args...)
+		if code != 0 || errOut != "" {
+			t.Fatalf("%v: exit %d, stderr %q", args, code, errOut)
+		}
+		cmd := args[0]
+		if cmd == "help" {
+			cmd = args[1]
+		}
+		for _, s := range []string{"the flags below", "\n  -s, --server URL", "\n  --context NAME", "\n  --creds FILE",
+			"dedupeworker " + cmd + " SUBCOMMAND -h"} {
+			if !strings.Contains(out, s) {
+				t.Errorf("%v: lacks %q:\n%s", args, s, out)
+			}
+		}
+	}
+}

@@ -120,7 +120,7 @@ func (in *ingest) run(ctx context.Context) (err error) {
 	// (/readyz 503 with the step it waits for) and deliveries (503, Retry-After) while it waits.
 	ln, err := net.Listen("tcp", cfg.IngestAddr)
 	if err != nil {
-		return failErr(fmt.Errorf("ingest: DEDUPE_INGEST_ADDR %s: %w", cfg.IngestAddr, err))
+		return failErr(fmt.Errorf("ingest: %w", listenError("DEDUPE_INGEST_ADDR", cfg.IngestAddr, "ingest", err)))
 	}
 	reg := newRoleRegistry()
 	metrics := receiver.NewMetrics(reg)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -132,20 +133,35 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // hasSubcommands reports whether cmd takes a subcommand (window get, dlq rm, sources check).
 func hasSubcommands(cmd string) bool { return cmd == "window" || cmd == "dlq" || cmd == "sources" }
 
-// pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's usage
-// is printed.
+// pickSubcommand is the subcommand args start with, one of subs; with none, an unknown one or help, cmd's page
+// is printed: its usage, then the connection flags every subcommand of window and dlq takes (the usage says "the
+// flags below"), and where the rest are.
 func pickSubcommand(cmd, usage string, subs, args []string, stderr io.Writer) (string, error) {
 	list := joinWords(subs, "or")
 	switch {
 	case len(args) == 0:
-		fmt.Fprint(stderr, usage)
+		fmt.Fprint(stderr, groupPage(cmd, usage))
 		return "", usageErr("%s: a subcommand is required: %s", cmd, list)
 	case isHelpArg(args[0]):
-		return "", helpText(usage)
+		return "", helpText(groupPage(cmd, usage))
 	case !slices.Contains(subs, args[0]):
 		return "", usageErr("%s: unknown subcommand %q (%s)", cmd, args[0], list)
 	}
 	return args[0], nil
+}
+
+// groupPage is the page of a command with subcommands: usage, the connection flags, and where each subcommand's
+// own flags are listed.
+func groupPage(cmd, usage string) string {
+	var b strings.Builder
+	b.WriteString(usage)
+	printFlags(&b, func() *flag.FlagSet {
+		fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
+		addConnFlags(fs)
+		return fs
+	}())
+	fmt.Fprintf(&b, "\nEvery subcommand takes these; 'dedupeworker %s SUBCOMMAND -h' lists its own flags too.\n", cmd)
+	return b.String()
 }
 
 // packagePrefix is a Go package's name leading an error or one of its causes ("kvwindow: ", "natsconn: "): what

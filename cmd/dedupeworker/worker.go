@@ -266,7 +266,7 @@ func (w *worker) serveHTTP(reg *prometheus.Registry) error {
 	}
 	ln, err := net.Listen("tcp", w.cfg.HTTPAddr)
 	if err != nil {
-		return fmt.Errorf("http: DEDUPE_HTTP_ADDR %s: %w", w.cfg.HTTPAddr, err)
+		return fmt.Errorf("http: %w", listenError("DEDUPE_HTTP_ADDR", w.cfg.HTTPAddr, "run", err))
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))

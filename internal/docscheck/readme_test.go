@@ -54,6 +54,7 @@ var checks = map[string]check{
 		{"acme:github:9f1c", "deduped.acme.github.push"},
 	}},
 	"window":            {needs: "nats-publish"},                        // reads the claims nats-publish made
+	"health":            {needs: "nats-publish"},                        // counts the retry nats-publish made
 	"dlq":               {events: []event{{"", "deduped.acme.stripe"}}}, // unkeyed: msg/<envelope>
 	"key":               {},
 	"webhook-terminals": {},
@@ -187,11 +188,12 @@ func newWalk(t *testing.T) *walk {
 	return w
 }
 
-// rewrite turns a README command into the one to run here: the addresses are this run's free ports, `make run`
-// is what the Makefile's run target execs (without DEDUPE_NATS_URL: run --embedded), and `go run
-// ./cmd/dedupeworker` the binary built from the same tree.
+// rewrite turns a README command into the one to run here: the addresses (ingest's, the worker's HTTP) are this
+// run's free ports, `make run` is what the Makefile's run target execs (without DEDUPE_NATS_URL: run --embedded),
+// and `go run ./cmd/dedupeworker` the binary built from the same tree.
 func (w *walk) rewrite(cmd string) string {
 	cmd = strings.ReplaceAll(cmd, "127.0.0.1:8080", w.ingestAddr)
+	cmd = strings.ReplaceAll(cmd, "127.0.0.1:9464", w.httpAddr)
 	cmd = strings.ReplaceAll(cmd, "go run ./cmd/dedupeworker", "./bin/dedupeworker")
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(cmd), "make run"); ok {
 		cmd = "exec ./bin/dedupeworker run --embedded" + rest
