@@ -23,7 +23,7 @@ const windowStatusUsage = `Usage:
 status shows, for each bucket of the window (DEDUPE_BUCKET, or its DEDUPE_WINDOW_SHARDS shards): the server
 leading it, the servers holding its replicas with the state of each (current, N operations behind, or OFFLINE: not
 seen by the bucket's leader lately, and so holding nothing it can serve), its keys (live claims and expiry
-markers), bytes, and the server heap its keys cost on each replica (keys x 180 bytes, measured); then, per server,
+markers), bytes, and the server heap its keys cost on each replica (keys x 185 bytes, measured); then, per server,
 the buckets it leads and holds and its heap estimate. rebalance plans how to spread the buckets' leaders evenly
 over the servers holding them (nats-server does not spread them by itself), never onto an offline replica (it
 names those it skipped; a replica merely behind stays a candidate), and, with --yes, moves them by preferred

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -110,5 +111,12 @@ func TestPrintMovesNamesSkippedOfflineReplicas(t *testing.T) {
 				t.Errorf("got\n%s\nwant\n%s", b.String(), tc.want)
 			}
 		})
+	}
+}
+
+// window status -h quotes the heap per key the estimate uses, so the two cannot drift apart.
+func TestWindowStatusHelpQuotesTheEstimate(t *testing.T) {
+	if want := fmt.Sprintf("(keys x %d bytes, measured)", kvwindow.BytesPerKey); !strings.Contains(windowStatusUsage, want) {
+		t.Errorf("window status -h lacks %q", want)
 	}
 }
