@@ -19,12 +19,12 @@ var (
 
 func full() bool { return os.Getenv("DEDUPE_MODEL") == "full" }
 
-// TestModelCore explores protocol.Decide: within the bound no invariant may break, at the small bound (make test,
-// with each kind of input stream) as at the full one (make model).
+// TestModelCore explores protocol.Decide: within the bound no invariant may break, at the small bound (make test)
+// as at the full one (make model), each with both kinds of input stream.
 func TestModelCore(t *testing.T) {
 	bounds := []model.Config{smallBound, keeps(smallBound)}
 	if full() {
-		bounds = []model.Config{fullBound}
+		bounds = []model.Config{fullBound, keeps(fullBound)}
 	}
 	for _, c := range bounds {
 		r := model.Explore(c, core, model.Options{})
