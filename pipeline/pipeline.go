@@ -290,7 +290,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 			return nil
 		}
 	}
-	_, _ = p.refreshStreams(ctx, nil) // the limits, at once; readiness follows the status poll
+	_, _ = p.refreshStreams(ctx, nil, false) // the limits, at once (not bound yet); readiness follows the status poll
 
 	// Workers run under workCtx, which outlives ctx by all but min(5s, a quarter) of ShutdownTimeout.
 	workCtx, workCancel := context.WithCancel(context.Background())

@@ -78,6 +78,9 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		return // every request would fail in the client; readiness says the connection is down
 	}
 	timeout := min(max(p.cfg.StatusInterval, time.Second), 5*time.Second)
+	// Whether the pipeline was bound when the reads were sent, not when they are answered: a read sent while Run was
+	// still creating what it needs may answer "not found" after the bind, of a stream or consumer created since.
+	bound := p.bound.Load()
 	// The window's ping runs beside the consumer's and the streams' reads: a bucket out of reach keeps it waiting
 	// for its whole timeout.
 	pinged := &windowPing{done: make(chan struct{})}
@@ -105,7 +108,7 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 	if err != nil {
 		if !p.offline(err) {
 			p.consumerErr.Store(&err)
-			if p.bound.Load() && consumerGone(err) {
+			if bound && consumerGone(err) {
 				p.rebind.Store(true) // deleted, perhaps while disconnected (the pulls then only get "no responders")
 			}
 		}
@@ -120,14 +123,14 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 		p.observeConsumer(info.Created, info.Delivered) // read before the input stream: checkInputLimits' pre-filter
 		created := info.Created.UnixNano()
 		warns, unusable := checkConsumer(p.cfg, info.Config)
-		if p.bound.Load() && (created != p.consumerCreated.Load() || unusable != nil) {
+		if bound && (created != p.consumerCreated.Load() || unusable != nil) {
 			p.rebind.Store(true) // deleted and created again since it was bound, or edited into one the bind refuses
 		} else if sub := p.pullSub.Load(); sub != nil {
 			sub.setLimits(limitsOf(info.Config), "") // an operator may edit the limits at any time
 			p.consumerEdited(created, warns)
 		}
 	}
-	streamsCut, silent := p.refreshStreams(ctx, pinged)
+	streamsCut, silent := p.refreshStreams(ctx, pinged, bound)
 	if ctx.Err() != nil {
 		return
 	}
@@ -165,8 +168,8 @@ type bucketPinger interface {
 // refreshStreams reads the three streams for the size gauges and the output's limits (maximum message size,
 // duplicate window), and with the buckets' streams as the window's ping read them (pinged, nil for none) returns
 // what readiness reports of their leaders: cut off from their replicas (leaderCutOff), silent for streamSilence
-// (watch.silence), or missing.
-func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutOff, silent []string) {
+// (watch.silence), or missing: deleted under the running worker only when it was bound before the reads were sent.
+func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing, bound bool) (cutOff, silent []string) {
 	// The reads run at once: a stream whose leader is out of reach keeps its read waiting for the whole timeout,
 	// and the poll should not wait for each in turn.
 	names := []string{p.cfg.InputStream, p.cfg.OutputStream, p.cfg.DLQStream}
@@ -209,7 +212,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing) (cutO
 		if errors.Is(errs[i], jetstream.ErrStreamNotFound) {
 			// Deleted under the worker: no leader will answer for it, and what its leader said is of another stream.
 			p.streams.forget(name)
-			if !p.bound.Load() {
+			if !bound {
 				// Not bound yet (Run is still creating or binding what it needs, and says so itself): a stream not
 				// created yet is not one deleted under the running worker.
 				continue
