@@ -57,7 +57,8 @@ type Options struct {
 // Explore runs every interleaving of the world within c, driving d, depth first, skipping states already visited.
 // After each step it checks that no event was published twice while its claim lives (unless marked as a
 // possible duplicate of the same envelope) and that no envelope was acked without an outcome; in each end state,
-// that the event is not lost. The first violation comes with the steps that led to it.
+// that the event is not lost. The first violation comes with the steps that led to it. A break of a rule the
+// deployment's settings excuse (Excused) is counted apart, and the search goes on past it.
 func Explore(c Config, d Decider, o Options) Report {
 	start := time.Now()
 	x := &explorer{c: c, d: d, o: o, seen: make(map[uint64]struct{}, 1<<16),
