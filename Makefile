@@ -124,9 +124,10 @@ chaos:
 
 ## model: the exactly-once protocol explored exhaustively (pipeline/protocol/model, test code: docs/model.md; figures in
 ## RELIABILITY.md): protocol.Decide driven through every interleaving of two copies of one event, three deliveries
-## each, two replicas and two faults (no seed: the order of the search is fixed); prints the states explored, fails on
-## any violation with the first trace of each invariant broken, then shows each earlier fix undone and the trace that
-## finds it. make test runs a smaller bound.
+## each, two replicas and two faults, with both kinds of input stream, without and with forwarding while the window is
+## down (no seed: the order of the search is fixed); prints the states explored, fails on any violation with the first
+## trace of each invariant broken, then shows each earlier fix undone and the trace that finds it. make test runs a
+## smaller bound.
 model:
 	DEDUPE_MODEL=full $(GO) test -count=1 -v -timeout 20m -run '^TestModel' ./pipeline/protocol/model/
 

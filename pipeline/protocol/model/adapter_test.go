@@ -16,8 +16,7 @@ const (
 
 // Protocol is the decision core decide (protocol.Decide, or a wrapper of it) as the model drives it: each of the
 // model's facts is translated into the core's, and its plan into the model's next step. The core's steps the model
-// leaves out (unkeyed and malformed envelopes, the duplicate's copy, ForwardWhenWindowDown, shutdown) are never
-// asked for.
+// leaves out (unkeyed and malformed envelopes, the duplicate's copy, shutdown) are never asked for.
 func Protocol(decide protocol.Decider) Decider {
 	return DeciderFunc(func(f Facts) Action { return FromPlan(decide(ToFacts(f))) })
 }
@@ -27,8 +26,9 @@ func ToFacts(f Facts) protocol.Facts {
 	pf := protocol.Facts{
 		Kind:      protocol.Keyed,
 		Delivered: 2,
-		Config:    protocol.Config{InputKeeps: f.InputKeeps, DupWindow: dupWindow, PublishTimeout: publishTimeout},
-		Hold:      protocol.Hold{Bound: dupWindow / 2},
+		Config: protocol.Config{InputKeeps: f.InputKeeps, ForwardWhenWindowDown: f.Forward,
+			DupWindow: dupWindow, PublishTimeout: publishTimeout},
+		Hold: protocol.Hold{Bound: dupWindow / 2},
 	}
 	if f.First {
 		pf.Delivered = 1
@@ -38,6 +38,9 @@ func ToFacts(f Facts) protocol.Facts {
 	}
 	if f.Inspected {
 		pf.Output = protocol.Output{Built: protocol.BuiltKeyed, Unstorable: f.Unpublishable}
+	}
+	if f.Forwarded {
+		pf.Output = protocol.Output{Built: protocol.BuiltUnkeyed, Unstorable: f.Unpublishable}
 	}
 	pf.Claim.Status = [...]protocol.ClaimStatus{ClaimNone: protocol.NotClaimed, ClaimFailed: protocol.ClaimUnavailable,
 		Won: protocol.Won, Owned: protocol.Owned, Duplicate: protocol.Duplicate, Stale: protocol.Stale, DeadLettered: protocol.DeadLettered}[f.Claim]
@@ -76,7 +79,7 @@ func publishResult(r Result) protocol.PublishResult {
 func FromPlan(p protocol.Plan) Action {
 	switch p.Do {
 	case protocol.Build:
-		return Action{Kind: Inspect}
+		return Action{Kind: Inspect, Unkeyed: !p.Keyed}
 	case protocol.Claim:
 		return Action{Kind: Claim}
 	case protocol.WaitHolder:

@@ -30,6 +30,11 @@ type Facts struct {
 	TooOld bool
 	// InputKeeps: the input stream keeps acknowledged envelopes (no holder lookup by absence).
 	InputKeeps bool
+	// Forward: the deployment forwards a keyed envelope unkeyed when the window cannot answer its claim
+	// (DEDUPE_FORWARD_WHEN_WINDOW_DOWN). Forwarded: the delivery built that unkeyed output (Unpublishable is then
+	// the unkeyed output's).
+	Forward    bool
+	Forwarded  bool
 	Publish    Result // OK: stored (or collapsed) and acknowledged; Refused: never storable; Failed: anything else
 	Ack        Result // OK: confirmed; Failed: unconfirmed (applied or not)
 	Record     Result // OK; Moved: the key moved on; Failed
@@ -119,12 +124,13 @@ func (k Kind) String() string {
 	return [...]string{"?", "inspect", "claim", "wait for holder", "look up input", "read the key again", "publish", "record", "ack", "release", "dead letter", "nak", "stop"}[k]
 }
 
-// Action is the next step of one delivery: Marked with Publish marks the output Dedupe-Possible-Duplicate; Reason
-// names a NAK's metric reason. With Release, Named leaves a release marker naming the envelope (a release without
+// Action is the next step of one delivery: Unkeyed with Inspect builds the unkeyed output, to forward the envelope
+// without a claim; Marked with Publish marks the output Dedupe-Possible-Duplicate; Reason names a NAK's metric reason. With Release, Named leaves a release marker naming the envelope (a release without
 // it leaves an anonymous marker, as the worker before the decision core did) and MayBeStored says in it that the
 // event may be stored.
 type Action struct {
 	Kind        Kind
+	Unkeyed     bool
 	Marked      bool
 	Reason      string
 	Named       bool

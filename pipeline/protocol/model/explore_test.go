@@ -16,10 +16,13 @@ type Report struct {
 	Terminal   int                   // of which end states (nothing enabled)
 	Violations int                   // transitions (or end states) that broke an invariant
 	Rules      map[string]int        // violations by invariant (the Rule* constants)
-	Firsts     map[string]*Violation // the first violation of each invariant
-	First      *Violation
-	Elapsed    time.Duration
-	Truncated  bool // MaxStates reached
+	Firsts     map[string]*Violation // the first violation of each invariant, and the first excused break of each rule
+	// Excused counts, by rule, the transitions that broke a rule the deployment's settings excuse (Excused): not
+	// violations, and the exploration goes on past them.
+	Excused   map[string]int
+	First     *Violation
+	Elapsed   time.Duration
+	Truncated bool // MaxStates reached
 }
 
 func (r Report) String() string {
@@ -30,6 +33,9 @@ func (r Report) String() string {
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Rules)) {
 		s += fmt.Sprintf("\n  %6d × %s", r.Rules[k], k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Excused)) {
+		s += fmt.Sprintf("\n  %6d × %s, not a violation", r.Excused[k], k)
 	}
 	return s
 }
@@ -51,7 +57,8 @@ type Options struct {
 // Explore runs every interleaving of the world within c, driving d, depth first, skipping states already visited.
 // After each step it checks that no event was published twice while its claim lives (unless marked as a
 // possible duplicate of the same envelope) and that no envelope was acked without an outcome; in each end state,
-// that the event is not lost. The first violation comes with the steps that led to it.
+// that the event is not lost. The first violation comes with the steps that led to it. A break of a rule the
+// deployment's settings excuse (Excused) is counted apart, and the search goes on past it.
 func Explore(c Config, d Decider, o Options) Report {
 	start := time.Now()
 	x := &explorer{c: c, d: d, o: o, seen: make(map[uint64]struct{}, 1<<16),
@@ -59,7 +66,7 @@ func Explore(c Config, d Decider, o Options) Report {
 	x.w = &world{c: &x.c, d: d}
 	x.dfs(Initial(c))
 	return Report{Config: c, States: len(x.seen), Terminal: x.terminal, Violations: x.violations, Rules: x.rules, Firsts: x.firsts, First: x.first,
-		Elapsed: time.Since(start), Truncated: x.truncated}
+		Excused: x.excused, Elapsed: time.Since(start), Truncated: x.truncated}
 }
 
 type explorer struct {
@@ -73,6 +80,7 @@ type explorer struct {
 	terminal   int
 	violations int
 	rules      map[string]int
+	excused    map[string]int
 	firsts     map[string]*Violation
 	first      *Violation
 	truncated  bool
@@ -108,10 +116,14 @@ func (x *explorer) dfs(s State) {
 		}
 		next := s
 		x.path = append(x.path, st)
-		if rule := x.w.apply(&next, st); rule != "" {
-			x.violate(rule)
-		} else {
+		switch rule := x.w.apply(&next, st); {
+		case rule == "":
 			x.dfs(next)
+		case Excused(rule):
+			x.excuse(rule)
+			x.dfs(next)
+		default:
+			x.violate(rule)
 		}
 		x.path = x.path[:len(x.path)-1]
 	}
@@ -130,7 +142,10 @@ func (x *explorer) violate(rule string) {
 	}
 	x.violations++
 	if x.rules == nil {
-		x.rules, x.firsts = map[string]int{}, map[string]*Violation{}
+		x.rules = map[string]int{}
+	}
+	if x.firsts == nil {
+		x.firsts = map[string]*Violation{}
 	}
 	name, _, _ := strings.Cut(rule, ":")
 	x.rules[name]++
@@ -142,6 +157,21 @@ func (x *explorer) violate(rule string) {
 	}
 	if x.o.StopAtFirst {
 		x.done = true
+	}
+}
+
+// excuse counts a break of a rule the deployment's settings excuse, keeping the first trace of each.
+func (x *explorer) excuse(rule string) {
+	if x.excused == nil {
+		x.excused = map[string]int{}
+	}
+	if x.firsts == nil {
+		x.firsts = map[string]*Violation{}
+	}
+	name, _, _ := strings.Cut(rule, ":")
+	x.excused[name]++
+	if x.firsts[name] == nil {
+		x.firsts[name] = &Violation{Rule: rule, Trace: Replay(x.c, x.d, x.path)}
 	}
 }
 
@@ -224,7 +254,7 @@ func breaks(c Config, d Decider, steps []Step, rule string) bool {
 		if !slices.Contains(s.steps(&c, d, nil), st) {
 			return false
 		}
-		if r := w.apply(&s, st); r != "" {
+		if r := w.apply(&s, st); r != "" && !Excused(r) {
 			n, _, _ := strings.Cut(r, ":")
 			return n == name
 		}

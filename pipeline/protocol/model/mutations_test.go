@@ -4,6 +4,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/dedupeworker/dedupeworker/pipeline/protocol"
 	"github.com/dedupeworker/dedupeworker/pipeline/protocol/model"
 )
 
@@ -155,6 +156,26 @@ var mutations = []mutation{
 		cfg:  func(c *model.Config) { c.NoFence, c.Faults = true, 3 },
 		rule: model.RuleTwice,
 	},
+	{
+		name: "a keyed envelope forwarded while the window is down, unstorable, dead-lettered and acked (not handed back)",
+		// Before the fix the fallback's unkeyed output was decided as an unkeyed envelope's: dead-lettered without
+		// a release when the output could never store it.
+		wrap: func(model.Decider) model.Decider {
+			return model.Protocol(func(f protocol.Facts) protocol.Plan {
+				if f.Kind == protocol.Keyed && f.Output.Built == protocol.BuiltUnkeyed {
+					f.Kind = protocol.Unkeyed
+				}
+				return protocol.Decide(f)
+			})
+		},
+		cfg:  func(c *model.Config) { c.Forward = true },
+		rule: model.RuleLost,
+	},
+	{
+		name: "a forwarded event published under its own Nats-Msg-Id (msg/<envelope>), not its keyed one",
+		cfg:  func(c *model.Config) { c.Forward, c.ForwardOwnID = true, true },
+		rule: model.RuleTwice,
+	},
 }
 
 // mutationBound is where every mutation is found: two copies of one event, two deliveries each, two replicas,
@@ -164,11 +185,13 @@ var mutationBound = model.Config{Envelopes: 2, Deliveries: 2, Replicas: 2, Fault
 func TestModelFindsEachFixUndone(t *testing.T) {
 	for _, m := range mutations {
 		t.Run(m.name, func(t *testing.T) {
-			c, base := mutationBound, mutationBound
+			c := mutationBound
 			if m.cfg != nil {
 				m.cfg(&c)
 			}
-			base.Faults, base.Deliveries = c.Faults, c.Deliveries
+			// The baseline: the core in the same world, with the world's own fixes in place.
+			base := c
+			base.NoFence, base.NoTakeover, base.ForwardOwnID = false, false, false
 			d := core
 			if m.wrap != nil {
 				d = m.wrap(d)

@@ -83,9 +83,13 @@ type State struct {
 	Gen     uint8 // the consumer's generation (deleted and re-created)
 	Epoch   uint8 // output duplicate windows elapsed
 	Faults  uint8
-	Lowered bool  // the output's limits were lowered: copy A no longer fits
-	Win     uint8 // envelopes whose Nats-Msg-Id the output's duplicate window remembers (bit per envelope)
-	Life    uint8 // envelopes stored while the claim lives
+	Lowered bool // the output's limits were lowered: copy A no longer fits
+	// Win: the Nats-Msg-Ids the output's duplicate window remembers, a bit per envelope (with Config.ForwardOwnID,
+	// a forwarded publish's own id is the envelope's bit shifted by fwdID).
+	Win  uint8
+	Life uint8 // envelopes stored by a keyed publish (while the claim lives: see Expired)
+	// Fwd: envelopes stored by a publish forwarded unkeyed while the window could not answer (Config.Forward).
+	Fwd uint8
 	// Expired: a claim's TTL ran out. A copy admitted after it may be published again (the TTL is the dedupe
 	// window by definition): no double is counted from then on.
 	Expired bool
@@ -109,13 +113,26 @@ type Config struct {
 	NoTakeover bool
 	// AckWaitFree: ack-wait expiries (a stalled delivery redelivered) are free; else each costs a fault.
 	AckWaitFree bool
+	// Forward is DEDUPE_FORWARD_WHEN_WINDOW_DOWN: a delivery whose claim the window did not answer forwards the
+	// envelope unkeyed, under its keyed Nats-Msg-Id.
+	Forward bool
+	// ForwardOwnID is the output before forwarded events kept the keyed Nats-Msg-Id: a forwarded publish goes
+	// out under an id of its own (msg/<envelope>), which the duplicate window does not collapse with the keyed one.
+	ForwardOwnID bool
 }
 
 func (c Config) String() string {
-	return fmt.Sprintf("copies=%d deliveries=%d replicas=%d faults=%d input=%s fence=%v ackwait=%s",
+	s := fmt.Sprintf("copies=%d deliveries=%d replicas=%d faults=%d input=%s fence=%v ackwait=%s forward=%v",
 		c.Envelopes, c.Deliveries, c.Replicas, c.Faults, map[bool]string{false: "workqueue", true: "keeps"}[c.InputKeeps],
-		!c.NoFence, map[bool]string{false: "fault", true: "free"}[c.AckWaitFree])
+		!c.NoFence, map[bool]string{false: "fault", true: "free"}[c.AckWaitFree], c.Forward)
+	if c.ForwardOwnID {
+		s += " (own id)"
+	}
+	return s
 }
+
+// fwdID shifts an envelope's bit in State.Win to the bit of its forwarded publish's own id (Config.ForwardOwnID).
+const fwdID = 4
 
 // Step is one transition of the world.
 type Step struct {
@@ -237,10 +254,21 @@ func (s *State) next(d Decider, slot int) Action {
 	a := d.Next(s.facts(slot))
 	if a.Kind == Inspect {
 		f := s.facts(slot)
-		f.Inspected, f.Unpublishable = true, s.Lowered && slot/maxDel == 0
+		s.inspect(&f, slot, a)
 		a = d.Next(f)
 	}
 	return a
+}
+
+// inspect fills in what building the output (keyed, or unkeyed to forward it) finds: whether the output stream can
+// take it. Copy A is the large one: once the limits are lowered, neither of its outputs fits.
+func (s *State) inspect(f *Facts, slot int, a Action) {
+	if a.Unkeyed {
+		f.Forwarded = true
+	} else {
+		f.Inspected = true
+	}
+	f.Unpublishable = s.Lowered && slot/maxDel == 0
 }
 
 // Violation is an invariant broken by the last step.
@@ -284,7 +312,7 @@ func (w *world) apply(s *State, st Step) string {
 		ev.Total++
 		slot := e*maxDel + int(ev.Total) - 1
 		s.H[slot] = handler{On: true, Rep: uint8(r), Gen: s.Gen, Count: ev.Count, Epoch: s.Epoch,
-			F: Facts{First: ev.Count == 1, InputKeeps: w.c.InputKeeps}}
+			F: Facts{First: ev.Count == 1, InputKeeps: w.c.InputKeeps, Forward: w.c.Forward}}
 		w.say("deliver %s to replica %d (consumer %d, delivery %d)", envName(uint8(e)), r, s.Gen, ev.Count)
 	case opAckWait:
 		s.E[st.A].Out = false
@@ -379,12 +407,26 @@ func (w *world) flush(s *State, slot int, v uint8) string {
 		return ""
 	}
 	bit := uint8(1) << e
+	fwd := h.F.Forwarded
+	id := bit
+	if fwd && w.c.ForwardOwnID {
+		id = bit << fwdID
+	}
 	rule := ""
-	if s.Win&bit != 0 {
+	if s.Win&id != 0 {
 		w.say("%s's publish is collapsed by the duplicate window (same Nats-Msg-Id)", name)
 	} else {
 		switch {
-		case s.Life == 0 || s.Expired:
+		case (s.Life|s.Fwd) == 0 || s.Expired:
+		case s.Win&(bit|bit<<fwdID) != 0:
+			// The same envelope, stored within the window under another Nats-Msg-Id: never excused.
+			rule = fmt.Sprintf("%s: %s stored (forwarded=%v) within the duplicate window of its envelope's earlier store, under another Nats-Msg-Id", RuleTwice, name, fwd)
+		case fwd:
+			// Forwarded without a claim: dedupe is off for it, the setting's cost.
+			rule = fmt.Sprintf("%s: %s stored forwarded (unkeyed) after %s", RuleTwiceForwarded, name, s.storedNames(s.Life|s.Fwd))
+		case s.Life == 0:
+			// Only forwarded stores came before this keyed one.
+			rule = fmt.Sprintf("%s: %s stored (marked=%v) after %s, forwarded", RuleTwiceForwarded, name, h.Marked, s.storedNames(s.Fwd))
 		case h.Marked && h.F.MayBeStored && s.Life&bit == 0:
 			// Admitted over the release marker of a holder that may have stored the event: visible, not silent.
 		case h.Marked && s.Life == bit && s.E[e].Excused:
@@ -395,11 +437,18 @@ func (w *world) flush(s *State, slot int, v uint8) string {
 		default:
 			rule = fmt.Sprintf("%s: %s stored (marked=%v) after %s", RuleTwice, name, h.Marked, lifeNames(s.Life))
 		}
-		s.Life |= bit
-		s.Win |= bit
+		if fwd {
+			s.Fwd |= bit
+		} else {
+			s.Life |= bit
+		}
+		s.Win |= id
 		s.E[e].Stored = true
 		mark := ""
-		if h.Marked {
+		switch {
+		case fwd:
+			mark = ", forwarded unkeyed"
+		case h.Marked:
 			mark = ", marked Dedupe-Possible-Duplicate"
 		}
 		w.say("%s's publish is stored in the output%s", name, mark)
@@ -431,7 +480,35 @@ const (
 	RuleMarkedUnexcused      = "published twice, marked, outside the stated conditions (docs/failures.md)"
 	RuleTwiceAfterDeadLetter = "published twice after a stored event was dead-lettered and released"
 	RuleNoOutcome            = "acked without an outcome"
+	// RuleTwiceForwarded is excused: a second store of the event in which a publish forwarded while the window
+	// could not answer (Config.Forward) took part, the one stored second or an earlier one. Dedupe is off for what
+	// is forwarded; only a second store of the same envelope within the duplicate window would be a fault
+	// (RuleTwice).
+	RuleTwiceForwarded = "published twice by forwarding while the window was down (excused)"
 )
+
+// Excused reports whether a rule a step broke is a cost the deployment chose rather than a violation: it is
+// counted apart (Report.Excused) and the exploration goes on past it.
+func Excused(rule string) bool { return strings.HasPrefix(rule, RuleTwiceForwarded) }
+
+// storedNames names the envelopes of mask m, those stored forwarded (State.Fwd) marked so.
+func (s *State) storedNames(m uint8) string {
+	var n []string
+	for e := uint8(0); e < maxEnv; e++ {
+		if m&(1<<e) == 0 {
+			continue
+		}
+		switch {
+		case s.Fwd&(1<<e) != 0 && s.Life&(1<<e) != 0:
+			n = append(n, envName(e)+" (keyed and forwarded)")
+		case s.Fwd&(1<<e) != 0:
+			n = append(n, envName(e)+" (forwarded)")
+		default:
+			n = append(n, envName(e))
+		}
+	}
+	return strings.Join(n, ",")
+}
 
 func lifeNames(m uint8) string {
 	var n []string
@@ -446,16 +523,18 @@ func lifeNames(m uint8) string {
 // handle makes the delivery in slot take its next step, as the decider says; v picks a failed variant of an effect.
 func (w *world) handle(s *State, slot int, v uint8) string {
 	h := &s.H[slot]
-	e := uint8(slot / maxDel)
 	a := w.d.Next(s.facts(slot))
 	name := slotName(s, slot)
 	if v != 0 {
 		s.fault()
 	}
 	if a.Kind == Inspect {
-		h.F.Inspected = true
-		h.F.Unpublishable = s.Lowered && e == 0
-		w.say("%s inspected: unpublishable=%v", name, h.F.Unpublishable)
+		s.inspect(&h.F, slot, a)
+		if a.Unkeyed {
+			w.say("%s builds the unkeyed output to forward (the window did not answer its claim): unpublishable=%v", name, h.F.Unpublishable)
+		} else {
+			w.say("%s inspected: unpublishable=%v", name, h.F.Unpublishable)
+		}
 		a = w.d.Next(s.facts(slot))
 	}
 	rule := w.do(s, slot, v, a)
