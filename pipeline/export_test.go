@@ -185,3 +185,6 @@ func textWarnings(texts []string) []consumerWarning {
 	}
 	return warns
 }
+
+// DupWindowReach is dupWindowReach.
+var DupWindowReach = dupWindowReach

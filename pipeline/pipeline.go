@@ -81,6 +81,7 @@ type Pipeline struct {
 	decide protocol.Decider
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
+	outCreated   atomic.Int64 // the output stream's creation time (unix ns), as the status poll last read it
 	inputWatch   inputWatch   // what the status polls found of the input stream's limits (inputlimits.go)
 
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog, provisionLog rateLog

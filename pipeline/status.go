@@ -254,6 +254,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing, bound
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
 			p.checkDupWindow(info.Config.Duplicates)
+			p.outCreated.Store(info.Created.UnixNano())
 		}
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
@@ -416,6 +417,28 @@ func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, pre
 		p.updateReady()
 		p.log.Warn(down, "err", err)
 	}
+}
+
+// dupWindowReach is how far back a publish made now can be collapsed with an earlier one under the same
+// Nats-Msg-Id: the output's duplicate window dup, but never before the stream's creation, outputAge ago (0:
+// unknown), since a stream deleted and created again has forgotten every id of the one before. publishTimeout is
+// added back to the age because protocol.Decide compares the window with a first claim's age plus the publish
+// timeout: a takeover whose first claim predates the stream's creation (give or take its second of slack between
+// clocks) is then published marked, as one older than the window is. dup <= 0 (unknown, or none) is kept.
+func dupWindowReach(dup, outputAge, publishTimeout time.Duration) time.Duration {
+	if dup <= 0 || outputAge <= 0 {
+		return dup
+	}
+	return min(dup, outputAge+publishTimeout)
+}
+
+// outputAge is the time since the output stream was created, as the status poll last read it (0: not read yet).
+func (p *Pipeline) outputAge() time.Duration {
+	c := p.outCreated.Load()
+	if c == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, c)), time.Nanosecond)
 }
 
 // checkDupWindow records the output stream's duplicate window and warns, once per change, when it no longer covers

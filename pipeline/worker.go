@@ -89,7 +89,7 @@ func (w *worker) handle(d *delivery) {
 		ForwardWhenWindowDown: p.cfg.ForwardWhenWindowDown,
 		CopyDuplicates:        p.cfg.DuplicatesPrefix != "",
 		InputKeeps:            p.inputKeeps.Load(),
-		DupWindow:             time.Duration(p.outDupWindow.Load()),
+		DupWindow:             dupWindowReach(time.Duration(p.outDupWindow.Load()), p.outputAge(), p.cfg.PublishTimeout),
 		PublishTimeout:        p.cfg.PublishTimeout,
 	}}
 	switch {
