@@ -69,3 +69,21 @@ func TestDiscardOldEditedUnderRunningWindow(t *testing.T) {
 		t.Fatalf("claim once discard new is back: %v", out.Status)
 	}
 }
+
+// TestEvictsClaims: which bucket streams may drop live claims to store new ones.
+func TestEvictsClaims(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  jetstream.StreamConfig
+		want bool
+	}{
+		{"discard new (as created)", jetstream.StreamConfig{Discard: jetstream.DiscardNew}, false},
+		{"discard new with limits", jetstream.StreamConfig{Discard: jetstream.DiscardNew, MaxMsgs: 1, MaxBytes: 1 << 20}, false},
+		{"discard old", jetstream.StreamConfig{Discard: jetstream.DiscardOld}, true},
+		{"discard old with a message limit", jetstream.StreamConfig{Discard: jetstream.DiscardOld, MaxMsgs: 1}, true},
+	} {
+		if got := kvwindow.EvictsClaims(tc.cfg); got != tc.want {
+			t.Errorf("%s: evictsClaims = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

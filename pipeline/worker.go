@@ -407,7 +407,7 @@ func claimFailed(cancelled bool, err error) protocol.ClaimStatus {
 		return protocol.ClaimCancelled
 	case errors.Is(err, kvwindow.ErrInvalid):
 		return protocol.ClaimInvalid
-	case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit):
+	case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit), errors.Is(err, kvwindow.ErrEvicting):
 		return protocol.ClaimLost
 	default:
 		return protocol.ClaimUnavailable
