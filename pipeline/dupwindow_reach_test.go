@@ -27,3 +27,25 @@ func TestDupWindowReach(t *testing.T) {
 		}
 	}
 }
+
+// TestDupWindowShort: the output's duplicate window must cover the later of the two ack waits (the worker's and the
+// consumer's, which the server redelivers after) plus the hold bound.
+func TestDupWindowShort(t *testing.T) {
+	const m = time.Minute
+	for _, tc := range []struct {
+		name                         string
+		dup, ackWait, consumer, hold time.Duration
+		want                         bool
+	}{
+		{"defaults", 2 * m, 30 * time.Second, 30 * time.Second, m, false},
+		{"consumer not read yet", 2 * m, 30 * time.Second, 0, m, false},
+		{"window short of the worker's ack wait", 2 * m, 90 * time.Second, 0, m, true},
+		{"consumer's ack wait edited past the window", 2 * m, 30 * time.Second, 3 * m, m, true},
+		{"consumer's ack wait edited shorter", 2 * m, 30 * time.Second, 5 * time.Second, m, false},
+		{"exactly covered", 2 * m, m, 0, m, false},
+	} {
+		if got := pipeline.DupWindowShort(tc.dup, tc.ackWait, tc.consumer, tc.hold); got != tc.want {
+			t.Errorf("%s: dupWindowShort = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -188,3 +188,6 @@ func textWarnings(texts []string) []consumerWarning {
 
 // DupWindowReach is dupWindowReach.
 var DupWindowReach = dupWindowReach
+
+// DupWindowShort is dupWindowShort.
+var DupWindowShort = dupWindowShort
