@@ -371,9 +371,9 @@ func (w *shard) evictErr() error {
 	if !w.evicting.Load() {
 		return nil
 	}
-	return w.bucketErr(fmt.Errorf("%w: bucket %q was edited to discard old messages: once full it would evict live "+
-		"claims, and a later copy of their events would be published again; put discard new back (nats stream edit "+
-		"%s --discard new)", ErrEvicting, w.cfg.Bucket, w.stream))
+	return w.bucketErr(fmt.Errorf("%w: bucket %q was edited to discard old messages: once full it evicts live claims, "+
+		"and a later copy of their events is published again; put discard new back (nats stream edit %s --discard new); "+
+		"claims it evicted meanwhile are gone, as a lost bucket's are", ErrEvicting, w.cfg.Bucket, w.stream))
 }
 
 // agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than Config.MaxTTL or the
