@@ -257,7 +257,10 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 			"filters", filters)
 	}
 	if got.MaxDeliver > 0 {
-		warn("has a delivery limit: an envelope redelivered that often (e.g. through a long window outage) is dropped",
+		warn("has a delivery limit: an envelope delivered that often (every NAK counts: a window outage of seconds "+
+			"reaches a few) is never delivered again and stays in the input stream unprocessed, even once the limit is "+
+			"raised; remove it (nats consumer edit --max-deliver=-1), and delete the consumer to have the worker create "+
+			"it again and deliver what is left",
 			"max_deliver", got.MaxDeliver)
 	}
 	if got.AckWait != cfg.AckWait {
