@@ -19,16 +19,18 @@ import (
 // shard is the claim window over one JetStream KV bucket: the whole window when it is not sharded, one of its
 // buckets when it is. It is safe for concurrent use and keeps no per-key state: every claim lives in the bucket.
 type shard struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	cfg     Config            // cfg.Bucket is this shard's bucket
-	stream  string            // KV_<bucket>
-	prefix  string            // "$KV.<bucket>."
-	api     string            // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream  // the bucket's stream (the lister's consumers)
-	req     *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
-	get     natsreq.StreamGet // the key reads' subjects
-	direct  bool              // the bucket allows direct gets: reads a replica may answer go to any of them
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	cfg    Config            // cfg.Bucket is this shard's bucket
+	stream string            // KV_<bucket>
+	prefix string            // "$KV.<bucket>."
+	api    string            // JetStream API prefix, e.g. "$JS.API."
+	leader jetstream.Stream  // the bucket's stream (the lister's consumers)
+	req    *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
+	get    natsreq.StreamGet // the key reads' subjects
+	// direct is set while the bucket allows direct gets (as bound, then as each Ping finds it: an operator may turn
+	// them off): reads a replica may answer go to any of them.
+	direct  atomic.Bool
 	markTTL time.Duration
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
@@ -82,7 +84,8 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	if err := w.compatible(info); err != nil {
 		return nil, err
 	}
-	w.markTTL, w.created, w.direct, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, info.Config.AllowDirect, st
+	w.markTTL, w.created, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, st
+	w.direct.Store(info.Config.AllowDirect)
 	w.maxAge.Store(int64(info.Config.MaxAge))
 	w.seen.Store(info.State.LastSeq)
 	return w, nil
@@ -298,6 +301,7 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 	// claims follow them from now on.
 	w.maxAge.Store(int64(info.Config.MaxAge))
 	w.evicting.Store(evictsClaims(info.Config))
+	w.direct.Store(info.Config.AllowDirect)
 	raise(&w.seen, info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
 	for {
 		l := w.lost.Load()
