@@ -278,7 +278,7 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 	if left <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct, left)
+	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct.Load(), left)
 	switch {
 	case err == nil:
 		raise(&w.seen, m.Sequence) // stored, so the bucket reached it: a later write of ours lands above

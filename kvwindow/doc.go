@@ -45,6 +45,9 @@
 //     Config.MaxTTL, when set, for every claim), Claim writes nothing and fails with ErrAgeLimit, and while it is
 //     shorter than Config.MaxTTL or a TTL refused so far, so does Ping. MarkPublished and Release still write into
 //     a claim already held.
+//   - No claim is evicted unnoticed. New refuses a bucket that discards old messages (full, it would drop the
+//     oldest live claims); one edited so under a running window is taken up by the next Ping, and Claim and Ping
+//     fail with ErrEvicting until discard new is back. MarkPublished and Release still write into a claim held.
 //
 // Key layout: "<tenant>.<source>.<enc>" (see KVKey); tenant and source are 1–64 of [A-Za-z0-9_-] (checked in
 // every method), so no key reaches into another scope and a scope is one subject-filtered purge away. The value is

@@ -129,3 +129,6 @@ func StatusOf(bucket string, c *jetstream.ClusterInfo) BucketStatus {
 
 // MarkerTTL is the first bucket's limit marker TTL as found at New.
 func (w *Window) MarkerTTL() time.Duration { return w.shards[0].markTTL }
+
+// EvictsClaims is evictsClaims.
+var EvictsClaims = evictsClaims

@@ -35,12 +35,12 @@ func (w *Window) PingEach(ctx context.Context) ([]BucketPing, error) {
 
 // pingVerdict is what a Ping of buckets that answered each (in shard order) returns: the first lost bucket's error,
 // else the first age limit's, else the first other failure. The order is that of what each takes to pass, so that
-// the failure reported never hides a graver one: a lost bucket needs the operator and a restart, an age limit the
-// operator's edit, and any other failure (a bucket not answering, a stream without a leader) passes by itself.
+// the failure reported never hides a graver one: a lost bucket needs the operator and a restart, an age limit or a
+// discard policy the operator's edit, and any other failure (a bucket not answering, a stream without a leader) passes by itself.
 func pingVerdict(each []BucketPing) error {
 	for _, grave := range []func(BucketPing) bool{
 		func(b BucketPing) bool { return errors.Is(b.Err, ErrWindowLost) },
-		func(b BucketPing) bool { return errors.Is(b.Err, ErrAgeLimit) },
+		func(b BucketPing) bool { return errors.Is(b.Err, ErrAgeLimit) || errors.Is(b.Err, ErrEvicting) },
 		func(b BucketPing) bool { return b.Err != nil },
 	} {
 		if i := slices.IndexFunc(each, grave); i >= 0 {
@@ -60,6 +60,9 @@ func (w *shard) pingInfo(ctx context.Context) (info *jetstream.StreamInfo, readE
 		return nil, readErr, w.observe(nil, readErr)
 	}
 	if err := w.observe(info, nil); err != nil {
+		return info, nil, err
+	}
+	if err := w.evictErr(); err != nil {
 		return info, nil, err
 	}
 	return info, nil, w.agedOut()

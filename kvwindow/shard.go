@@ -19,16 +19,18 @@ import (
 // shard is the claim window over one JetStream KV bucket: the whole window when it is not sharded, one of its
 // buckets when it is. It is safe for concurrent use and keeps no per-key state: every claim lives in the bucket.
 type shard struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	cfg     Config            // cfg.Bucket is this shard's bucket
-	stream  string            // KV_<bucket>
-	prefix  string            // "$KV.<bucket>."
-	api     string            // JetStream API prefix, e.g. "$JS.API."
-	leader  jetstream.Stream  // the bucket's stream (the lister's consumers)
-	req     *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
-	get     natsreq.StreamGet // the key reads' subjects
-	direct  bool              // the bucket allows direct gets: reads a replica may answer go to any of them
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	cfg    Config            // cfg.Bucket is this shard's bucket
+	stream string            // KV_<bucket>
+	prefix string            // "$KV.<bucket>."
+	api    string            // JetStream API prefix, e.g. "$JS.API."
+	leader jetstream.Stream  // the bucket's stream (the lister's consumers)
+	req    *natsreq.Mux      // claim writes and key reads: answers matched as they arrive, parsed without reflection
+	get    natsreq.StreamGet // the key reads' subjects
+	// direct is set while the bucket allows direct gets (as bound, then as each Ping finds it: an operator may turn
+	// them off): reads a replica may answer go to any of them.
+	direct  atomic.Bool
 	markTTL time.Duration
 	// maxAge is the bucket's age limit (its stream's max_age; 0: none) as last seen, at bind or by a Ping: no claim
 	// with a longer TTL is written (see holds).
@@ -36,7 +38,10 @@ type shard struct {
 	// refused is the longest claim TTL the age limit made this shard refuse so far (see holds): Ping fails while
 	// the limit stays below it, as below Config.MaxTTL.
 	refused atomic.Uint64
-	stats   stats
+	// evicting is set while the bucket's stream, as last seen by a Ping, discards old messages (evictsClaims):
+	// Claim and Ping fail with ErrEvicting until the operator puts discard new back.
+	evicting atomic.Bool
+	stats    stats
 	// created is the bucket's creation time when New bound it: a bucket found with another one was deleted and
 	// created again, and every claim it held is gone.
 	created time.Time
@@ -79,7 +84,8 @@ func newShard(ctx context.Context, js jetstream.JetStream, cfg Config, create je
 	if err := w.compatible(info); err != nil {
 		return nil, err
 	}
-	w.markTTL, w.created, w.direct, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, info.Config.AllowDirect, st
+	w.markTTL, w.created, w.leader = info.Config.SubjectDeleteMarkerTTL, info.Created, st
+	w.direct.Store(info.Config.AllowDirect)
 	w.maxAge.Store(int64(info.Config.MaxAge))
 	w.seen.Store(info.State.LastSeq)
 	return w, nil
@@ -291,8 +297,11 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 			"worker bound to the one created %s)", info.Created.UTC().Format(time.RFC3339Nano),
 			w.created.UTC().Format(time.RFC3339Nano)), true)
 	}
-	// The age limit may have been edited since (nats stream edit --max-age): claims follow it from now on.
+	// The age limit and the discard policy may have been edited since (nats stream edit --max-age, --discard):
+	// claims follow them from now on.
 	w.maxAge.Store(int64(info.Config.MaxAge))
+	w.evicting.Store(evictsClaims(info.Config))
+	w.direct.Store(info.Config.AllowDirect)
 	raise(&w.seen, info.State.LastSeq) // the bucket as bound: keeps an idle worker's seen up to date
 	for {
 		l := w.lost.Load()
@@ -312,6 +321,9 @@ func (w *shard) observe(info *jetstream.StreamInfo, err error) error {
 // With MaxTTL set every claim is refused then, as New would refuse the bucket: a window that took its short claims
 // and refused its long ones would look up and down by turns.
 func (w *shard) holds(c Claim) error {
+	if err := w.evictErr(); err != nil {
+		return err
+	}
 	ttl := time.Duration(c.TTLSeconds()) * time.Second
 	maxAge := time.Duration(w.maxAge.Load())
 	if maxAge <= 0 || max(ttl, w.cfg.MaxTTL) <= maxAge {
@@ -348,6 +360,24 @@ func (w *shard) ageErr(maxAge, need time.Duration, what string) error {
 	}
 	return w.bucketErr(fmt.Errorf("%w: bucket %q: %s; remove its age limit (nats stream edit %s --max-age=0) "+
 		"or raise it to at least %s, or shorten the sources' dedupe TTL", ErrAgeLimit, w.cfg.Bucket, p, w.stream, need))
+}
+
+// evictsClaims decides whether a bucket's stream may drop live claims to store new ones: a stream that discards
+// old messages evicts the oldest claims once it reaches a message or byte limit (its own or, later, one edited in),
+// and a copy of an evicted claim's event would be admitted as new. New refuses such a bucket (bucketProblems), and
+// a Ping that finds one edited so under the running window makes claims fail (ErrEvicting).
+func evictsClaims(c jetstream.StreamConfig) bool {
+	return c.Discard != jetstream.DiscardNew
+}
+
+// evictErr is the ErrEvicting error while the bucket, as last seen, discards old messages, else nil.
+func (w *shard) evictErr() error {
+	if !w.evicting.Load() {
+		return nil
+	}
+	return w.bucketErr(fmt.Errorf("%w: bucket %q was edited to discard old messages: once full it evicts live claims, "+
+		"and a later copy of their events is published again; put discard new back (nats stream edit %s --discard new); "+
+		"claims it evicted meanwhile are gone, as a lost bucket's are", ErrEvicting, w.cfg.Bucket, w.stream))
 }
 
 // agedOut fails (ErrAgeLimit) while the bucket's age limit, as last seen, is shorter than Config.MaxTTL or the
@@ -392,7 +422,7 @@ func bucketProblems(c jetstream.StreamConfig, maxTTL time.Duration) (problems []
 		// With history > 1 the server raises every message TTL to at least the marker TTL.
 		problems = append(problems, fmt.Sprintf("it keeps history %d (must be 1)", c.MaxMsgsPerSubject))
 	}
-	if c.Discard != jetstream.DiscardNew {
+	if evictsClaims(c) {
 		problems = append(problems, "its discard policy is old (a full bucket would evict live claims)")
 	}
 	if c.Mirror != nil || c.Sealed {

@@ -146,6 +146,12 @@ var ErrWindowLost = fmt.Errorf("%w: bucket lost", ErrUnavailable)
 // window is down must not do so for it (forwarding would publish every copy).
 var ErrAgeLimit = fmt.Errorf("%w: age limit shorter than a claim TTL", ErrUnavailable)
 
+// ErrEvicting is wrapped by every error that means a window bucket's stream was edited under the running window to
+// discard old messages, which evicts live claims once the bucket is full. Like ErrAgeLimit it is a
+// misconfiguration: it passes only once the operator puts discard new back, and a caller must not forward
+// envelopes undeduplicated for it.
+var ErrEvicting = fmt.Errorf("%w: bucket discards old claims", ErrUnavailable)
+
 // BucketError is an error of one of the window's buckets, with the bucket as data (Bucket) beside what happened
 // (Err, which wraps the package's sentinels: errors.Is sees through it). Its text is Err's, which names the bucket
 // or the key.

@@ -26,6 +26,7 @@ func TestClaimFailed(t *testing.T) {
 		{"invalid", false, fmt.Errorf("%w: key too long", kvwindow.ErrInvalid), protocol.ClaimInvalid},
 		{"bucket lost", false, bucket(kvwindow.ErrWindowLost), protocol.ClaimLost},
 		{"age limit", false, bucket(fmt.Errorf("%w: max_age 1h0m0s", kvwindow.ErrAgeLimit)), protocol.ClaimLost},
+		{"bucket edited to discard old", false, bucket(fmt.Errorf("%w: discard old", kvwindow.ErrEvicting)), protocol.ClaimLost},
 		{"timeout", false, fmt.Errorf("%w: %w", kvwindow.ErrUnavailable, context.DeadlineExceeded), protocol.ClaimUnavailable},
 		{"other", false, errors.New("window down"), protocol.ClaimUnavailable},
 	} {

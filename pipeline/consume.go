@@ -162,7 +162,12 @@ func (p *Pipeline) reprovision(ctx context.Context) error {
 func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	_, err := ensureStreams(cctx, p.js, p.cfg)
+	_, output, err := ensureStreams(cctx, p.js, p.cfg)
+	if err == nil {
+		// A DEDUPED created just now has forgotten the Nats-Msg-Ids of the one deleted: takeovers judge by its
+		// creation at once, not at the next status poll.
+		p.outCreated.Store(output.Created.UnixNano())
+	}
 	return err
 }
 

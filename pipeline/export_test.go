@@ -185,3 +185,9 @@ func textWarnings(texts []string) []consumerWarning {
 	}
 	return warns
 }
+
+// DupWindowReach is dupWindowReach.
+var DupWindowReach = dupWindowReach
+
+// DupWindowShort is dupWindowShort.
+var DupWindowShort = dupWindowShort

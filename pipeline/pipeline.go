@@ -81,7 +81,12 @@ type Pipeline struct {
 	decide protocol.Decider
 
 	outDupWindow atomic.Int64 // the output stream's duplicate window (ns), as the status poll last read it
-	inputWatch   inputWatch   // what the status polls found of the input stream's limits (inputlimits.go)
+	outCreated   atomic.Int64 // the output stream's creation time (unix ns), as the status poll last read it
+	// consumerAckWait is the consumer's ack wait (ns) as the status poll last read it: the server redelivers after
+	// it, whatever DEDUPE_ACK_WAIT says.
+	consumerAckWait atomic.Int64
+	dupShort        atomic.Bool // checkDupWindow's last verdict
+	inputWatch      inputWatch  // what the status polls found of the input stream's limits (inputlimits.go)
 
 	windowLog, publishLog, bindLog, heldLog, ackLog, holderLog, provisionLog rateLog
 }

@@ -46,7 +46,7 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
 func provision(ctx context.Context, cfg Config, recreate bool) (time.Time, error) {
 	js := cfg.JetStream
-	input, err := ensureStreams(ctx, js, cfg)
+	input, _, err := ensureStreams(ctx, js, cfg)
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -54,8 +54,8 @@ func provision(ctx context.Context, cfg Config, recreate bool) (time.Time, error
 }
 
 // ensureStreams creates the missing input, output and dead-letter streams and checks those that exist; it returns
-// the input stream's info.
-func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*jetstream.StreamInfo, error) {
+// the input and output streams' info.
+func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (input, output *jetstream.StreamInfo, err error) {
 	log := cfg.Logger
 	outSubjects := []string{contract.All(cfg.OutputPrefix)}
 	outNeeds := []string{cfg.OutputPrefix + ".*.*"}
@@ -98,18 +98,20 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			"wait: the redelivery of an envelope whose ack was lost after its dead letter may store a second dead letter " +
 			"(nats stream edit " + cfg.DLQStream + " --dupe-window=…)"},
 	}
-	var input *jetstream.StreamInfo
 	for _, s := range streams {
 		info, err := ensureStream(ctx, js, log, s.cfg)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		if info.Config.Name == cfg.InputStream {
+		switch info.Config.Name {
+		case cfg.InputStream:
 			input = info
+		case cfg.OutputStream:
+			output = info
 		}
 		for _, need := range s.needs {
 			if !coveredBy(need, info.Config.Subjects) {
-				return nil, fmt.Errorf("%w: stream %s has subjects %q, which do not capture %s",
+				return nil, nil, fmt.Errorf("%w: stream %s has subjects %q, which do not capture %s",
 					ErrIncompatible, info.Config.Name, info.Config.Subjects, need)
 			}
 		}
@@ -117,7 +119,7 @@ func ensureStreams(ctx context.Context, js jetstream.JetStream, cfg Config) (*je
 			log.Warn(s.short, "stream", info.Config.Name, "duplicates", info.Config.Duplicates, "ack_wait", cfg.AckWait)
 		}
 	}
-	return input, nil
+	return input, output, nil
 }
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, log *slog.Logger, want jetstream.StreamConfig) (*jetstream.StreamInfo, error) {
@@ -255,7 +257,10 @@ func checkConsumer(cfg Config, got jetstream.ConsumerConfig) ([]consumerWarning,
 			"filters", filters)
 	}
 	if got.MaxDeliver > 0 {
-		warn("has a delivery limit: an envelope redelivered that often (e.g. through a long window outage) is dropped",
+		warn("has a delivery limit: an envelope delivered that often (every NAK counts: a window outage of seconds "+
+			"reaches a few) is never delivered again and stays in the input stream unprocessed, even once the limit is "+
+			"raised; remove it (nats consumer edit --max-deliver=-1), and delete the consumer to have the worker create "+
+			"it again and deliver what is left",
 			"max_deliver", got.MaxDeliver)
 	}
 	if got.AckWait != cfg.AckWait {

@@ -267,9 +267,10 @@ func (p *Pipeline) windowCleared(clears func(error) bool) {
 
 // claimClears decides whether a claim that succeeded clears the window error err. Not an age limit (the bucket
 // takes the short claims and refuses the longer ones, and the poll's Ping reports it: cleared by every short
-// claim, readiness would flap between polls), nor a lost bucket (the other shards of a sharded window succeed).
+// claim, readiness would flap between polls), nor a lost bucket or one edited to discard old (the other shards of
+// a sharded window succeed).
 func claimClears(err error) bool {
-	return !errors.Is(err, kvwindow.ErrAgeLimit) && !errors.Is(err, kvwindow.ErrWindowLost)
+	return !errors.Is(err, kvwindow.ErrAgeLimit) && !errors.Is(err, kvwindow.ErrEvicting) && !errors.Is(err, kvwindow.ErrWindowLost)
 }
 
 func (p *Pipeline) windowDown(err error) {

@@ -120,7 +120,8 @@ func (p *Pipeline) refreshStatus(ctx context.Context) {
 			p.quorumChanged(cutOff) // at once: the streams' reads may wait seconds for a server out of reach
 		}
 		p.m.consumerPending.Set(float64(info.NumPending))
-		p.observeConsumer(info.Created, info.Delivered) // read before the input stream: checkInputLimits' pre-filter
+		p.observeConsumer(info.Created, info.Delivered)     // read before the input stream: checkInputLimits' pre-filter
+		p.consumerAckWait.Store(int64(info.Config.AckWait)) // the duplicate window's check follows an edit
 		created := info.Created.UnixNano()
 		warns, unusable := checkConsumer(p.cfg, info.Config)
 		if bound && (created != p.consumerCreated.Load() || unusable != nil) {
@@ -254,6 +255,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing, bound
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
 			p.checkDupWindow(info.Config.Duplicates)
+			p.outCreated.Store(info.Created.UnixNano())
 		}
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
@@ -418,21 +420,55 @@ func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, pre
 	}
 }
 
-// checkDupWindow records the output stream's duplicate window and warns, once per change, when it no longer covers
-// the ack wait plus the hold bound: an unkeyed event republished then is stored again.
+// dupWindowReach is how far back a publish made now can be collapsed with an earlier one under the same
+// Nats-Msg-Id: the output's duplicate window dup, but never before the stream's creation, outputAge ago (0:
+// unknown), since a stream deleted and created again has forgotten every id of the one before. publishTimeout is
+// added back to the age because protocol.Decide compares the window with a first claim's age plus the publish
+// timeout: a takeover whose first claim predates the stream's creation (give or take its second of slack between
+// clocks) is then published marked, as one older than the window is. dup <= 0 (unknown, or none) is kept.
+func dupWindowReach(dup, outputAge, publishTimeout time.Duration) time.Duration {
+	if dup <= 0 || outputAge <= 0 {
+		return dup
+	}
+	return min(dup, outputAge+publishTimeout)
+}
+
+// outputAge is the time since the output stream was created, as the status poll last read it (0: not read yet).
+func (p *Pipeline) outputAge() time.Duration {
+	c := p.outCreated.Load()
+	if c == 0 {
+		return 0
+	}
+	return max(time.Since(time.Unix(0, c)), time.Nanosecond)
+}
+
+// dupWindowShort decides whether the output's duplicate window dup no longer covers a redelivery: the server
+// redelivers after the consumer's ack wait (consumerAckWait, as an operator may have edited it; 0: not read yet),
+// the worker's timings follow DEDUPE_ACK_WAIT (ackWait), and a delivery may be held up to the hold bound before it
+// publishes. An unkeyed event republished later than the window is stored again.
+func dupWindowShort(dup, ackWait, consumerAckWait, hold time.Duration) bool {
+	return dup < max(ackWait, consumerAckWait)+hold
+}
+
+// checkDupWindow records the output stream's duplicate window and warns, once per change of the window or of the
+// verdict, when it no longer covers the ack wait plus the hold bound: an unkeyed event republished then is stored
+// again.
 func (p *Pipeline) checkDupWindow(dup time.Duration) {
 	prev := time.Duration(p.outDupWindow.Swap(int64(dup)))
 	p.m.dupWindow.Set(dup.Seconds())
-	need := p.cfg.AckWait + time.Duration(p.maxHold.Load())
-	short := dup < need
+	ackWait, consumerAckWait, hold := p.cfg.AckWait, time.Duration(p.consumerAckWait.Load()), time.Duration(p.maxHold.Load())
+	short := dupWindowShort(dup, ackWait, consumerAckWait, hold)
 	p.m.dupWindowShort.Set(oneIf(short))
-	if dup == prev {
+	wasShort := p.dupShort.Swap(short)
+	if dup == prev && short == wasShort {
 		return
 	}
 	if short {
 		p.log.Warn("pipeline: the output stream's duplicate window is shorter than the ack wait plus the hold bound: "+
-			"a republished unkeyed event may be stored twice; raise it (nats stream edit) or lower DEDUPE_ACK_WAIT/DEDUPE_MAX_HOLD",
-			"stream", p.cfg.OutputStream, "duplicate_window", dup, "ack_wait", p.cfg.AckWait, "hold_bound", time.Duration(p.maxHold.Load()))
+			"a republished unkeyed event may be stored twice; raise it (nats stream edit) or lower DEDUPE_ACK_WAIT/DEDUPE_MAX_HOLD "+
+			"(and the consumer's ack wait, nats consumer edit --wait, when it was edited)",
+			"stream", p.cfg.OutputStream, "duplicate_window", dup, "ack_wait", ackWait, "consumer_ack_wait", consumerAckWait,
+			"hold_bound", hold)
 	} else if prev != 0 {
 		p.log.Info("pipeline: the output stream's duplicate window changed", "stream", p.cfg.OutputStream, "duplicate_window", dup)
 	}

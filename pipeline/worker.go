@@ -89,7 +89,7 @@ func (w *worker) handle(d *delivery) {
 		ForwardWhenWindowDown: p.cfg.ForwardWhenWindowDown,
 		CopyDuplicates:        p.cfg.DuplicatesPrefix != "",
 		InputKeeps:            p.inputKeeps.Load(),
-		DupWindow:             time.Duration(p.outDupWindow.Load()),
+		DupWindow:             dupWindowReach(time.Duration(p.outDupWindow.Load()), p.outputAge(), p.cfg.PublishTimeout),
 		PublishTimeout:        p.cfg.PublishTimeout,
 	}}
 	switch {
@@ -370,8 +370,9 @@ func (s *step) note(plan protocol.Plan) {
 	case protocol.NotePossibleDuplicate:
 		p.m.possibleDuplicates.Inc()
 		p.log.Warn("pipeline: publishing a possible second copy: an earlier delivery of this envelope may have stored it "+
-			"longer ago than the output's duplicate window", "seq", e.seq, "tenant", e.tenant, "source", e.source,
-			"key", e.key, "first_claimed", s.res.FirstClaimed, "duplicate_window", s.f.Config.DupWindow)
+			"longer ago than the output's duplicate window reaches (its window, or its creation when it was created again "+
+			"since)", "seq", e.seq, "tenant", e.tenant, "source", e.source, "key", e.key, "first_claimed", s.res.FirstClaimed,
+			"duplicate_window", time.Duration(p.outDupWindow.Load()), "window_reach", s.f.Config.DupWindow)
 	case protocol.NoteStoredTwice:
 		p.m.possibleDuplicates.Inc()
 		p.log.Warn("pipeline: published after another delivery took the claim over; the output may hold this event twice",
@@ -407,7 +408,7 @@ func claimFailed(cancelled bool, err error) protocol.ClaimStatus {
 		return protocol.ClaimCancelled
 	case errors.Is(err, kvwindow.ErrInvalid):
 		return protocol.ClaimInvalid
-	case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit):
+	case errors.Is(err, kvwindow.ErrWindowLost), errors.Is(err, kvwindow.ErrAgeLimit), errors.Is(err, kvwindow.ErrEvicting):
 		return protocol.ClaimLost
 	default:
 		return protocol.ClaimUnavailable

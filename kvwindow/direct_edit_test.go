@@ -1,0 +1,46 @@
+package kvwindow_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/dedupeworker/dedupeworker/internal/natstest"
+	"github.com/dedupeworker/dedupeworker/kvwindow"
+)
+
+// TestDirectGetsTurnedOffUnderRunningWindow: an operator turns direct gets off on the window bucket's stream (nats
+// stream edit KV_dedupe-window --no-allow-direct) under a running worker. A copy's losing create is read back by a
+// direct get, which nothing answers any more: every copy of an event already claimed failed as "window unavailable"
+// and was handed back, for as long as the worker ran. The running window must follow the edit at its next Ping and
+// read from the stream leader instead. Before: the copy's claim kept failing.
+func TestDirectGetsTurnedOffUnderRunningWindow(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	first := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}
+	if out := claim(t, w, first); out.Status != kvwindow.Won {
+		t.Fatalf("first claim: %v", out.Status)
+	}
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	if !sc.AllowDirect {
+		t.Fatal("the bucket was created without direct gets; this test needs them on first")
+	}
+	sc.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Ping(ctx); err != nil {
+		t.Fatalf("Ping after direct gets were turned off: %v", err)
+	}
+	copyOf := first
+	copyOf.Claimant = envelope(2)
+	out, err := w.Claim(ctx, copyOf, kvwindow.Known{})
+	if err != nil || out.Status != kvwindow.Duplicate {
+		t.Fatalf("a copy's claim with direct gets off: %+v, %v; want Duplicate", out, err)
+	}
+}
