@@ -151,9 +151,10 @@ func (p *Pipeline) bindFailed(err error) {
 func (p *Pipeline) reprovision(ctx context.Context) error {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	created, err := provision(cctx, p.cfg, true)
+	got, err := provision(cctx, p.cfg, true)
 	if err == nil {
-		p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged
+		p.seenConsumer.Store(&seenConsumer{created: got.consumer.UnixNano()}) // its warnings are logged
+		p.outputCreated(got.output)
 	}
 	return err
 }
@@ -166,7 +167,7 @@ func (p *Pipeline) recreateStreams(ctx context.Context) error {
 	if err == nil {
 		// A DEDUPED created just now has forgotten the Nats-Msg-Ids of the one deleted: takeovers judge by its
 		// creation at once, not at the next status poll.
-		p.outCreated.Store(output.Created.UnixNano())
+		p.outputCreated(output.Created)
 	}
 	return err
 }

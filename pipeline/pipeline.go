@@ -334,10 +334,11 @@ func (p *Pipeline) provision(ctx context.Context) error {
 	stuckAfter := cmp.Or(p.cfg.placementStuckAfter, jserr.PlacementStuckAfter)
 	var refusals jserr.Refusals
 	for {
-		created, err := provision(ctx, p.cfg, false)
+		got, err := provision(ctx, p.cfg, false)
 		if err == nil {
 			p.bindErr.Store(nil)
-			p.seenConsumer.Store(&seenConsumer{created: created.UnixNano()}) // its warnings are logged: the bind does not repeat them
+			p.seenConsumer.Store(&seenConsumer{created: got.consumer.UnixNano()}) // its warnings are logged: the bind does not repeat them
+			p.outputCreated(got.output)
 			return nil
 		}
 		if ctx.Err() != nil {

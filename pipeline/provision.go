@@ -44,14 +44,19 @@ var ErrConsumerStart = errors.New("pipeline: consumer start needed")
 //     letter of a redelivery collapses into the first as the event does; age limit DLQMaxAge.
 //   - Consumer: durable, pull, explicit ack, MaxDeliver unlimited, AckWait, ConsumerMaxAckPending, filtered only
 //     when the stream stores subjects outside "<InputPrefix>.>", starting as decideStart says.
-func provision(ctx context.Context, cfg Config, recreate bool) (time.Time, error) {
+func provision(ctx context.Context, cfg Config, recreate bool) (provisioned, error) {
 	js := cfg.JetStream
-	input, _, err := ensureStreams(ctx, js, cfg)
+	input, output, err := ensureStreams(ctx, js, cfg)
 	if err != nil {
-		return time.Time{}, err
+		return provisioned{}, err
 	}
-	return ensureConsumer(ctx, js, cfg, input, recreate)
+	consumer, err := ensureConsumer(ctx, js, cfg, input, recreate)
+	return provisioned{consumer: consumer, output: output.Created}, err
 }
+
+// provisioned is when what provision found or created was created: the consumer (its warnings are logged) and the
+// output stream (a new one has forgotten the Nats-Msg-Ids of the one before: dupWindowReach).
+type provisioned struct{ consumer, output time.Time }
 
 // ensureStreams creates the missing input, output and dead-letter streams and checks those that exist; it returns
 // the input and output streams' info.

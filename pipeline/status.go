@@ -255,7 +255,7 @@ func (p *Pipeline) refreshStreams(ctx context.Context, pinged *windowPing, bound
 			p.outMaxMsgSize.Store(int64(max(info.Config.MaxMsgSize, 0)))
 			p.maxHold.Store(int64(p.holdBound(info.Config.Duplicates)))
 			p.checkDupWindow(info.Config.Duplicates)
-			p.outCreated.Store(info.Created.UnixNano())
+			p.outputCreated(info.Created)
 		}
 		p.m.streamMessages.WithLabelValues(name).Set(float64(info.State.Msgs))
 		p.m.streamBytes.WithLabelValues(name).Set(float64(info.State.Bytes))
@@ -422,24 +422,39 @@ func (p *Pipeline) pollFound(last *atomic.Pointer[error], problems []string, pre
 
 // dupWindowReach is how far back a publish made now can be collapsed with an earlier one under the same
 // Nats-Msg-Id: the output's duplicate window dup, but never before the stream's creation, outputAge ago (0:
-// unknown), since a stream deleted and created again has forgotten every id of the one before. publishTimeout is
-// added back to the age because protocol.Decide compares the window with a first claim's age plus the publish
-// timeout: a takeover whose first claim predates the stream's creation (give or take its second of slack between
-// clocks) is then published marked, as one older than the window is. dup <= 0 (unknown, or none) is kept.
+// unknown), since a stream deleted and created again has forgotten every id of the one before. protocol.Decide marks
+// a takeover whose first claim's age plus the publish timeout plus a second (clocks of replicas) reaches the window:
+// both are added back to the age, so that a takeover is marked for the stream's creation exactly when its first claim
+// was made no later than the creation, measured at the same instant (a first claim made after it may have stored
+// the event in this stream only, under the same id). No slack for clocks is needed there: a publish that reached the
+// deleted stream was claimed before its deletion, which comes before the creation by the operator's own time. dup <=
+// 0 (unknown, or none) is kept.
 func dupWindowReach(dup, outputAge, publishTimeout time.Duration) time.Duration {
 	if dup <= 0 || outputAge <= 0 {
 		return dup
 	}
-	return min(dup, outputAge+publishTimeout)
+	return min(dup, outputAge+publishTimeout+time.Second)
 }
 
-// outputAge is the time since the output stream was created, as the status poll last read it (0: not read yet).
-func (p *Pipeline) outputAge() time.Duration {
+// outputAge is the time at now since the output stream was created, as last read (0: not read yet).
+func (p *Pipeline) outputAge(now time.Time) time.Duration {
 	c := p.outCreated.Load()
 	if c == 0 {
 		return 0
 	}
-	return max(time.Since(time.Unix(0, c)), time.Nanosecond)
+	return max(now.Sub(time.Unix(0, c)), time.Nanosecond)
+}
+
+// outputCreated records the output stream's creation time as read at t: the latest one seen, since an answer read
+// before the stream was deleted and created again may arrive after the new one's.
+func (p *Pipeline) outputCreated(t time.Time) {
+	c := t.UnixNano()
+	for {
+		old := p.outCreated.Load()
+		if c <= old || p.outCreated.CompareAndSwap(old, c) {
+			return
+		}
+	}
 }
 
 // dupWindowShort decides whether the output's duplicate window dup no longer covers a redelivery: the server
@@ -469,8 +484,11 @@ func (p *Pipeline) checkDupWindow(dup time.Duration) {
 			"(and the consumer's ack wait, nats consumer edit --wait, when it was edited)",
 			"stream", p.cfg.OutputStream, "duplicate_window", dup, "ack_wait", ackWait, "consumer_ack_wait", consumerAckWait,
 			"hold_bound", hold)
-	} else if prev != 0 {
+	} else if dup != prev && prev != 0 {
 		p.log.Info("pipeline: the output stream's duplicate window changed", "stream", p.cfg.OutputStream, "duplicate_window", dup)
+	} else if wasShort {
+		p.log.Info("pipeline: the output stream's duplicate window covers the ack wait plus the hold bound again",
+			"stream", p.cfg.OutputStream, "duplicate_window", dup, "ack_wait", ackWait, "consumer_ack_wait", consumerAckWait)
 	}
 }
 

@@ -89,7 +89,7 @@ func (w *worker) handle(d *delivery) {
 		ForwardWhenWindowDown: p.cfg.ForwardWhenWindowDown,
 		CopyDuplicates:        p.cfg.DuplicatesPrefix != "",
 		InputKeeps:            p.inputKeeps.Load(),
-		DupWindow:             dupWindowReach(time.Duration(p.outDupWindow.Load()), p.outputAge(), p.cfg.PublishTimeout),
+		DupWindow:             time.Duration(p.outDupWindow.Load()), // cut at the output's creation once claimed
 		PublishTimeout:        p.cfg.PublishTimeout,
 	}}
 	switch {
@@ -270,7 +270,9 @@ func (s *step) doClaim() {
 	p.claimUp()
 	f.Claim = protocol.ClaimResult{Published: res.Published, HolderKnown: res.HolderSeq != 0, MayBeStored: res.MayBeStored}
 	if !res.FirstClaimed.IsZero() {
-		f.Claim.FirstClaimAge, f.Claim.AgeKnown = time.Since(res.FirstClaimed), true
+		now := time.Now() // the claim's age and the output's at one instant: dupWindowReach compares them
+		f.Claim.FirstClaimAge, f.Claim.AgeKnown = now.Sub(res.FirstClaimed), true
+		f.Config.DupWindow = dupWindowReach(f.Config.DupWindow, p.outputAge(now), p.cfg.PublishTimeout)
 	}
 	f.Claim.Status = protocol.ClaimUnknown
 	if uint(res.Status) < uint(len(claimStatus)) && res.Status != 0 {
