@@ -278,7 +278,14 @@ func (w *shard) readLast(ctx context.Context, anyReplica bool, subj string, dead
 	if left <= 0 {
 		return nil, context.DeadlineExceeded
 	}
-	m, err := w.req.GetLastMsg(ctx, w.get, subj, anyReplica && w.direct.Load(), left)
+	direct := anyReplica && w.direct.Load()
+	m, err := w.req.GetLastMsg(ctx, w.get, subj, direct, left)
+	if direct && errors.Is(err, nats.ErrNoResponders) {
+		// Direct gets turned off under the running window (nats stream edit --allow-direct=false): no replica
+		// answers them any more. Read at the leader now rather than fail until the next Ping sees the edit.
+		w.direct.Store(false)
+		return w.readLast(ctx, false, subj, deadline)
+	}
 	switch {
 	case err == nil:
 		raise(&w.seen, m.Sequence) // stored, so the bucket reached it: a later write of ours lands above

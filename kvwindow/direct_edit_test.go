@@ -44,3 +44,31 @@ func TestDirectGetsTurnedOffUnderRunningWindow(t *testing.T) {
 		t.Fatalf("a copy's claim with direct gets off: %+v, %v; want Duplicate", out, err)
 	}
 }
+
+// The same edit, and a copy claims before any Ping: its read-back goes to the stream leader at once rather than
+// fail as "window unavailable" (which, with forwarding while the window is down, would publish the copy).
+func TestDirectGetsTurnedOffReadAtLeaderAtOnce(t *testing.T) {
+	s := natstest.Run(t)
+	js := jsFor(t, s.URL())
+	ctx := ctxT(t, 60*time.Second)
+	w := newWindow(t, js, kvwindow.DefaultConfig())
+	first := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "k", TTL: time.Hour, Claimant: envelope(1), Delivery: delivery(1)}
+	if out := claim(t, w, first); out.Status != kvwindow.Won {
+		t.Fatalf("first claim: %v", out.Status)
+	}
+	st, err := js.Stream(ctx, "KV_dedupe-window")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	sc.AllowDirect = false
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	copyOf := first
+	copyOf.Claimant = envelope(2)
+	out, err := w.Claim(ctx, copyOf, kvwindow.Known{})
+	if err != nil || out.Status != kvwindow.Duplicate {
+		t.Fatalf("a copy's claim with direct gets just turned off: %+v, %v; want Duplicate", out, err)
+	}
+}
