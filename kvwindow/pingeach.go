@@ -34,9 +34,10 @@ func (w *Window) PingEach(ctx context.Context) ([]BucketPing, error) {
 }
 
 // pingVerdict is what a Ping of buckets that answered each (in shard order) returns: the first lost bucket's error,
-// else the first age limit's, else the first other failure. The order is that of what each takes to pass, so that
-// the failure reported never hides a graver one: a lost bucket needs the operator and a restart, an age limit or a
-// discard policy the operator's edit, and any other failure (a bucket not answering, a stream without a leader) passes by itself.
+// else the first age limit's or discard policy's, else the first other failure. The order is that of what each
+// takes to pass, so that the failure reported never hides a graver one: a lost bucket needs the operator and a
+// restart, an age limit or a discard policy the operator's edit, and any other failure (a bucket not answering, a
+// stream without a leader) passes by itself.
 func pingVerdict(each []BucketPing) error {
 	for _, grave := range []func(BucketPing) bool{
 		func(b BucketPing) bool { return errors.Is(b.Err, ErrWindowLost) },

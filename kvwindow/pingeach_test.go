@@ -59,6 +59,7 @@ func TestPingVerdict(t *testing.T) {
 	lost := func(b string) error { return fmt.Errorf("%w: bucket %q was deleted", kvwindow.ErrWindowLost, b) }
 	age := func(b string) error { return fmt.Errorf("%w: bucket %q: max_age 1h", kvwindow.ErrAgeLimit, b) }
 	down := func(b string) error { return fmt.Errorf("%w: ping bucket %q: timeout", kvwindow.ErrUnavailable, b) }
+	evicting := func(b string) error { return fmt.Errorf("%w: bucket %q discards old", kvwindow.ErrEvicting, b) }
 	for _, tc := range []struct {
 		name string
 		errs []error
@@ -75,6 +76,8 @@ func TestPingVerdict(t *testing.T) {
 		{"two age limits", []error{age("a"), age("b")}, age("a")},
 		{"two not answering", []error{down("a"), down("b")}, down("a")},
 		{"all three", []error{down("a"), age("b"), lost("c"), nil}, lost("c")},
+		{"not answering, discarding old", []error{down("a"), evicting("b")}, evicting("b")},
+		{"discarding old, lost", []error{evicting("a"), lost("b")}, lost("b")},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := kvwindow.PingVerdict(tc.errs)
