@@ -26,8 +26,9 @@ run: build
 ## test: everything CI runs — vet, unit and integration tests (the fault suite's short variants, a fixed seed), the
 ## README's walkthroughs (with the tools present: internal/docscheck), the deploy files' checks (the deploy module,
 ## which keeps the Kubernetes types out of the worker's go.mod), the bench module's own tests (its workload, flags,
-## routing and in-process contenders; about 10 s), and the race detector on the concurrent packages. Every fuzz
-## target's seed corpus and testdata run here as plain tests (go test runs a Fuzz function on its seeds), so a
+## routing and in-process contenders; about 10 s), and the race detector on the concurrent packages (-short: the
+## 3-node cluster tests, which the unit tests run, would take it from about 135 s to 210 s of a 10-minute budget).
+## Every fuzz target's seed corpus and testdata run here as plain tests (go test runs a Fuzz function on its seeds), so a
 ## parser regression fails the build; the fuzzer itself, which builds each package again with
 ## coverage instrumentation before it fuzzes at all, runs in make fuzz and make fuzz-short (13 targets × 5 s took
 ## 606 s on two shared cores: the largest part of make test when it ran there).
@@ -40,7 +41,7 @@ test-unit:
 	$(GO) -C bench vet ./... && $(GO) -C bench test -count=1 -timeout 5m ./...
 
 test-race:
-	$(GO) test -race -count=1 -timeout 6m ./pipeline/ ./kvwindow/...
+	$(GO) test -race -short -count=1 -timeout 6m ./pipeline/ ./kvwindow/...
 
 ## fuzz-short: each fuzz target for FUZZTIME (5s): new inputs, not only the seeds make test runs.
 fuzz-short:
