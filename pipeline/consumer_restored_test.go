@@ -30,11 +30,7 @@ func TestDeliveryOfEarlierConsumerStaysStale(t *testing.T) {
 	seq := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "restored"), []byte("a"))
 	// The claim a delivery of a later consumer made before its worker died: as the restored consumer is older.
 	later := info.Created.Add(time.Hour).UnixNano()
-	claim := kvwindow.Claim{Tenant: "t1", Source: "gh", Key: "restored", TTL: time.Hour,
-		Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: kvwindow.Delivery{Consumer: later, Count: 1}}
-	if out, err := w.Claim(ctx(t), claim, kvwindow.Known{}); err != nil || out.Status != kvwindow.Won {
-		t.Fatalf("claim: %v %v", out, err)
-	}
+	e.claimedByDead(w, "restored", seq, kvwindow.Delivery{Consumer: later})
 	e.start(cfg)
 	natstest.Eventually(t, 10*time.Second, func() error {
 		if n := e.metric("dedupeworker_stale_deliveries_total"); n < 1 {

@@ -28,14 +28,7 @@ func TestCrashBetweenClaimAndAck(t *testing.T) {
 	if err := pipeline.Provision(ctx(t), e.js, cfg); err != nil {
 		t.Fatal(err)
 	}
-	claim := func(key string, seq uint64) uint64 {
-		out, err := w.Claim(ctx(t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour,
-			Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: kvwindow.Delivery{Count: 1}}, kvwindow.Known{})
-		if err != nil || out.Status != kvwindow.Won {
-			t.Fatalf("claim %s: %v %v", key, out, err)
-		}
-		return out.Revision
-	}
+	claim := func(key string, seq uint64) uint64 { return e.claimedByDead(w, key, seq, kvwindow.Delivery{}) }
 	// Crashed after the claim, before the publish.
 	seq1 := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "c-1"), []byte("one"))
 	stamp1 := e.stamp(seq1)

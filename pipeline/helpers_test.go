@@ -633,3 +633,17 @@ func newHandler(tb testing.TB) *pipeline.Handler {
 	}
 	return h
 }
+
+// claimedByDead claims key (tenant t1, source gh, an hour's TTL) in w for the envelope at seq of INGEST, as a
+// delivery of it (d; zero: the first of the consumer as the window reads it) that died before doing more, and
+// returns the claim's revision.
+func (e *env) claimedByDead(w pipeline.Window, key string, seq uint64, d kvwindow.Delivery) uint64 {
+	e.t.Helper()
+	d.Count = max(d.Count, 1)
+	out, err := w.Claim(ctx(e.t), kvwindow.Claim{Tenant: "t1", Source: "gh", Key: key, TTL: time.Hour,
+		Claimant: kvwindow.Claimant{Seq: seq, Stamp: e.stamp(seq)}, Delivery: d}, kvwindow.Known{})
+	if err != nil || out.Status != kvwindow.Won {
+		e.t.Fatalf("claim %s: %v %v", key, out, err)
+	}
+	return out.Revision
+}

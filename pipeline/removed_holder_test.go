@@ -25,11 +25,7 @@ func TestCopyOfRemovedHolderTakenAsDuplicate(t *testing.T) {
 	}
 	seqA := e.publish("ingest.t1.gh", hdr("X-GitHub-Delivery", "rm-1"), []byte("a"))
 	// A worker claimed A's key and died before publishing.
-	claim := kvwindow.Claim{Tenant: "t1", Source: "gh", Key: "rm-1", TTL: time.Hour,
-		Claimant: kvwindow.Claimant{Seq: seqA, Stamp: e.stamp(seqA)}, Delivery: kvwindow.Delivery{Count: 1}}
-	if out, err := w.Claim(ctx(t), claim, kvwindow.Known{}); err != nil || out.Status != kvwindow.Won {
-		t.Fatalf("claim: %v %v", out, err)
-	}
+	e.claimedByDead(w, "rm-1", seqA, kvwindow.Delivery{})
 	// A leaves INGEST unprocessed.
 	s, err := e.js.Stream(ctx(t), pipeline.DefaultInputStream)
 	if err != nil {
