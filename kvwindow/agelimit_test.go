@@ -128,15 +128,7 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 	}
 
 	// The operator lifts the limit: the running window follows at its next Ping, a new one binds.
-	st, err := js.Stream(ctx, "KV_dedupe-window")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxAge = 0
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.MaxAge = 0 })
 	if err := w.Ping(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -149,10 +141,7 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 	// The operator sets the limit again under both running windows (nats stream edit --max-age=1h). Each Ping
 	// fails from then on, naming the bucket, the age limit and the TTL it cannot hold, for as long as the limit
 	// stays: one window is configured for claims of a week, the other has refused one.
-	sc.MaxAge = time.Hour
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.MaxAge = time.Hour })
 	for _, tc := range []struct {
 		name string
 		w    *kvwindow.Window
@@ -182,10 +171,7 @@ func TestAgeLimitShorterThanTTL(t *testing.T) {
 	}
 
 	// Lifted again: both windows answer at their next Ping and claim again.
-	sc.MaxAge = 0
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.MaxAge = 0 })
 	for _, w := range []*kvwindow.Window{bound, w} {
 		if err := w.Ping(ctx); err != nil {
 			t.Fatalf("Ping once the limit is lifted again: %v", err)
@@ -214,15 +200,7 @@ func TestAgeLimitAfterClaim(t *testing.T) {
 	released := kvwindow.Claim{Tenant: "acme", Source: "gh", Key: "released", TTL: week, Claimant: envelope(2), Delivery: delivery(1)}
 	mrev, rrev := claim(t, w, marked).Revision, claim(t, w, released).Revision
 
-	st, err := js.Stream(ctx, "KV_dedupe-window")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.MaxAge = time.Hour
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.MaxAge = time.Hour })
 	if err := w.Ping(ctx); !errors.Is(err, kvwindow.ErrAgeLimit) {
 		t.Fatalf("Ping under max_age 1h: %v, want ErrAgeLimit", err)
 	}

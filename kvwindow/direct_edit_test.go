@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/dedupeworker/dedupeworker/internal/natstest"
 	"github.com/dedupeworker/dedupeworker/kvwindow"
 )
@@ -47,18 +49,12 @@ func directGetsTurnedOff(t *testing.T) (context.Context, *kvwindow.Window, kvwin
 	if out := claim(t, w, first); out.Status != kvwindow.Won {
 		t.Fatalf("first claim: %v", out.Status)
 	}
-	st, err := js.Stream(ctx, "KV_dedupe-window")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	if !sc.AllowDirect {
-		t.Fatal("the bucket was created without direct gets; this test needs them on first")
-	}
-	sc.AllowDirect = false
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) {
+		if !sc.AllowDirect {
+			t.Fatal("the bucket was created without direct gets; this test needs them on first")
+		}
+		sc.AllowDirect = false
+	})
 	copyOf := first
 	copyOf.Claimant = envelope(2)
 	return ctx, w, copyOf

@@ -29,15 +29,7 @@ func TestDiscardOldEditedUnderRunningWindow(t *testing.T) {
 		t.Fatalf("first claim: %v", out.Status)
 	}
 
-	st, err := js.Stream(ctx, "KV_dedupe-window")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sc := st.CachedInfo().Config
-	sc.Discard, sc.MaxMsgs = jetstream.DiscardOld, 1
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.Discard, sc.MaxMsgs = jetstream.DiscardOld, 1 })
 	if err := w.Ping(ctx); err == nil || !errors.Is(err, kvwindow.ErrUnavailable) {
 		t.Errorf("Ping after the bucket was edited to discard old: %v, want it to fail", err)
 	} else {
@@ -58,10 +50,7 @@ func TestDiscardOldEditedUnderRunningWindow(t *testing.T) {
 	}
 
 	// The operator puts discard new back: the next Ping passes and claims are taken again.
-	sc.Discard, sc.MaxMsgs = jetstream.DiscardNew, -1
-	if _, err := js.UpdateStream(ctx, sc); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.Discard, sc.MaxMsgs = jetstream.DiscardNew, -1 })
 	if err := w.Ping(ctx); err != nil {
 		t.Fatalf("Ping once discard new is back: %v", err)
 	}

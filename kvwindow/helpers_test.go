@@ -71,3 +71,19 @@ func claim(t testing.TB, w *kvwindow.Window, c kvwindow.Claim) kvwindow.Outcome 
 func decision(o kvwindow.Outcome) kvwindow.Outcome {
 	return kvwindow.Outcome{Status: o.Status, Revision: o.Revision}
 }
+
+// editStream edits the stream name as an operator would (nats stream edit): edit changes its configuration as it
+// stands.
+func editStream(t testing.TB, js jetstream.JetStream, name string, edit func(*jetstream.StreamConfig)) {
+	t.Helper()
+	ctx := ctxT(t, 10*time.Second)
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := st.CachedInfo().Config
+	edit(&sc)
+	if _, err := js.UpdateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -329,15 +329,7 @@ func TestBucketEditedOrRestartedIsNotLost(t *testing.T) {
 	ctx := ctxT(t, 60*time.Second)
 	w := newWindow(t, js, shardedConfig(2))
 	fill(t, w, 20)
-	st, err := js.Stream(ctx, "KV_dedupe-window-01")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.MaxBytes = 64 << 20
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window-01", func(sc *jetstream.StreamConfig) { sc.MaxBytes = 64 << 20 })
 	if err := w.Ping(ctx); err != nil {
 		t.Fatalf("Ping after an edit of the bucket: %v", err)
 	}

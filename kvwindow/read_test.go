@@ -18,16 +18,7 @@ func TestFirstDeliveryWithoutDirect(t *testing.T) {
 	s := natstest.Run(t)
 	js := jsFor(t, s.URL())
 	newWindow(t, js, kvwindow.DefaultConfig()) // provisions the bucket
-	ctx := ctxT(t, 30*time.Second)
-	st, err := js.Stream(ctx, "KV_dedupe-window")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := st.CachedInfo().Config
-	cfg.AllowDirect = false
-	if _, err := js.UpdateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
+	editStream(t, js, "KV_dedupe-window", func(sc *jetstream.StreamConfig) { sc.AllowDirect = false })
 	w := newWindow(t, js, kvwindow.DefaultConfig())
 	direct, get := spyReads(t, s.URL())
 	c := kvwindow.Claim{Tenant: "t", Source: "s", Key: "k", TTL: time.Minute, Claimant: envelope(1), Delivery: delivery(1)}
